@@ -1,0 +1,259 @@
+# PYTHON_ARGCOMPLETE_OK
+"""The command line: an argparse tree, lazy dispatch, and the one place errors are rendered.
+
+Only the standard library is imported at module level so `deployctl --help` stays fast; each verb's
+module (and rich, paramiko, boto3, ...) is imported after argv is parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import textwrap
+
+from deployctl import __version__
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+def _common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """The common flags; accepted before or after the verb."""
+    default = (lambda value: value) if top else (lambda value: argparse.SUPPRESS)
+    group = parser.add_argument_group("output")
+    group.add_argument("--output", "-o", choices=("table", "json"), default=default("table"),
+                       help="table for people (default), json for scripts (one document on stdout)")
+    group.add_argument("--verbose", "-v", action="store_true", default=default(False), help="say more")
+    group.add_argument("--quiet", "-q", action="store_true", default=default(False), help="say less")
+    group.add_argument("--no-color", action="store_true", default=default(False), help="no colours")
+
+
+def _verb(sub, name: str, handler: str, summary: str, example: str, **kwargs) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog="example:\n" + textwrap.indent(example.strip(), "  "),
+        formatter_class=_FORMATTER,
+        **kwargs,
+    )
+    parser.set_defaults(handler=handler)
+    _common(parser)
+    return parser
+
+
+def _spec_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("spec", metavar="SPEC", nargs=None if required else "?", help="deployment spec (YAML)")
+
+
+def _host_key_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--accept-new-host-keys", action="store_true",
+                        help="trust and record keys of hosts not yet in known_hosts (never a changed key)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command tree (cheap: no imports beyond argparse)."""
+    parser = argparse.ArgumentParser(
+        prog="deployctl",
+        description="Deploy vLLM inference services onto Ascend NPU and Docker hosts from one YAML spec.",
+        epilog=textwrap.dedent("""\
+            examples:
+              deployctl validate playbooks/mixed-1host-910b.yaml
+              deployctl doctor playbooks/mixed-1host-910b.yaml
+              deployctl up playbooks/mixed-1host-910b.yaml --dry-run
+            exit codes: 0 ok, 1 an operation failed on a host, 2 bad usage or invalid spec, 3 a check failed"""),
+        formatter_class=_FORMATTER,
+    )
+    parser.add_argument("--version", action="version", version=f"deployctl {__version__}")
+    _common(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = _verb(sub, "validate", "deployctl.commands.validate:run",
+              "load a spec, check every rule, print the derived layout (no network)",
+              "deployctl validate playbooks/demo-pd.yaml --output json")
+    _spec_arg(p)
+
+    p = _verb(sub, "plan", "deployctl.commands.plan:run",
+              "gather facts from the hosts and print every step `up` would take",
+              "deployctl plan playbooks/demo-pd.yaml")
+    _spec_arg(p)
+    _host_key_flag(p)
+
+    p = _verb(sub, "up", "deployctl.commands.up:run",
+              "bring the deployment up: checks, image, weights, ranktables, containers, health, smoke test",
+              "deployctl up playbooks/demo-pd.yaml --yes\ndeployctl up spec.yaml --dry-run --skip image,weights")
+    _spec_arg(p)
+    p.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="replace or remove running containers without asking")
+    p.add_argument("--skip", default="", metavar="STAGE,...",
+                   help="stages to skip: checks, image, weights (comma separated)")
+    p.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
+                   help="wait this long for another deploy's lock (default: refuse at once)")
+    p.add_argument("--health-timeout", type=float, default=1200.0, metavar="SECONDS",
+                   help="how long an instance may take to become healthy (default 1200)")
+    p.add_argument("--bench", action="store_true", help="run a short static bench after a successful deploy")
+    _host_key_flag(p)
+
+    p = _verb(sub, "down", "deployctl.commands.down:run",
+              "stop and remove this deployment's containers (found by label), nothing else",
+              "deployctl down playbooks/demo-pd.yaml --yes")
+    _spec_arg(p)
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    _host_key_flag(p)
+
+    p = _verb(sub, "status", "deployctl.commands.status:run",
+              "per instance: host, role, devices, port, container state, health, image",
+              "deployctl status playbooks/demo-pd.yaml --output json")
+    _spec_arg(p)
+    _host_key_flag(p)
+
+    p = _verb(sub, "logs", "deployctl.commands.logs:run",
+              "container logs, each line prefixed by its instance",
+              "deployctl logs playbooks/demo-pd.yaml demo-pd-prefill-0 -f")
+    _spec_arg(p)
+    p.add_argument("instance", nargs="?", metavar="INSTANCE", help="container name (default: all)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep following")
+    p.add_argument("--tail", type=int, default=100, metavar="N", help="lines per instance (default 100)")
+    _host_key_flag(p)
+
+    p = _verb(sub, "doctor", "deployctl.commands.doctor:run",
+              "check every host: NPUs, driver, docker, ip_forward, disk, HCCN (one table)",
+              "deployctl doctor playbooks/demo-pd.yaml\ndeployctl doctor --host root@192.0.2.11 --fix")
+    _spec_arg(p, required=False)
+    p.add_argument("--host", action="append", default=[], metavar="[USER@]ADDR[:PORT]",
+                   help="check this host (repeatable); without SPEC the default requirements apply")
+    p.add_argument("--fix", action="store_true", help="repair what is safe (ip_forward, persistently)")
+    _host_key_flag(p)
+
+    rt = sub.add_parser("ranktable", help="HCCL ranktables: gen, merge, validate",
+                        description="HCCL ranktables for disaggregated (prefill/decode) serving.")
+    rt_sub = rt.add_subparsers(dest="ranktable_command", metavar="ACTION", required=True)
+    p = _verb(rt_sub, "gen", "deployctl.commands.ranktable:gen",
+              "generate ranktables: vendor-compatible on this host, or for every host of a spec",
+              "deployctl ranktable gen --prefill-server-list 4,5 --decode-server-list 6,7 --api-server --save-dir ./rt\n"
+              "deployctl ranktable gen playbooks/demo-pd.yaml")
+    _spec_arg(p, required=False)
+    p.add_argument("--prefill-server-list", nargs="+", default=[], metavar="IDS",
+                   help="one item per prefill instance: comma-separated device ids (e.g. 4,5 6,7)")
+    p.add_argument("--decode-server-list", nargs="+", default=[], metavar="IDS",
+                   help="one item per decode instance: comma-separated device ids")
+    p.add_argument("--api-server", action="store_true", help="this host also runs the scheduler (group 0)")
+    p.add_argument("--save-dir", metavar="DIR", help="where to write the files")
+    p.add_argument("--host-ip", metavar="IP", help="this host's server_ip (default: detected, must be bound here)")
+    _host_key_flag(p)
+
+    p = _verb(rt_sub, "merge", "deployctl.commands.ranktable:merge",
+              "merge per-host global ranktables into global_ranktable_merge.json",
+              "deployctl ranktable merge global_ranktable_192.0.2.21.json global_ranktable_192.0.2.22.json --save-dir .")
+    p.add_argument("files", nargs="*", metavar="FILE", help="per-host global ranktables, in order")
+    p.add_argument("--global-ranktable-list", nargs="+", default=[], metavar="FILE",
+                   help="same as the positional files (the vendor tool's flag)")
+    p.add_argument("--save-dir", metavar="DIR", default=".", help="where to write global_ranktable_merge.json")
+
+    p = _verb(rt_sub, "validate", "deployctl.commands.ranktable:validate",
+              "check ranktable files against every rule of the format",
+              "deployctl ranktable validate global_ranktable_merge.json --complete")
+    p.add_argument("files", nargs="+", metavar="FILE", help="ranktable JSON files")
+    p.add_argument("--complete", action="store_true",
+                   help="require a complete P/D global ranktable (what `up` starts with)")
+    p.add_argument("--cards", type=int, metavar="N", help="cards per host (device ids 0..N-1)")
+    p.add_argument("--against-hosts", metavar="SPEC", help="compare device IPs with the live hosts of SPEC")
+    _host_key_flag(p)
+
+    img = sub.add_parser("image", help="the inference image", description="Build the inference image.")
+    img_sub = img.add_subparsers(dest="image_command", metavar="ACTION", required=True)
+    p = _verb(img_sub, "build", "deployctl.commands.image:build",
+              "build the image from the base image plus the AscendCloud packages, on every host that needs it",
+              "deployctl image build playbooks/mixed-1host-910b.yaml --dry-run")
+    _spec_arg(p)
+    p.add_argument("--dry-run", action="store_true", help="say per host build / ship / skip and why")
+    _host_key_flag(p)
+
+    wt = sub.add_parser("weights", help="model weights", description="Model weights on every host.")
+    wt_sub = wt.add_subparsers(dest="weights_command", metavar="ACTION", required=True)
+    p = _verb(wt_sub, "sync", "deployctl.commands.weights:sync",
+              "copy the model weights from OBS/S3 (or a directory) to every host, verified",
+              "deployctl weights sync playbooks/mixed-1host-910b.yaml")
+    _spec_arg(p)
+    p.add_argument("--dry-run", action="store_true", help="say what would be transferred")
+    _host_key_flag(p)
+
+    bench = sub.add_parser("bench", help="benchmark the endpoint (static or dynamic load)",
+                           description="Benchmark an OpenAI-compatible endpoint: TTFT, TPOT, ITL, E2E, throughput.")
+    bench_sub = bench.add_subparsers(dest="bench_mode", metavar="MODE", required=True)
+    for mode, example in (
+        ("static", "deployctl bench static http://127.0.0.1:9000 --parallel-num 1 4 8 "
+                   "--prompt-tokens 1024 2048 --output-tokens 128 256"),
+        ("dynamic", "deployctl bench dynamic playbooks/demo-pd.yaml --request-rate 1 2 4 --num-prompts 100 100 100"),
+    ):
+        p = _verb(bench_sub, mode, "deployctl.commands.bench:run",
+                  f"{mode} load against a spec's endpoint or a base URL", example)
+        p.add_argument("target", metavar="SPEC|URL", help="a spec (its public endpoint) or http://host:port")
+        p.add_argument("--served-model-name", metavar="NAME")
+        p.add_argument("--tokenizer", metavar="DIR", help="count tokens with this tokenizer")
+        p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
+        p.add_argument("--warmup", type=int, default=0, metavar="N")
+        p.add_argument("--result-dir", metavar="DIR")
+        p.add_argument("--baseline", metavar="FILE", help="an earlier bench JSON document to compare with")
+        p.add_argument("--max-regression", type=float, default=10.0, metavar="PCT")
+        p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N")
+        p.add_argument("--output-tokens", type=int, nargs="+", metavar="N")
+        if mode == "static":
+            p.add_argument("--parallel-num", type=int, nargs="+", default=[1, 4, 8, 16, 32], metavar="N")
+            p.add_argument("--epochs", type=int, default=1, metavar="N")
+        else:
+            p.add_argument("--request-rate", type=float, nargs="+", required=True, metavar="RATE")
+            p.add_argument("--num-prompts", type=int, nargs="+", required=True, metavar="N")
+            p.add_argument("--dataset", metavar="FILE")
+            p.add_argument("--dataset-type", choices=("sharegpt", "alpaca", "custom"), default="sharegpt")
+            p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--max-seconds", type=float, metavar="S", help="stop sending after this long")
+
+    _verb(sub, "schema", "deployctl.commands.schema:run",
+          "print the spec's JSON Schema (for editors: yaml-language-server)",
+          "deployctl schema > deployctl.schema.json")
+    return parser
+
+
+def _dispatch(args: argparse.Namespace, ui) -> int:
+    module_name, _, function = args.handler.partition(":")
+    module = importlib.import_module(module_name)
+    return int(getattr(module, function)(args, ui) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `deployctl` console script."""
+    parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # only when the shell asks for completions
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)
+
+    from deployctl.errors import DeployctlError, ExitStatus
+    from deployctl.ui import UI, render_error
+
+    ui = UI(output=args.output, verbose=args.verbose, quiet=args.quiet, color=not args.no_color)
+    try:
+        return _dispatch(args, ui)
+    except DeployctlError as error:
+        if os.environ.get("DEPLOYCTL_DEBUG"):
+            raise
+        render_error(ui, error)
+        return int(error.exit_status)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return int(ExitStatus.INTERRUPTED)
+    except BrokenPipeError:
+        return int(ExitStatus.OK)
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.write("this is a bug in deployctl: please report it with the traceback above\n")
+        return int(ExitStatus.FAILED)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

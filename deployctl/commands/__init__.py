@@ -1,0 +1,1 @@
+"""One module per verb: `run(args, ui) -> exit status`, composing load -> gather -> plan -> execute -> render."""

@@ -1,0 +1,153 @@
+"""Typed errors and exit codes; rendered once, at the CLI edge (cli.py)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class ExitStatus(enum.IntEnum):
+    OK = 0
+    FAILED = 1
+    SPEC = 2  # bad usage, invalid spec or ranktable
+    CHECKS = 3  # doctor (or up's checks) found a failing check
+    INTERRUPTED = 130
+
+
+class DeployctlError(Exception):
+    """Base of every expected failure; carries its exit status and an optional hint."""
+
+    exit_status = ExitStatus.FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def lines(self) -> list[str]:
+        """The lines a user sees for this error (without the hint)."""
+        return [self.message]
+
+
+class UsageError(DeployctlError):
+    exit_status = ExitStatus.SPEC
+
+
+class NotImplementedYet(DeployctlError):
+    exit_status = ExitStatus.FAILED
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a document: where (file/line/col/path) and what."""
+
+    path: tuple = ()
+    message: str = ""
+    hint: str | None = None
+    file: str = ""
+    line: int = 0
+    column: int = 0
+    severity: str = "error"  # error | warning
+
+    @property
+    def dotted_path(self) -> str:
+        """The path in the contract's form: `topology.prefill[0].devices[1]`."""
+        out = ""
+        for part in self.path:
+            if isinstance(part, int):
+                out += f"[{part}]"
+            else:
+                out += ("." if out else "") + str(part)
+        return out or "(root)"
+
+    def render(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}" if self.line else (self.file or "spec")
+        return f"{where}: {self.dotted_path}: {self.message}"
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "path": self.dotted_path,
+            "message": self.message,
+            **({"hint": self.hint} if self.hint else {}),
+        }
+
+
+class SpecError(DeployctlError):
+    """A spec failed to load or validate; carries every problem found."""
+
+    exit_status = ExitStatus.SPEC
+
+    def __init__(self, problems: list[Problem], warnings: list[Problem] | None = None) -> None:
+        count = len(problems)
+        super().__init__(f"invalid spec: {count} error{'s' if count != 1 else ''}")
+        self.problems = list(problems)
+        self.warnings = list(warnings or [])
+
+    def lines(self) -> list[str]:
+        return [p.render() + (f"\n  hint: {p.hint}" if p.hint else "") for p in self.problems]
+
+
+class FactParseError(DeployctlError):
+    """A vendor tool printed something its parser does not understand."""
+
+    def __init__(self, tool: str, line_no: int, line: str, expected: str) -> None:
+        super().__init__(f"{tool}: cannot parse line {line_no}: {line!r} (expected {expected})")
+        self.tool, self.line_no, self.line, self.expected = tool, line_no, line, expected
+
+
+class HostError(DeployctlError):
+    """Something failed on (or on the way to) one host; the message names the host."""
+
+    def __init__(
+        self,
+        host: str,
+        message: str,
+        *,
+        address: str | None = None,
+        command: str | None = None,
+        exit_code: int | None = None,
+        stderr_tail: str = "",
+        hint: str | None = None,
+    ) -> None:
+        where = f"{host} ({address})" if address and address != host else host
+        super().__init__(f"{where}: {message}", hint=hint)
+        self.host, self.address, self.command = host, address, command
+        self.exit_code, self.stderr_tail = exit_code, stderr_tail
+
+    def lines(self) -> list[str]:
+        out = [self.message]
+        if self.command:
+            out.append(f"  command: {self.command}")
+        if self.stderr_tail:
+            out.extend("  | " + line for line in self.stderr_tail.rstrip().splitlines()[-10:])
+        return out
+
+
+class HostKeyError(HostError):
+    """A host's SSH key is unknown or changed: never silently accepted."""
+
+
+class RanktableError(DeployctlError):
+    """A ranktable is invalid or cannot be built/merged."""
+
+    exit_status = ExitStatus.SPEC
+
+    def __init__(self, message: str, problems: list[Problem] | None = None, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = list(problems or [])
+
+    def lines(self) -> list[str]:
+        return [self.message] + [f"  {p.render()}" for p in self.problems]
+
+
+class PlanError(DeployctlError):
+    """The spec and the facts cannot be turned into a plan (e.g. an NPU held by another owner)."""
+
+
+class ChecksFailed(DeployctlError):
+    """A host check failed; nothing was changed."""
+
+    exit_status = ExitStatus.CHECKS

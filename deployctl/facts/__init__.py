@@ -1,0 +1,1 @@
+"""Pure parsers of vendor tool output into facts (frozen dataclasses)."""

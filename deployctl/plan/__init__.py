@@ -1,0 +1,1 @@
+"""Pure planning: spec + facts -> plan (data only, no I/O)."""

@@ -1,0 +1,1 @@
+"""The deployment spec: schema, loader with line numbers, model, rules."""

@@ -1,0 +1,187 @@
+"""The loaded spec as frozen dataclasses, with the values derived from it (TP, names, start order).
+
+`spec/load.py` is the only place that turns YAML dicts into these; everything downstream reads these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Union
+
+from deployctl.plan.model import Secret
+
+ROLES = ("mixed", "prefill", "decode", "scheduler")
+LOCAL_ADDRESS = "local"
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    """How to reach a host; each host may override the spec's `ssh` defaults."""
+
+    user: str = "root"
+    port: int = 22
+    identity_file: Optional[str] = None  # None: OpenSSH defaults (~/.ssh/id_ed25519, then id_rsa)
+    known_hosts: Optional[str] = None  # None: ~/.ssh/known_hosts
+    jump: Optional[str] = None  # ProxyJump "[user@]host[:port]"
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str
+    ssh: SshSettings = field(default_factory=SshSettings)
+
+    @property
+    def is_local(self) -> bool:
+        return self.address == LOCAL_ADDRESS
+
+    @property
+    def label(self) -> str:
+        """`node2 (192.0.2.12)`: how errors name a host."""
+        return self.name if self.is_local or self.address == self.name else f"{self.name} ({self.address})"
+
+
+@dataclass(frozen=True)
+class Requirements:
+    driver: Optional[str] = None  # ascend: exact; gpu: minimum
+    cards: int = 8
+    npu_memory_gb: Optional[int] = None
+    gpu_memory_gb: Optional[int] = None
+    ip_forward: bool = True
+    free_disk_gb: float = 0
+
+
+@dataclass(frozen=True)
+class ImageBuild:
+    base: str
+    packages: str  # local path or s3:// / obs:// URL
+    where: str = "each-host"  # each-host | once
+    recipe: Optional[str] = None  # a recipe folder from images/ instead of the package's ascend_vllm/
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: Optional[str] = None
+    build: Optional[ImageBuild] = None
+
+
+@dataclass(frozen=True)
+class WeightsSpec:
+    source: Optional[str] = None  # s3:// obs:// or a local path
+    dest: Optional[str] = None  # on every host; the model directory
+    endpoint: Optional[str] = None
+    credentials: str = "env"  # env | profile:<name>
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    """vLLM engine arguments shared by every instance."""
+
+    served_name: str
+    max_model_len: Optional[int] = None
+    max_num_seqs: Optional[int] = None
+    max_num_batched_tokens: Optional[int] = None
+    quantization: Optional[str] = None
+    kv_cache_dtype: Optional[str] = None
+    quantization_param_path: Optional[str] = None
+    extra_args: tuple[str, ...] = ()
+    family: Optional[str] = None  # explicit model family for the min-cards table
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One container to run, with everything derived for it."""
+
+    role: str  # mixed | prefill | decode | scheduler
+    index: int  # position in its list (scheduler: 0)
+    host: str  # a key of Spec.hosts
+    devices: tuple[int, ...]  # physical NPU/GPU ids; () for the scheduler
+    port: int
+    name: str  # container name: <deployment>-<role>-<index>
+    tp: int  # tensor parallel size (scheduler: the P/D TP)
+    max_num_seqs: Optional[int] = None  # effective value (instance override, else model's)
+    max_num_batched_tokens: Optional[int] = None
+    extra_args: tuple[str, ...] = ()  # effective: model's extra_args then the instance's
+    grpc_port: Optional[int] = None  # triton only
+    metrics_port: Optional[int] = None  # triton only
+    path: tuple = ()  # where it sits in the spec, e.g. ("topology", "prefill", 0)
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """A container environment variable; a value from `${VAR}` is a Secret shown as `${VAR}`."""
+
+    name: str
+    value: Union[str, Secret]
+    display: str  # what plan/logs show: the literal value, or "${VAR}" for a secret
+
+    @property
+    def is_secret(self) -> bool:
+        return isinstance(self.value, Secret)
+
+
+@dataclass(frozen=True)
+class Spec:
+    version: int
+    name: str
+    hosts: tuple[Host, ...]  # in spec order
+    model: ModelArgs
+    mode: str  # mixed | disaggregated
+    instances: tuple[Instance, ...]  # mixed...; or prefill..., decode..., scheduler
+    platform: str = "ascend"  # ascend | gpu
+    server: str = "vllm"  # vllm | triton
+    requirements: Requirements = field(default_factory=Requirements)
+    image: ImageSpec = field(default_factory=ImageSpec)
+    weights: WeightsSpec = field(default_factory=WeightsSpec)
+    env: tuple[EnvVar, ...] = ()
+    source: Optional[Path] = None  # the spec file, when loaded from one
+    digest: str = ""  # sha256 of the resolved spec document
+
+    def host(self, name: str) -> Host:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise KeyError(name)
+
+    def role(self, role: str) -> tuple[Instance, ...]:
+        return tuple(i for i in self.instances if i.role == role)
+
+    @property
+    def scheduler(self) -> Optional[Instance]:
+        found = self.role("scheduler")
+        return found[0] if found else None
+
+    @property
+    def used_hosts(self) -> tuple[Host, ...]:
+        """Hosts that run at least one instance, in `hosts` order."""
+        used = {i.host for i in self.instances}
+        return tuple(h for h in self.hosts if h.name in used)
+
+    @property
+    def first_host(self) -> Host:
+        """Where the deploy lock and history live: the first host of the spec."""
+        return self.hosts[0]
+
+    @property
+    def start_order(self) -> tuple[tuple[Instance, ...], ...]:
+        """Waves of instances: prefill+decode (or mixed) in parallel, then the scheduler."""
+        workers = tuple(i for i in self.instances if i.role != "scheduler")
+        scheduler = self.role("scheduler")
+        return (workers, scheduler) if scheduler else (workers,)
+
+    @property
+    def node_ports(self) -> tuple[int, ...]:
+        """NODE_PORTS: prefill ports then decode ports, in global-ranktable order."""
+        return tuple(i.port for i in self.role("prefill") + self.role("decode"))
+
+    @property
+    def state_dir(self) -> Path:
+        """`.deployctl/<deployment>/` beside the spec file (control-machine cache)."""
+        base = self.source.parent if self.source else Path.cwd()
+        return base / ".deployctl" / self.name
+
+    @property
+    def remote_state_dir(self) -> str:
+        """Lock and history on the first host."""
+        return f"/var/lib/deployctl/{self.name}"

@@ -1,0 +1,46 @@
+"""The command line: every contract command exists, --help works, unbuilt ones say so."""
+
+import subprocess
+import sys
+
+import pytest
+
+from deployctl.cli import build_parser, main
+
+COMMANDS = [
+    ["validate"], ["plan"], ["up"], ["down"], ["status"], ["logs"], ["doctor"],
+    ["ranktable", "gen"], ["ranktable", "merge"], ["ranktable", "validate"],
+    ["image", "build"], ["weights", "sync"], ["bench", "static"], ["bench", "dynamic"], ["schema"],
+]
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=" ".join)
+def test_every_command_has_help_with_an_example(words, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*words, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "example:" in out and "deployctl " + words[0] in out
+
+
+def test_unknown_command_is_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["deploy"])
+    assert exit_info.value.code == 2
+
+
+def test_common_flags_before_or_after_the_verb():
+    parser = build_parser()
+    assert parser.parse_args(["--output", "json", "schema"]).output == "json"
+    assert parser.parse_args(["schema", "--output", "json"]).output == "json"
+    assert parser.parse_args(["schema"]).output == "table"
+
+
+def test_help_imports_no_heavy_library():
+    code = (
+        "import sys; from deployctl.cli import build_parser; build_parser().format_help();"
+        "heavy = {'rich', 'paramiko', 'boto3', 'docker', 'jsonschema', 'yaml'} & set(sys.modules);"
+        "print(sorted(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
