@@ -31,10 +31,8 @@ class UI:
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         """Human output to stdout (suppressed in json mode, where stdout holds one document)."""
-        if self.json:
-            self.console(stderr=True).print(*objects, **kwargs) if self.verbose else None
-            return
-        self.console().print(*objects, **kwargs)
+        if not self.json:
+            self.console().print(*objects, **kwargs)
 
     def info(self, message: str) -> None:
         """Progress and notes: stderr, so stdout stays clean for scripts."""
@@ -63,3 +61,80 @@ def render_error(ui: UI, error: Exception) -> None:
             console.print(f"  [cyan]hint:[/] {escape(error.hint)}")
     else:
         console.print(f"[bold red]error:[/] {escape(str(error))}")
+
+
+_ACTION_STYLE = {"create": "green", "replace": "yellow", "remove": "red", "keep": "dim", "run": "cyan",
+                 "put": "cyan", "skip": "dim"}
+
+
+def render_plan(ui: UI, plan) -> None:
+    """Every step `up` would take, per stage and host, with the exact argv of each command."""
+    if ui.json:
+        ui.emit_json(plan.to_json())
+        return
+    from rich.markup import escape
+
+    console = ui.console()
+    console.print(f"[bold]plan for {plan.deployment}[/]" + ("" if plan.changed else " — nothing to change"))
+    for stage in plan.stages:
+        if not stage.steps:
+            continue
+        console.print(f"\n[bold]{stage.name}[/]")
+        for step in stage.steps:
+            style = _ACTION_STYLE.get(step.action, "")
+            what = step.container or ""
+            console.print(f"  [{style}]{step.action:<8}[/] {step.host:<12} {escape(what)}  [dim]{escape(step.reason)}[/]")
+            for put in step.puts:
+                console.print(f"      {escape(put.display())}")
+            for command in step.commands:
+                console.print(f"      $ {escape(command.display())}")
+
+
+def render_status(ui: UI, spec, rows: list, title: str = "") -> None:
+    """The instances table of `status` and of `up`'s summary."""
+    if ui.json:
+        return
+    from rich.table import Table
+
+    table = Table(title=title or None, title_justify="left")
+    for column in ("instance", "role", "host", "devices", "port", "state", "health", "image"):
+        table.add_column(column)
+    for row in rows:
+        health = "[green]healthy[/]" if row["healthy"] else "[red]unhealthy[/]"
+        state_style = "green" if row["state"] == "running" else "red"
+        table.add_row(row["name"], row["role"] or "", row["host"], ",".join(map(str, row["devices"])),
+                      str(row["port"] or ""), f"[{state_style}]{row['state']}[/]", health,
+                      (row["image"] or "")[7:19])
+    ui.console().print(table)
+
+
+def render_report(ui: UI, report) -> None:
+    """What ran, what failed, what was rolled back (stderr: stdout stays for the result)."""
+    console = ui.console(stderr=True)
+    for outcome in report.outcomes:
+        if outcome.status == "failed":
+            console.print(f"[red]failed[/] {outcome.step.stage} on {outcome.step.host}: "
+                          f"{outcome.step.container or ''}")
+    if report.rolled_back:
+        undone = [o for o in report.outcomes if o.status == "undone"]
+        console.print(f"[yellow]rolled back[/]: {len(undone)} step(s) undone; the previous containers run again")
+
+
+def progress_printer(ui: UI):
+    """An on_event callback for execute(): one line per step start/finish (a live view for long waits)."""
+    console = ui.console(stderr=True)
+    last_progress: dict = {}
+
+    def on_event(kind: str, step, message: str) -> None:
+        if ui.quiet:
+            return
+        target = f"{step.stage} {step.host} {step.container or ''}".strip()
+        if kind == "progress":
+            if message and last_progress.get(target) != message:
+                last_progress[target] = message
+                console.print(f"  [dim]{target}: {message}[/]")
+            return
+        style = {"start": "cyan", "done": "green", "failed": "red", "undo": "yellow"}.get(kind, "")
+        console.print(f"[{style}]{kind:<6}[/] {target}" + (f" — {message}" if message else ""))
+
+    return on_event

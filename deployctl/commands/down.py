@@ -1,7 +1,39 @@
-"""`deployctl down`."""
+"""`deployctl down`: remove this deployment's containers (found by label) and nothing else."""
 
-from deployctl.errors import NotImplementedYet
+from __future__ import annotations
+
+import sys
+
+from deployctl.errors import ExitStatus, UsageError
 
 
 def run(args, ui) -> int:
-    raise NotImplementedYet("deployctl down: not implemented yet")
+    from deployctl import deploy
+    from deployctl.execute import Executor
+    from deployctl.lock import DeployLock, append_history
+    from deployctl.plan.up import plan_down
+    from deployctl.spec.load import load_spec
+    from deployctl.ui import progress_printer, render_report
+
+    spec = load_spec(args.spec)
+    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
+        first = transports[spec.first_host.name]
+        with DeployLock(first, spec.remote_state_dir, "down"):
+            plan = plan_down(spec, deploy.gather_all(spec, transports))
+            if plan.changed and not args.yes:
+                if not sys.stdin.isatty():
+                    raise UsageError(f"this would remove {len(plan.steps)} container(s); refusing without a terminal",
+                                     hint="re-run with --yes")
+                if input(f"Remove {len(plan.steps)} container(s) of {spec.name}? [y/N] ").strip().lower() not in ("y", "yes"):
+                    raise UsageError("cancelled: nothing was changed")
+            report = Executor(transports, on_event=progress_printer(ui)).execute(plan)
+            append_history(first, spec.remote_state_dir, {"action": "down", "spec_digest": spec.digest,
+                                                          "result": "failed" if report.failed else "ok"})
+    render_report(ui, report)
+    if ui.json:
+        ui.emit_json({"deployment": spec.name, "removed": [s.container for s in plan.steps]})
+    elif not plan.changed:
+        ui.print(f"{spec.name}: no containers to remove")
+    if report.failed:
+        raise report.error
+    return ExitStatus.OK

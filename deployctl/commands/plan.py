@@ -1,7 +1,19 @@
-"""`deployctl plan`."""
+"""`deployctl plan`: what `up` would do, step by step, commands as argv; nothing runs."""
 
-from deployctl.errors import NotImplementedYet
+from __future__ import annotations
+
+from deployctl.errors import ExitStatus
 
 
 def run(args, ui) -> int:
-    raise NotImplementedYet("deployctl plan: not implemented yet")
+    from deployctl import deploy
+    from deployctl.commands.up import _plan, require_runnable
+    from deployctl.spec.load import load_spec
+    from deployctl.ui import render_plan
+
+    spec = load_spec(args.spec)
+    require_runnable(spec)
+    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
+        plan = _plan(spec, transports, frozenset({"checks"}), ui)
+    render_plan(ui, plan)
+    return ExitStatus.OK

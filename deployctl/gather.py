@@ -1,0 +1,107 @@
+"""Gather what `up`, `down` and `status` need from each host: one round trip per host, all hosts in parallel.
+
+Scripts here are constants; every value reaches them as a positional argument, never pasted in.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Mapping, TypeVar
+
+from deployctl.errors import HostError, RanktableError
+from deployctl.facts.containers import parse_docker_inspect
+from deployctl.plan.containers import ranktable_dir
+from deployctl.plan.model import Command
+from deployctl.plan.up import DeployFacts
+from deployctl.spec.model import Host, Spec
+from deployctl.transport import Transport
+
+T = TypeVar("T")
+SEPARATOR = "@@deployctl@@"
+
+_DEPLOY_SCRIPT = (
+    'ids=$(docker ps --all --quiet --no-trunc) || exit 97; '
+    'if [ -n "$ids" ]; then docker inspect $ids 2>/dev/null || true; else echo "[]"; fi; '
+    f'echo {SEPARATOR}; '
+    'if [ -n "$1" ]; then docker image inspect --format "{{.Id}}" "$1" 2>/dev/null; fi; '
+    f'echo {SEPARATOR}; '
+    'shift; for d in "$@"; do [ -d "$d" ] && sha256sum -- "$d"/* 2>/dev/null; done; true'
+)
+
+_DEVICE_IP_SCRIPT = (
+    'PATH="$PATH:/usr/local/Ascend/driver/tools"; '
+    'for i in "$@"; do echo "@@dev $i"; hccn_tool -i "$i" -ip -g 2>/dev/null; echo "@@rc $?"; done; '
+    'echo "@@conf"; cat /etc/hccn.conf 2>/dev/null; true'
+)
+
+
+def on_hosts(transports: Mapping[str, Transport], work: Callable[[Transport], T]) -> dict[str, T]:
+    """Run `work` on every host in parallel; a HostError propagates (the first one, after all finished)."""
+    names = list(transports)
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(64, len(names))) as pool:
+        futures = {name: pool.submit(work, transports[name]) for name in names}
+    errors = [f.exception() for f in futures.values() if f.exception() is not None]
+    if errors:
+        raise errors[0]
+    return {name: future.result() for name, future in futures.items()}
+
+
+def gather_deploy_facts(spec: Spec, transport: Transport) -> DeployFacts:
+    """Containers (all, with labels and devices), the spec image's ID, and hashes of deployctl's files."""
+    directories = (ranktable_dir(spec), f"{spec.remote_state_dir}/env")
+    command = Command(("sh", "-c", _DEPLOY_SCRIPT, "sh", spec.image.name or "", *directories))
+    result = transport.run(command, timeout=60)
+    if result.exit_code == 97:
+        raise HostError(transport.name, "the Docker daemon is not reachable",
+                        address=getattr(transport, "address", None), stderr_tail=result.stderr,
+                        hint="start it (systemctl start docker) and check `docker ps` on the host")
+    inspect_text, image_text, hashes_text = (result.stdout.split(SEPARATOR + "\n") + ["", ""])[:3]
+    hashes = {}
+    for line in hashes_text.splitlines():
+        digest, _, path = line.partition("  ")
+        if path:
+            hashes[path] = digest
+    return DeployFacts(
+        containers=parse_docker_inspect(inspect_text),
+        image_id=image_text.strip() or None,
+        file_hashes=hashes,
+    )
+
+
+def gather_device_ips(transport: Transport, devices: tuple[int, ...]) -> dict[int, str]:
+    """Each NPU's RoCE address: `hccn_tool -i N -ip -g`, else /etc/hccn.conf `address_N`; else an error."""
+    from deployctl.facts.files import parse_hccn_conf
+    from deployctl.facts.hccn_tool import parse_hccn_ip
+
+    result = transport.run(Command(("sh", "-c", _DEVICE_IP_SCRIPT, "sh", *map(str, devices))), timeout=60)
+    text, _, conf_text = result.stdout.partition("@@conf\n")
+    conf = parse_hccn_conf(conf_text) if conf_text.strip() else None
+    found: dict[int, str] = {}
+    for block in text.split("@@dev ")[1:]:
+        head, _, rest = block.partition("\n")
+        output, _, code = rest.rpartition("@@rc ")
+        device = int(head)
+        if code.strip() == "0" and output.strip():
+            found[device] = parse_hccn_ip(output).ipaddr
+        elif conf is not None and conf.address(device):
+            found[device] = conf.address(device)
+    missing = [d for d in devices if d not in found]
+    if missing:
+        raise RanktableError(
+            f"{transport.name}: NPU {missing[0]} has no device IP: `hccn_tool -i {missing[0]} -ip -g` printed none "
+            f"and /etc/hccn.conf has no address_{missing[0]}",
+            hint=f"configure it: hccn_tool -i {missing[0]} -ip -s address <ip> netmask <mask>",
+        )
+    return found
+
+
+def server_ip(host: Host) -> str:
+    """The address deployctl reaches the host at (resolved forward, never by reverse DNS)."""
+    try:
+        return str(ipaddress.IPv4Address(host.address))
+    except ValueError:
+        return socket.gethostbyname(host.address)

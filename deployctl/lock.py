@@ -1,0 +1,81 @@
+"""The deploy lock and history on the spec's first host (`/var/lib/deployctl/<deployment>/`)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import time
+from datetime import datetime, timezone
+
+from deployctl.errors import HostError
+from deployctl.plan.model import Command
+from deployctl.transport import Transport
+
+_LOCKED = 75
+# mkdir is atomic: whoever creates lock/ holds it; the holder's note is written inside it.
+_ACQUIRE = (
+    'mkdir -p "$1" || exit 1; '
+    'if mkdir "$1/lock" 2>/dev/null; then cat > "$1/lock/holder"; exit 0; fi; '
+    f'cat "$1/lock/holder" 2>/dev/null; exit {_LOCKED}'
+)
+_APPEND = 'mkdir -p "$1" && cat >> "$1/history.jsonl"'
+
+
+def holder_note(action: str) -> dict:
+    return {
+        "user": getpass.getuser(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "action": action,
+        "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+class DeployLock:
+    """Held for the whole of an `up` or `down`; refused (or waited for) when someone else holds it."""
+
+    def __init__(self, transport: Transport, state_dir: str, action: str, wait: float = 0.0) -> None:
+        self.transport, self.state_dir, self.action, self.wait = transport, state_dir, action, wait
+        self.held = False
+
+    def __enter__(self) -> "DeployLock":
+        deadline = time.monotonic() + self.wait
+        note = json.dumps(holder_note(self.action)).encode()
+        while True:
+            result = self.transport.run(Command(("sh", "-c", _ACQUIRE, "sh", self.state_dir), stdin=note), timeout=30)
+            if result.ok:
+                self.held = True
+                return self
+            if result.exit_code != _LOCKED:
+                raise HostError(self.transport.name, f"cannot take the deploy lock: {result.stderr.strip()}")
+            if time.monotonic() >= deadline:
+                raise HostError(
+                    self.transport.name,
+                    f"deployment is locked by another deploy: {_describe(result.stdout)}",
+                    address=getattr(self.transport, "address", None),
+                    hint=f"wait for it (--lock-wait SECONDS); if that deploy died, remove {self.state_dir}/lock on "
+                    f"{self.transport.name}",
+                )
+            time.sleep(1.0)
+
+    def __exit__(self, *exc) -> None:
+        if self.held:
+            self.transport.run(Command(("rm", "-rf", f"{self.state_dir}/lock")), timeout=30)
+            self.held = False
+
+
+def _describe(holder_text: str) -> str:
+    try:
+        holder = json.loads(holder_text)
+        return f"{holder['action']} by {holder['user']}@{holder['host']} (pid {holder['pid']}) since {holder['since']}"
+    except (ValueError, KeyError, TypeError):
+        return "holder unknown"
+
+
+def append_history(transport: Transport, state_dir: str, record: dict) -> None:
+    """One JSON line per `up`/`down`: time, user, spec digest, result."""
+    line = json.dumps({"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       "user": getpass.getuser(), **record}) + "\n"
+    transport.run(Command(("sh", "-c", _APPEND, "sh", state_dir), stdin=line.encode()), timeout=30)

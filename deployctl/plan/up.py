@@ -1,0 +1,272 @@
+"""plan_up: spec + what runs on each host -> the ordered stages `up` executes (pure, no I/O).
+
+Convergence comes from the facts: a container whose digest label equals the digest it would be started with
+is kept; anything else is created or replaced, and containers of this deployment that the spec no longer
+names are retired. Replaced and retired containers are stopped and renamed `<name>.previous` in one stage
+before any new container starts, so an NPU is never held by two containers, and can be restored on failure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from deployctl.errors import PlanError
+from deployctl.facts.containers import ContainerFact
+from deployctl.plan.containers import (
+    LABEL_DEPLOYMENT,
+    LABEL_DIGEST,
+    PREVIOUS_SUFFIX,
+    Container,
+    RanktableFiles,
+    container_digest,
+    container_for,
+    docker_run,
+    env_file_content,
+    ranktable_dir,
+)
+from deployctl.plan.model import Command, HealthCheck, Plan, PutFile, Secret, Stage, Step
+from deployctl.spec.model import Instance, Spec
+
+SMOKE_PROMPT = "Say hello in one short sentence."
+
+
+@dataclass(frozen=True)
+class DeployFacts:
+    """What `up` needs to know about one host before planning."""
+
+    containers: tuple[ContainerFact, ...] = ()
+    image_id: Optional[str] = None  # ID of spec.image.name on the host; None when missing
+    file_hashes: Mapping[str, str] = field(default_factory=dict)  # remote path -> sha256 of its content
+
+    def container(self, name: str) -> Optional[ContainerFact]:
+        for container in self.containers:
+            if container.name == name:
+                return container
+        return None
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def owned_containers(spec: Spec, facts: DeployFacts) -> tuple[ContainerFact, ...]:
+    return tuple(c for c in facts.containers if c.label(LABEL_DEPLOYMENT) == spec.name)
+
+
+def check_devices_free(spec: Spec, facts: Mapping[str, DeployFacts]) -> None:
+    """Refuse to take an NPU/GPU held by a running container that is not this deployment's."""
+    problems = []
+    for instance in spec.instances:
+        host_facts = facts.get(instance.host, DeployFacts())
+        for container in host_facts.containers:
+            if not container.running or container.label(LABEL_DEPLOYMENT) == spec.name:
+                continue
+            held = _held_devices(spec, container)
+            for device in instance.devices:
+                if device in held:
+                    owner = container.label(LABEL_DEPLOYMENT)
+                    whose = f"deployment {owner!r}" if owner else "not deployctl's"
+                    problems.append(
+                        f"{instance.host}: {'GPU' if spec.platform == 'gpu' else 'NPU'} {device} wanted by "
+                        f"{instance.name} is held by container {container.name!r} ({whose})"
+                    )
+    if problems:
+        raise PlanError(
+            "; ".join(problems),
+            hint="stop that container or choose other devices in the spec; deployctl never shares a device",
+        )
+
+
+def _held_devices(spec: Spec, container: ContainerFact) -> set[int]:
+    if spec.platform == "gpu":
+        return {int(g) for g in container.gpus if g.isdigit()}
+    held = set()
+    for path in container.devices:
+        suffix = path.rsplit("davinci", 1)[-1] if "/davinci" in path else ""
+        if suffix.isdigit():
+            held.add(int(suffix))
+    return held
+
+
+def desired_containers(spec: Spec, ranktables: Optional[RanktableFiles]) -> tuple[Container, ...]:
+    return tuple(container_for(spec, instance, ranktables) for instance in spec.instances)
+
+
+def digest_of(container: Container, image_id: str, ranktables: Optional[RanktableFiles]) -> str:
+    ranktable_digest = ranktables.digest_for(container.name) if ranktables and container.name in ranktables.local_names else ""
+    return container_digest(container, image_id, ranktable_digest)
+
+
+def plan_image(spec: Spec, facts: Mapping[str, DeployFacts]) -> Stage:
+    """Use the image where present; pull it where missing (building is `image build`'s stage)."""
+    steps = []
+    for host in spec.used_hosts:
+        if facts[host.name].image_id:
+            steps.append(Step(host.name, "image", "keep", f"{spec.image.name} present"))
+        else:
+            steps.append(Step(host.name, "image", "run", f"{spec.image.name} missing: pull",
+                              commands=(Command(("docker", "pull", spec.image.name or "")),)))
+    return Stage("image", tuple(steps))
+
+
+def plan_files(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Optional[RanktableFiles],
+               containers: tuple[Container, ...]) -> Stage:
+    """Ranktables for every P/D host and the 0600 env files of secrets; unchanged files are not rewritten."""
+    wanted: dict[str, list[PutFile]] = {h.name: [] for h in spec.used_hosts}
+    if ranktables is not None:
+        for host in spec.used_hosts:
+            for name, content in ranktables.contents.items():
+                wanted[host.name].append(PutFile(f"{ranktable_dir(spec)}/{name}", content, 0o644))
+    for container in containers:
+        if container.env_file:
+            wanted[container.instance.host].append(
+                PutFile(container.env_file, Secret(env_file_content(container), "env file"), 0o600))
+    steps = []
+    for host, puts in wanted.items():
+        hashes = facts[host].file_hashes
+        changed = tuple(p for p in puts if hashes.get(p.path) != _sha256(_content_bytes(p)))
+        if changed:
+            steps.append(Step(host, "files", "put", f"{len(changed)} file(s) to write", puts=changed))
+        elif puts:
+            steps.append(Step(host, "files", "keep", f"{len(puts)} file(s) up to date"))
+    return Stage("files", tuple(steps))
+
+
+def _content_bytes(put: PutFile) -> bytes:
+    content = put.content.reveal() if isinstance(put.content, Secret) else put.content
+    return content.encode() if isinstance(content, str) else content
+
+
+def _stop_step(host: str, name: str, action: str, reason: str) -> Step:
+    previous = name + PREVIOUS_SUFFIX
+    return Step(
+        host, "stop", action, reason, container=name,
+        commands=(
+            Command(("docker", "rm", "--force", previous), check=False),
+            Command(("docker", "stop", "--time", "30", name)),
+            Command(("docker", "rename", name, previous)),
+        ),
+        undo=(
+            Command(("docker", "rm", "--force", name), check=False),
+            Command(("docker", "rename", previous, name)),
+            Command(("docker", "start", name)),
+        ),
+        finalize=(Command(("docker", "rm", "--force", previous), check=False),),
+    )
+
+
+def plan_containers(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Optional[RanktableFiles]) -> tuple[Stage, ...]:
+    """stop (replaced and retired) -> workers (prefill+decode or mixed, in parallel) -> scheduler -> verify."""
+    check_devices_free(spec, facts)
+    stops: list[Step] = []
+    starts: dict[str, list[Step]] = {"workers": [], "scheduler": []}
+    desired = desired_containers(spec, ranktables)
+    for container in desired:
+        instance = container.instance
+        host_facts = facts[instance.host]
+        image_id = host_facts.image_id or ""
+        digest = digest_of(container, image_id, ranktables)
+        current = host_facts.container(container.name)
+        wave = "scheduler" if instance.role == "scheduler" else "workers"
+        action, reason = _decide(current, digest, image_id)
+        if action == "keep":
+            starts[wave].append(Step(instance.host, wave, "keep", reason, container=container.name))
+            continue
+        if action == "replace":
+            stops.append(_stop_step(instance.host, container.name, "replace", reason))
+        starts[wave].append(Step(
+            instance.host, wave, action, reason, container=container.name,
+            commands=(Command(docker_run(container, digest)),),
+            undo=(Command(("docker", "rm", "--force", container.name)),),
+            health=HealthCheck(container.name, instance.port),
+        ))
+    wanted = {c.name for c in desired}
+    for host in spec.hosts:
+        for current in owned_containers(spec, facts.get(host.name, DeployFacts())):
+            if current.name.endswith(PREVIOUS_SUFFIX):
+                stops.append(Step(host.name, "stop", "remove", "left over from an interrupted deploy",
+                                  container=current.name,
+                                  commands=(Command(("docker", "rm", "--force", current.name)),)))
+            elif current.name not in wanted:
+                stops.append(_stop_step(host.name, current.name, "remove", "no longer in the spec"))
+    stages = [Stage("stop", tuple(stops)), Stage("workers", tuple(starts["workers"]))]
+    if spec.scheduler:
+        stages.append(Stage("scheduler", tuple(starts["scheduler"])))
+    return tuple(stages)
+
+
+def _decide(current: Optional[ContainerFact], digest: str, image_id: str) -> tuple[str, str]:
+    if current is None:
+        return "create", "not running"
+    if not image_id:
+        return "replace", "image missing on the host"
+    if current.label(LABEL_DIGEST) != digest:
+        return "replace", "configuration changed"
+    if not current.running:
+        return "replace", f"container {current.state} (exit code {current.exit_code})"
+    return "keep", "running with this configuration"
+
+
+def smoke_request_body(spec: Spec) -> bytes:
+    """`/v1/chat/completions`, temperature 0: what the runbook's curl sends."""
+    return json.dumps({
+        "model": spec.model.served_name,
+        "messages": [{"role": "user", "content": SMOKE_PROMPT}],
+        "max_tokens": 32,
+        "temperature": 0,
+        "stream": False,
+    }).encode()
+
+
+def smoke_targets(spec: Spec) -> tuple[Instance, ...]:
+    """The endpoint (scheduler, or first instance), plus every instance for mixed."""
+    if spec.scheduler:
+        return (spec.scheduler,)
+    return spec.instances
+
+
+def smoke_command(spec: Spec, instance: Instance) -> Command:
+    url = f"http://127.0.0.1:{instance.port}/v1/chat/completions"
+    return Command(
+        ("curl", "--silent", "--show-error", "--fail-with-body", "--max-time", "120",
+         "--header", "Content-Type: application/json", "--data-binary", "@-", url),
+        stdin=smoke_request_body(spec),
+    )
+
+
+def plan_verify(spec: Spec) -> Stage:
+    return Stage("verify", tuple(
+        Step(i.host, "verify", "run", f"smoke request to {i.name}", container=i.name,
+             commands=(smoke_command(spec, i),))
+        for i in smoke_targets(spec)
+    ))
+
+
+def plan_up(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Optional[RanktableFiles] = None,
+            *, skip: frozenset[str] = frozenset()) -> Plan:
+    """Every stage of `up` after the checks: image, files, stop, workers, scheduler, verify."""
+    containers = desired_containers(spec, ranktables)
+    stages = []
+    if "image" not in skip:
+        stages.append(plan_image(spec, facts))
+    stages.append(plan_files(spec, facts, ranktables, containers))
+    stages.extend(plan_containers(spec, facts, ranktables))
+    plan = Plan(spec.name, tuple(stages))
+    if plan.changed:
+        plan = Plan(spec.name, plan.stages + (plan_verify(spec),))
+    return plan
+
+
+def plan_down(spec: Spec, facts: Mapping[str, DeployFacts]) -> Plan:
+    """Remove this deployment's containers (by label, `.previous` ones too) and nothing else."""
+    steps = []
+    for host in spec.hosts:
+        for container in owned_containers(spec, facts.get(host.name, DeployFacts())):
+            steps.append(Step(host.name, "down", "remove", f"container {container.state}",
+                              container=container.name,
+                              commands=(Command(("docker", "rm", "--force", container.name)),)))
+    return Plan(spec.name, (Stage("down", tuple(steps)),))

@@ -1,0 +1,288 @@
+"""SshTransport: paramiko, host keys verified against known_hosts, never auto-accepted silently.
+
+This is the one place words become a shell line (`shlex.join`), and the one place paramiko is imported.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import posixpath
+import select
+import shlex
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Optional, Union
+
+import paramiko
+
+from deployctl.errors import HostError, HostKeyError
+from deployctl.plan.model import Command, Secret
+from deployctl.spec.model import Host, SshSettings
+from deployctl.transport import Result, stdin_bytes
+
+DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_rsa", "~/.ssh/id_ecdsa")
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+_CHUNK = 65536
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH's SHA256 fingerprint of a host key."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_entry(address: str, port: int) -> str:
+    """How OpenSSH names a host in known_hosts: `addr`, or `[addr]:port` off port 22."""
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+class _VerifyPolicy(paramiko.MissingHostKeyPolicy):
+    """Refuse an unknown key with its fingerprint and the command to trust it; or record it (accept-new)."""
+
+    def __init__(self, host: Host, known_hosts: str, port: int, accept_new: bool) -> None:
+        self.host, self.known_hosts, self.port, self.accept_new = host, known_hosts, port, accept_new
+
+    def missing_host_key(self, client, hostname, key) -> None:
+        entry = known_hosts_entry(self.host.address, self.port)
+        if self.accept_new:
+            Path(self.known_hosts).parent.mkdir(parents=True, exist_ok=True)
+            with open(self.known_hosts, "a", encoding="utf-8") as handle:
+                handle.write(f"{entry} {key.get_name()} {key.get_base64()}\n")
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            return
+        keyscan = shlex.join(["ssh-keyscan", "-p", str(self.port), "-t", _keyscan_type(key), self.host.address])
+        raise HostKeyError(
+            self.host.name,
+            f"unknown host key {key.get_name()} {fingerprint(key)} (not in {self.known_hosts})",
+            address=self.host.address,
+            hint=f"check the fingerprint with the host's owner, then trust it: {keyscan} >> "
+            f"{shlex.quote(self.known_hosts)}   (or re-run with --accept-new-host-keys)",
+        )
+
+
+def _keyscan_type(key: paramiko.PKey) -> str:
+    name = key.get_name()
+    return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}.get(name, "ecdsa" if "ecdsa" in name else name)
+
+
+def _identity_files(settings: SshSettings) -> list[str]:
+    if settings.identity_file:
+        return [os.path.expanduser(settings.identity_file)]
+    return [p for p in (os.path.expanduser(i) for i in DEFAULT_IDENTITIES) if os.path.exists(p)]
+
+
+def _parse_jump(jump: str, default_user: str) -> tuple[str, str, int]:
+    user, _, rest = jump.rpartition("@")
+    address, _, port = rest.partition(":")
+    return (user or default_user, address, int(port) if port else 22)
+
+
+class SshTransport:
+    """One SSH connection to one host, reused for every command and file of a run."""
+
+    def __init__(
+        self,
+        host: Host,
+        *,
+        accept_new_host_keys: bool = False,
+        connect_timeout: float = 10.0,
+        retries: int = 2,
+    ) -> None:
+        self.name = host.name
+        self.address = host.address
+        self.host = host
+        self._accept_new = accept_new_host_keys
+        self._sftp: Optional[paramiko.SFTPClient] = None
+        self._jump_client: Optional[paramiko.SSHClient] = None
+        self._client = self._connect_with_retry(connect_timeout, retries)
+
+    # -- connection -------------------------------------------------------------------------------
+    def _new_client(self, host: Host, port: int) -> paramiko.SSHClient:
+        known_hosts = os.path.expanduser(host.ssh.known_hosts or DEFAULT_KNOWN_HOSTS)
+        client = paramiko.SSHClient()
+        if os.path.exists(known_hosts):
+            client.load_host_keys(known_hosts)
+        client.set_missing_host_key_policy(_VerifyPolicy(host, known_hosts, port, self._accept_new))
+        return client
+
+    def _connect_with_retry(self, timeout: float, retries: int) -> paramiko.SSHClient:
+        delay = 0.5
+        for attempt in range(retries + 1):
+            try:
+                return self._connect(timeout)
+            except HostError as error:
+                transient = any(w in error.message for w in ("refused", "timed out", "unreachable", "reset"))
+                if not transient or attempt == retries or isinstance(error, HostKeyError):
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _connect(self, timeout: float) -> paramiko.SSHClient:
+        settings = self.host.ssh
+        sock = self._jump_socket(timeout) if settings.jump else None
+        client = self._new_client(self.host, settings.port)
+        keys = _identity_files(settings)
+        try:
+            client.connect(
+                self.host.address,
+                port=settings.port,
+                username=settings.user,
+                key_filename=keys or None,
+                look_for_keys=False,
+                allow_agent=not settings.identity_file,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                sock=sock,
+            )
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise HostKeyError(
+                self.name,
+                f"host key CHANGED: got {exc.key.get_name()} {fingerprint(exc.key)}, known_hosts has "
+                f"{fingerprint(exc.expected_key)} — refusing (possible man-in-the-middle)",
+                address=self.address,
+                hint="if the host was reinstalled, remove its old line: "
+                + shlex.join(["ssh-keygen", "-R", known_hosts_entry(self.address, settings.port)]),
+            ) from None
+        except paramiko.AuthenticationException:
+            client.close()
+            raise HostError(
+                self.name,
+                f"authentication failed as {settings.user} (public key)",
+                address=self.address,
+                hint=f"is the key {keys[0] if keys else '(none found)'} in the host's authorized_keys?",
+            ) from None
+        except (OSError, socket.timeout, paramiko.SSHException) as exc:
+            client.close()
+            raise HostError(self.name, _describe_connect_error(exc), address=self.address) from None
+        return client
+
+    def _jump_socket(self, timeout: float):
+        settings = self.host.ssh
+        user, address, port = _parse_jump(settings.jump or "", settings.user)
+        jump_host = Host(name=f"{self.name} via {address}", address=address,
+                         ssh=SshSettings(user=user, port=port, identity_file=settings.identity_file,
+                                         known_hosts=settings.known_hosts))
+        jump = SshTransport(jump_host, accept_new_host_keys=self._accept_new, connect_timeout=timeout, retries=0)
+        self._jump_client = jump._client
+        channel = jump._client.get_transport().open_channel(
+            "direct-tcpip", (self.host.address, settings.port), ("127.0.0.1", 0), timeout=timeout
+        )
+        return channel
+
+    # -- Transport ----------------------------------------------------------------------------------
+    def run(self, command: Command, *, timeout: Optional[float] = None) -> Result:
+        line = shlex.join(command.argv)
+        try:
+            channel = self._client.get_transport().open_session()
+            channel.exec_command(line)
+            data = stdin_bytes(command.stdin)
+            if data:
+                channel.sendall(data)
+            channel.shutdown_write()
+            stdout, stderr = _drain(channel, timeout)
+            code = channel.recv_exit_status()
+            channel.close()
+        except TimeoutError:
+            raise HostError(self.name, f"timed out after {timeout} s", address=self.address,
+                            command=command.display()) from None
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise HostError(self.name, f"connection lost: {exc}", address=self.address,
+                            command=command.display()) from None
+        return Result(command.argv, code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
+
+    def _sftp_client(self) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            self._sftp = self._client.open_sftp()
+        return self._sftp
+
+    def put(self, path: str, content: Union[bytes, Secret], *, mode: int = 0o644) -> None:
+        data = stdin_bytes(content) or b""
+        sftp = self._sftp_client()
+        directory = posixpath.dirname(path) or "."
+        tmp = posixpath.join(directory, f".deployctl-{uuid.uuid4().hex[:12]}")
+        try:
+            self._makedirs(sftp, directory)
+            with sftp.open(tmp, "wb") as handle:
+                sftp.chmod(tmp, mode)  # before any byte is written: a secret is never world-readable
+                handle.write(data)
+            sftp.posix_rename(tmp, path)
+        except (OSError, paramiko.SSHException) as exc:
+            try:
+                sftp.remove(tmp)
+            except OSError:
+                pass
+            raise HostError(self.name, f"cannot write {path}: {exc}", address=self.address) from None
+
+    @staticmethod
+    def _makedirs(sftp: paramiko.SFTPClient, directory: str) -> None:
+        missing = []
+        current = directory
+        while current not in ("", "/"):
+            try:
+                sftp.stat(current)
+                break
+            except FileNotFoundError:
+                missing.append(current)
+                current = posixpath.dirname(current)
+        for folder in reversed(missing):
+            sftp.mkdir(folder)
+
+    def get(self, path: str) -> bytes:
+        try:
+            with self._sftp_client().open(path, "rb") as handle:
+                return handle.read()
+        except (OSError, paramiko.SSHException) as exc:
+            raise HostError(self.name, f"cannot read {path}: {exc}", address=self.address) from None
+
+    def close(self) -> None:
+        for closable in (self._sftp, self._client, self._jump_client):
+            if closable is not None:
+                try:
+                    closable.close()
+                except Exception:  # closing a dead connection must never mask the real error
+                    pass
+
+
+def _drain(channel: paramiko.Channel, timeout: Optional[float]) -> tuple[bytes, bytes]:
+    """Read stdout and stderr together until the command exits (no deadlock on full pipes)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    while True:
+        progressed = False
+        while channel.recv_ready():
+            out += channel.recv(_CHUNK)
+            progressed = True
+        while channel.recv_stderr_ready():
+            err += channel.recv_stderr(_CHUNK)
+            progressed = True
+        if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+            if channel.eof_received or channel.closed:
+                break
+        if deadline is not None and time.monotonic() > deadline:
+            channel.close()
+            raise TimeoutError
+        if not progressed:
+            select.select([channel], [], [], 0.05)
+    return bytes(out), bytes(err)
+
+
+def _describe_connect_error(exc: BaseException) -> str:
+    if isinstance(exc, (ConnectionRefusedError, paramiko.ssh_exception.NoValidConnectionsError)):
+        return "connection refused"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "connection timed out"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve address: {exc.strerror}"
+    if isinstance(exc, OSError) and exc.errno in (113, 101):
+        return "host unreachable"
+    return f"cannot connect: {exc}"

@@ -1,0 +1,118 @@
+"""plan_up: keep / create / replace / remove from facts; order of stages; devices never shared."""
+
+import pytest
+
+from deployctl.errors import PlanError
+from deployctl.facts.containers import ContainerFact
+from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
+from deployctl.plan.up import DeployFacts, digest_of, plan_down, plan_up
+from tests.plan.test_containers import PD, ranktables, spec
+
+
+def running(s, rts, image_id="sha256:img", **overrides):
+    """Facts of a host where every container of the spec runs with its current digest."""
+    containers = []
+    for instance in s.instances:
+        container = container_for(s, instance, rts)
+        labels = {LABEL_DEPLOYMENT: s.name, "deployctl.role": instance.role,
+                  LABEL_DIGEST: digest_of(container, image_id, rts)}
+        state = overrides.get(instance.name, "running")
+        devices = tuple(f"/dev/davinci{d}" for d in instance.devices)
+        containers.append(ContainerFact("id-" + instance.name, instance.name, state, 0, image_id, s.image.name,
+                                        labels, devices))
+    return containers
+
+
+def facts_for(s, rts, containers, image_id="sha256:img", hashes=None):
+    return {"node1": DeployFacts(tuple(containers), image_id, hashes or {})}
+
+
+def file_hashes(s, rts):
+    import hashlib
+    return {f"/var/lib/deployctl/{s.name}/ranktables/{n}": hashlib.sha256(c).hexdigest() for n, c in rts.contents.items()}
+
+
+def actions(plan):
+    return {(step.stage, step.container): step.action for step in plan.steps if step.container}
+
+
+def test_fresh_host_creates_workers_then_scheduler_then_verifies():
+    s = spec()
+    rts = ranktables(s)
+    plan = plan_up(s, facts_for(s, rts, []), rts)
+    assert [stage.name for stage in plan.stages] == ["image", "files", "stop", "workers", "scheduler", "verify"]
+    assert actions(plan)[("workers", "llama2-13b-pd-prefill-0")] == "create"
+    assert actions(plan)[("scheduler", "llama2-13b-pd-scheduler-0")] == "create"
+    assert plan.changed
+
+
+def test_rerun_with_everything_running_changes_nothing():
+    s = spec()
+    rts = ranktables(s)
+    plan = plan_up(s, facts_for(s, rts, running(s, rts), hashes={**file_hashes(s, rts), **env_hashes(s, rts)}), rts)
+    assert not plan.changed
+    assert all(step.action == "keep" for step in plan.steps)
+
+
+def env_hashes(s, rts):
+    import hashlib
+    from deployctl.plan.containers import env_file_content
+    out = {}
+    for instance in s.instances:
+        c = container_for(s, instance, rts)
+        out[c.env_file] = hashlib.sha256(env_file_content(c)).hexdigest()
+    return out
+
+
+def test_decode_model_change_replaces_only_decode():
+    s = spec()
+    rts = ranktables(s)
+    before = running(s, rts)
+    changed = spec(PD.replace("model: {max_num_seqs: 512}", "model: {max_num_seqs: 128}"))
+    plan = plan_up(changed, facts_for(changed, rts, before, hashes={**file_hashes(s, rts), **env_hashes(s, rts)}), rts)
+    replaced = {c for (stage, c), a in actions(plan).items() if a == "replace"}
+    assert replaced == {"llama2-13b-pd-decode-0"}
+    stop = next(step for step in plan.steps if step.stage == "stop")
+    assert [c.argv[:2] for c in stop.commands] == [("docker", "rm"), ("docker", "stop"), ("docker", "rename")]
+    assert stop.commands[-1].argv[-1] == "llama2-13b-pd-decode-0.previous"
+
+
+def test_exited_container_is_recreated():
+    s = spec()
+    rts = ranktables(s)
+    containers = running(s, rts, **{"llama2-13b-pd-prefill-0": "exited"})
+    plan = plan_up(s, facts_for(s, rts, containers, hashes={**file_hashes(s, rts), **env_hashes(s, rts)}), rts)
+    assert actions(plan)[("workers", "llama2-13b-pd-prefill-0")] == "replace"
+    assert actions(plan)[("workers", "llama2-13b-pd-decode-0")] == "keep"
+
+
+def test_npu_held_by_someone_else_is_refused_naming_the_holder():
+    s = spec()
+    rts = ranktables(s)
+    stranger = ContainerFact("x", "someone-elses", "running", 0, "i", "img", {}, ("/dev/davinci5",))
+    with pytest.raises(PlanError, match="NPU 5 .* held by container 'someone-elses'"):
+        plan_up(s, facts_for(s, rts, [stranger]), rts)
+
+
+def test_container_no_longer_in_spec_is_retired_and_strangers_untouched():
+    s = spec()
+    rts = ranktables(s)
+    stray = ContainerFact("y", "llama2-13b-pd-decode-1", "running", 0, "i", "img", {LABEL_DEPLOYMENT: s.name}, ())
+    other = ContainerFact("z", "other-app", "running", 0, "i", "img", {LABEL_DEPLOYMENT: "other"}, ())
+    plan = plan_up(s, facts_for(s, rts, running(s, rts) + [stray, other]), rts)
+    assert actions(plan)[("stop", "llama2-13b-pd-decode-1")] == "remove"
+    assert not any(step.container == "other-app" for step in plan.steps)
+    down = plan_down(s, facts_for(s, rts, running(s, rts) + [stray, other]))
+    assert {step.container for step in down.steps} == {i.name for i in s.instances} | {"llama2-13b-pd-decode-1"}
+
+
+def test_missing_image_is_pulled_and_plan_json_has_argv():
+    s = spec()
+    rts = ranktables(s)
+    plan = plan_up(s, {"node1": DeployFacts((), None, {})}, rts)
+    image = plan.stages[0].steps[0]
+    assert image.commands[0].argv == ("docker", "pull", "deployctl/vllm-ascend:6.3.909")
+    document = plan.to_json()
+    assert document["deployment"] == "llama2-13b-pd"
+    assert any(entry["argv"][:2] == ["docker", "run"] for entry in document["steps"])
+    assert "hf_sekrit_value" not in str(document)

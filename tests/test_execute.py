@@ -1,0 +1,55 @@
+"""execute: stages in order, a failure undoes what ran (in reverse), a no-op runs nothing, secrets stay hidden."""
+
+from deployctl.execute import Executor
+from deployctl.plan.model import Command, HealthCheck, Plan, PutFile, Secret, Stage, Step
+from deployctl.transport import Result
+from tests.fakes.transport import FakeTransport
+
+
+def step(host, stage, action, *argv, undo=(), health=None, container=None):
+    return Step(host, stage, action, commands=tuple(Command(a) for a in argv),
+                undo=tuple(Command(a) for a in undo), health=health, container=container)
+
+
+def test_keep_only_plan_runs_nothing():
+    fake = FakeTransport("h1")
+    report = Executor({"h1": fake}).execute(Plan("d", (Stage("workers", (Step("h1", "workers", "keep"),)),)))
+    assert fake.ran == [] and report.executed == 0 and not report.failed
+
+
+def test_failure_stops_later_stages_and_undoes_in_reverse():
+    fake = FakeTransport("h1", {("docker", "run", "bad"): Result(("x",), 125, "", "no such device")})
+    plan = Plan("d", (
+        Stage("stop", (step("h1", "stop", "replace", ("docker", "stop", "a"), undo=[("docker", "start", "a")]),)),
+        Stage("workers", (step("h1", "workers", "create", ("docker", "run", "bad"), undo=[("docker", "rm", "b")]),)),
+        Stage("scheduler", (step("h1", "scheduler", "create", ("docker", "run", "sched")),)),
+    ))
+    report = Executor({"h1": fake}).execute(plan)
+    ran = [c.argv for c in fake.ran]
+    assert ("docker", "run", "sched") not in ran
+    assert ran[-2:] == [("docker", "rm", "b"), ("docker", "start", "a")]
+    assert report.failed and report.rolled_back
+    assert "no such device" in report.error.stderr_tail
+
+
+def test_container_that_exits_while_starting_fails_at_once_with_its_log():
+    fake = FakeTransport("h1", {"inspect": "exited 1\n000\nstandin: refusing to start: no config.json\n",
+                                "logs --tail 20": "standin: refusing to start: no config.json\n"})
+    plan = Plan("d", (Stage("workers", (step("h1", "workers", "create", ("docker", "run", "x"),
+                                             health=HealthCheck("c", 8080), container="c"),)),))
+    report = Executor({"h1": fake}, health_timeout=5, poll_interval=0.01).execute(plan)
+    assert report.failed and "exited while starting" in report.error.message
+    assert "no config.json" in report.error.stderr_tail
+
+
+def test_healthy_container_passes_and_secrets_are_put_not_printed():
+    fake = FakeTransport("h1", {"inspect": "running 0\n200\nready\n"})
+    events = []
+    put = PutFile("/var/lib/x.env", Secret(b"TOKEN=sekrit\n"), 0o600)
+    plan = Plan("d", (Stage("workers", (Step("h1", "workers", "create", puts=(put,),
+                                             commands=(Command(("docker", "run", "x")),),
+                                             health=HealthCheck("c", 8080), container="c"),)),))
+    report = Executor({"h1": fake}, on_event=lambda *e: events.append(e)).execute(plan)
+    assert not report.failed
+    assert fake.files["/var/lib/x.env"] == (b"TOKEN=sekrit\n", 0o600)
+    assert "sekrit" not in repr(events) + repr(plan) + repr(put.display())
