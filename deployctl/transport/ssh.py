@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import posixpath
 import select
@@ -23,6 +24,11 @@ from deployctl.errors import HostError, HostKeyError
 from deployctl.plan.model import Command, Secret
 from deployctl.spec.model import Host, SshSettings
 from deployctl.transport import Result, stdin_bytes
+
+# paramiko logs connection failures (with tracebacks) from its own threads; we report them as HostError.
+_paramiko_log = logging.getLogger("paramiko")
+_paramiko_log.addHandler(logging.NullHandler())
+_paramiko_log.propagate = False
 
 DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_rsa", "~/.ssh/id_ecdsa")
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"

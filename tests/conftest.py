@@ -1,0 +1,57 @@
+"""Session fixtures shared by the whole suite: the test bed (real hosts, dockerd, S3) on demand."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+
+import pytest
+
+
+def _unavailable(reason: str) -> None:
+    # In CI a missing test bed is a failure, on a developer's machine a skip with the reason.
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"test bed unavailable: {reason}", pytrace=False)
+    pytest.skip(f"test bed unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def testbed():
+    """ONE test bed for the run: DEPLOYCTL_TESTBED_HOSTS hosts (default 4), S3, images; torn down at the end."""
+    from tests.testbed import Testbed, cleanup_leftovers
+
+    if os.geteuid() != 0:
+        _unavailable("needs root (network namespaces, mounts, dockerd)")
+    n_hosts = int(os.environ.get("DEPLOYCTL_TESTBED_HOSTS", "4"))
+    bed = Testbed(n_hosts)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+    def on_signal(signum, frame):
+        cleanup_leftovers()
+        raise SystemExit(128 + signum)
+
+    atexit.register(cleanup_leftovers)
+    for sig in previous:
+        signal.signal(sig, on_signal)
+    try:
+        try:
+            bed.up()
+        except Exception as error:  # any set-up failure: clean up, then fail/skip with the reason
+            cleanup_leftovers()
+            _unavailable(f"set-up failed: {error}")
+        yield bed
+    finally:
+        bed.down()
+        atexit.unregister(cleanup_leftovers)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@pytest.fixture
+def restore_profiles(testbed):
+    """Reset every host's emulated NPUs (and ip_forward) after a test that changes them."""
+    yield testbed
+    for host in testbed.hosts:
+        testbed.reset_profile(host.name)
+        testbed.set_ip_forward(host.name, 1)

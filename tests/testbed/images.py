@@ -1,0 +1,179 @@
+"""Images without a registry: a busybox + host-python base, the stand-in server, shipped to every engine."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.testbed import layout
+
+RECIPE = "testbed-base/2"  # bump when the image's layout below changes
+STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "config-3.11-x86_64-linux-gnu"}
+STANDIN_DIR = layout.REPO_ROOT / "images" / "standin"
+
+
+def docker_cli() -> str:
+    # The distribution's client matches its dockerd's API and builds without the buildx warning.
+    return "/usr/bin/docker" if Path("/usr/bin/docker").exists() else shutil.which("docker") or "docker"
+
+
+def docker(socket: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    argv = [docker_cli(), "-H", f"unix://{socket}", *args]
+    return subprocess.run(argv, capture_output=True, check=True, **kwargs)
+
+
+def image_hash(socket: Path, image: str) -> str | None:
+    """The content-hash label of an image in an engine, None when absent."""
+    result = subprocess.run(
+        [docker_cli(), "-H", f"unix://{socket}", "image", "inspect", "--format",
+         "{{index .Config.Labels \"%s\"}}" % layout.HASH_LABEL, image],
+        capture_output=True, text=True,
+    )
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def python_files() -> list:
+    """(path inside the image, path on this machine) for python3, its stdlib and every library it loads."""
+    python = Path(os.path.realpath("/usr/bin/python3"))
+    stdlib = Path(f"/usr/lib/python{sys.version_info.major}.{sys.version_info.minor}")
+    stdlib = Path(f"/usr/lib/{python.name}") if python.name.startswith("python") else stdlib
+    files = [(str(python), python)]
+    for dirpath, dirnames, filenames in os.walk(stdlib):
+        dirnames[:] = sorted(d for d in dirnames if d not in STDLIB_SKIP and d != "site-packages")
+        files += [(os.path.join(dirpath, f), Path(dirpath, f)) for f in sorted(filenames)]
+    objects = [str(python)] + [p for _, p in files if str(p).endswith(".so")]
+    ldd = subprocess.run(["ldd", *map(str, objects)], capture_output=True, text=True).stdout
+    libraries = set()
+    for line in ldd.splitlines():
+        words = line.split()
+        if "=>" in words and len(words) > words.index("=>") + 1 and words[words.index("=>") + 1].startswith("/"):
+            libraries.add(words[words.index("=>") + 1])
+        elif words and words[0].startswith("/") and not words[0].endswith(":"):
+            libraries.add(words[0])  # the dynamic loader line
+    return files, sorted(libraries), python
+
+
+def base_hash() -> str:
+    files, libraries, _ = python_files()
+    digest = hashlib.sha256(RECIPE.encode())
+    for _, source in files + [(lib, Path(lib)) for lib in libraries] + [("busybox", Path(busybox()))]:
+        info = source.stat()
+        digest.update(f"{source}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def busybox() -> str:
+    found = shutil.which("busybox")
+    if found is None:
+        raise RuntimeError("busybox not found: apt-get install busybox-static")
+    return found
+
+
+def _usr(path: str) -> str:
+    # Merged /usr in the image: /lib/x -> /usr/lib/x, so one copy of each file.
+    for top in ("/lib64/", "/lib/", "/bin/", "/sbin/"):
+        if path.startswith(top):
+            return "/usr" + path
+    return path
+
+
+def base_tar() -> bytes:
+    """The root filesystem of the base image, as a tar archive."""
+    files, libraries, python = python_files()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        def directory(name, mode=0o755):
+            info = tarfile.TarInfo(name.lstrip("/"))
+            info.type, info.mode = tarfile.DIRTYPE, mode
+            tar.addfile(info)
+
+        def symlink(name, target):
+            info = tarfile.TarInfo(name.lstrip("/"))
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+
+        def text(name, content):
+            data = content.encode()
+            info = tarfile.TarInfo(name.lstrip("/"))
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+
+        for name in ("/usr", "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib64", "/etc", "/root", "/var",
+                     "/srv", "/opt", "/usr/local", "/usr/local/bin"):
+            directory(name)
+        directory("/tmp", 0o1777)
+        for top in ("bin", "sbin", "lib", "lib64"):
+            symlink(top, f"usr/{top}")
+        added = set()
+        for inside, source in files + [(lib, Path(lib)) for lib in libraries]:
+            name = _usr(os.path.realpath(inside) if inside in libraries else inside)
+            if name not in added:
+                added.add(name)
+                tar.add(os.path.realpath(source), arcname=name.lstrip("/"), recursive=False)
+            if inside in libraries and _usr(inside) != name and _usr(inside) not in added:
+                added.add(_usr(inside))
+                symlink(_usr(inside), name)
+        tar.add(os.path.realpath(busybox()), arcname="usr/bin/busybox")
+        applets = subprocess.run([busybox(), "--list"], capture_output=True, text=True).stdout.split()
+        for applet in applets:
+            if applet not in ("busybox",) and f"/usr/bin/{applet}" not in added:
+                symlink(f"/usr/bin/{applet}", "busybox")
+        symlink("/usr/bin/python3", python.name)
+        symlink("/usr/bin/python", python.name)
+        text("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n")
+        text("/etc/group", "root:x:0:\nnogroup:x:65534:\n")
+    return buffer.getvalue()
+
+
+def standin_hash(base: str) -> str | None:
+    if not (STANDIN_DIR / "Dockerfile").exists():
+        return None
+    digest = hashlib.sha256(base.encode())
+    for dirpath, dirnames, filenames in os.walk(STANDIN_DIR):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            digest.update(str(path.relative_to(STANDIN_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def build_on(socket: Path) -> dict:
+    """Make sure one engine holds the base and stand-in images; return {image: hash} it holds."""
+    base = base_hash()
+    if image_hash(socket, layout.BASE_IMAGE) != base:
+        docker(socket, "import", "--change", f"LABEL {layout.HASH_LABEL}={base}",
+               "--change", 'CMD ["/bin/sh"]', "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "-", layout.BASE_IMAGE, input=base_tar())
+    wanted = {layout.BASE_IMAGE: base}
+    standin = standin_hash(base)
+    if standin is not None:
+        if image_hash(socket, layout.STANDIN_IMAGE) != standin:
+            docker(socket, "build", "-q", "--label", f"{layout.HASH_LABEL}={standin}",
+                   "--build-arg", f"BASE_IMAGE={layout.BASE_IMAGE}", "-t", layout.STANDIN_IMAGE, str(STANDIN_DIR))
+        wanted[layout.STANDIN_IMAGE] = standin
+    return wanted
+
+
+def ship(source: Path, targets: list, wanted: dict) -> None:
+    """Copy the images an engine lacks (by hash label) from the source engine, in parallel."""
+    needy = [t for t in targets if any(image_hash(t, image) != h for image, h in wanted.items())]
+    if not needy:
+        return
+    bundle = layout.state_dir() / "images" / "bundle.tar"
+    bundle.parent.mkdir(parents=True, exist_ok=True)
+    docker(source, "save", "-o", str(bundle), *wanted)
+
+    def load(target: Path) -> None:
+        with open(bundle, "rb") as stream:
+            docker(target, "load", "-q", stdin=stream)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(load, needy))
+    bundle.unlink()

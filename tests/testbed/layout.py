@@ -1,0 +1,53 @@
+"""Fixed names, addresses and paths of the test bed (other code and tests rely on them)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BRIDGE = "dctlbr0"
+BRIDGE_ADDRESS = "10.200.0.1"
+PREFIX_LEN = 24
+NETNS_PREFIX = "dctl-"
+CGROUP_PREFIX = "dctl-"
+S3_PORT = 8333
+S3_BUCKET = "models"
+S3_ENDPOINT = f"http://{BRIDGE_ADDRESS}:{S3_PORT}"
+BASE_IMAGE = "deployctl/testbed-base:1"
+STANDIN_IMAGE = "deployctl/standin-vllm:latest"
+HASH_LABEL = "deployctl.testbed.hash"
+DEFAULT_HOSTS = 4
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("DEPLOYCTL_TESTBED_DIR", "/tmp/deployctl-testbed"))
+
+
+def host_name(index: int) -> str:
+    return f"tb{index}"
+
+
+def host_address(index: int) -> str:
+    return f"10.200.0.{10 + index}"
+
+
+def netns_name(index: int) -> str:
+    return f"{NETNS_PREFIX}tb{index}"
+
+
+def veth_name(index: int) -> str:
+    return f"dctlv{index}"  # root-namespace end; interface names are at most 15 characters
+
+
+def host_dir(index: int) -> Path:
+    return state_dir() / "hosts" / host_name(index)
+
+
+def ssh_dir() -> Path:
+    return state_dir() / "ssh"
+
+
+def device_ips(index: int, cards: int) -> list:
+    """RoCE addresses of host i's NPUs: distinct per host, never documentation ranges."""
+    return [f"10.201.{index}.{10 + n}" for n in range(cards)]

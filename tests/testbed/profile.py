@@ -1,0 +1,106 @@
+"""A host's emulated Ascend state: the profile, and the files and device nodes it implies."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from tests.testbed import fakes, layout
+
+FAKE_TOOLS = {
+    "usr/local/sbin/npu-smi": "npu-smi",
+    "usr/local/Ascend/driver/tools/hccn_tool": "hccn_tool",
+}
+EXTRA_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
+
+VERSION_INFO = """Version={driver}
+ascendhal_version=7.35.19
+aicpu_version=1.0
+tdt_version=1.0
+log_version=1.0
+prof_version=2.0
+dvppkernels_version=1.1
+tsfw_version=1.0
+Innerversion=V100R001C15SPC011B224
+compatible_version=[V100R001C29],[V100R001C30],[V100R001C13],[V100R001C15]
+compatible_version_fw=[7.0.0,7.1.99]
+package_version={driver}
+"""
+
+ASCEND_INSTALL_INFO = """UserName=HwHiAiUser
+UserGroup=HwHiAiUser
+Firmware_Install_Type=full
+Firmware_Install_Path_Param=/usr/local/Ascend
+Driver_Install_Type=full
+Driver_Install_Path_Param=/usr/local/Ascend
+Driver_Install_For_All=no
+Driver_Install_Mode=normal
+Driver_Install_Status={status}
+"""
+
+
+def default_profile(index: int) -> dict:
+    """Host i's profile: 8 x 910B3 64 GB, driver 23.0.6, healthy, its own device IPs."""
+    profile = dict(fakes.DEFAULT_PROFILE)
+    profile.update(
+        host=layout.host_name(index),
+        device_ips=layout.device_ips(index, 8),
+        calls_log=str(layout.host_dir(index) / "calls.log"),
+    )
+    return profile
+
+
+def changed(profile: dict, changes: dict) -> dict:
+    """The profile with changes applied; a new card count re-derives the device IPs."""
+    updated = {**profile, **changes}
+    if "cards" in changes and "device_ips" not in changes:
+        index = int(profile["host"][len("tb"):])
+        updated["device_ips"] = layout.device_ips(index, int(changes["cards"]))
+    return updated
+
+
+def tool_script(tool: str) -> str:
+    """The fake tool's file: fakes.py itself plus a shebang and an entry point."""
+    source = Path(fakes.__file__).read_text()
+    entry = f"\n\nif __name__ == '__main__':\n    sys.exit(main({tool!r}, sys.argv[1:]))\n"
+    return "#!/usr/bin/python3\n" + source + entry
+
+
+def _write(root: Path, relative: str, text: str, mode: int = 0o644) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    os.replace(tmp, path)  # atomic: a tool running at that moment reads old or new, never half
+
+
+def install_tools(root: Path) -> None:
+    """Put the fake npu-smi and hccn_tool at their real paths under a host's root."""
+    for relative, tool in FAKE_TOOLS.items():
+        _write(root, relative, tool_script(tool), 0o755)
+    _write(root, "etc/profile.d/ascend-driver.sh", "export PATH=/usr/local/Ascend/driver/tools:$PATH\n")
+
+
+def apply_profile(root: Path, profile: dict) -> None:
+    """Write the profile and everything derived from it (files, /dev nodes) under a host's root."""
+    full = fakes.with_defaults(profile)
+    _write(root, fakes.PROFILE_PATH.lstrip("/"), json.dumps(full, indent=2) + "\n")
+    _write(root, "etc/hccn.conf", fakes.render_hccn_conf(full))
+    _write(root, "usr/local/Ascend/driver/version.info", VERSION_INFO.format(driver=full["driver"]))
+    status = "incomplete" if full["trailing_warning"] else "complete"
+    _write(root, "etc/ascend_install.info", ASCEND_INSTALL_INFO.format(status=status))
+    _sync_devices(root / "dev", int(full["cards"]))
+
+
+def _sync_devices(dev: Path, cards: int) -> None:
+    # Nodes are /dev/null's (c 1 3): docker passes them into containers and they read EOF.
+    wanted = {f"davinci{n}" for n in range(cards)} | set(EXTRA_DEVICES)
+    for entry in os.listdir(dev):
+        if entry.startswith("davinci") and entry[len("davinci"):].isdigit() and entry not in wanted:
+            os.unlink(dev / entry)
+    for name in sorted(wanted):
+        if not (dev / name).exists():
+            os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
