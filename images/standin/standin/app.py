@@ -1,0 +1,161 @@
+"""Routes shared by every role; generation and health are delegated to the role's engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import time
+from typing import Optional
+from urllib.parse import parse_qs
+
+from standin.config import Config
+from standin.generation import ApiError, GenRequest, parse_request
+from standin.httpio import BadRequest, Request, json_response, read_request, response_bytes
+from standin.trace import TraceLog, TraceRecord
+
+GENERATION_PATHS = {"/v1/completions": False, "/v1/chat/completions": True}
+ROUTES = {
+    "/health": ("GET",), "/v1/models": ("GET",), "/version": ("GET",), "/standin/info": ("GET",),
+    "/standin/trace": ("GET", "DELETE"), "/v1/completions": ("POST",), "/v1/chat/completions": ("POST",),
+}
+
+
+class Engine:
+    """What differs between an inference instance and the scheduler."""
+
+    async def healthy(self) -> bool:
+        raise NotImplementedError
+
+    async def generate(self, req: Request, body: dict, gen: GenRequest, rid: str, record: TraceRecord,
+                       writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+def log(line: str) -> None:
+    print(f"standin: {line}", flush=True)
+
+
+class App:
+    def __init__(self, config: Config, engine: Engine) -> None:
+        self.config = config
+        self.engine = engine
+        self.trace = TraceLog()
+        self.ready = not config.knobs.never_ready
+        self._id_prefix = secrets.token_hex(4)
+        self._count = 0
+        self._created = int(time.time())
+
+    def _next_id(self) -> str:
+        self._count += 1
+        return f"{self._id_prefix}{self._count:08x}"
+
+    async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Requests one after the other on a keep-alive connection."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                try:
+                    req = await read_request(reader, loop)
+                except BadRequest as exc:
+                    writer.write(json_response(exc.status, {"detail": str(exc)}, False))
+                    break
+                if req is None:
+                    break
+                await self.handle(req, writer)
+                if not req.keep_alive:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away; nothing to answer
+        finally:
+            writer.close()
+
+    async def handle(self, req: Request, writer: asyncio.StreamWriter) -> None:
+        methods = ROUTES.get(req.path)
+        if methods is None:
+            writer.write(json_response(404, {"detail": "Not Found"}, req.keep_alive))
+        elif req.method not in methods:
+            writer.write(json_response(405, {"detail": "Method Not Allowed"}, req.keep_alive))
+        elif req.path in GENERATION_PATHS:
+            await self._generate(req, GENERATION_PATHS[req.path], writer)
+            return
+        elif req.path == "/health":
+            ok = self.ready and await self.engine.healthy()
+            writer.write(response_bytes(200 if ok else 503, b"", req.keep_alive))
+        elif req.path == "/v1/models":
+            writer.write(json_response(200, self._models(), req.keep_alive))
+        elif req.path == "/version":
+            writer.write(json_response(200, {"version": "0.0.0+standin"}, req.keep_alive))
+        elif req.path == "/standin/info":
+            writer.write(json_response(200, self.info(), req.keep_alive))
+        elif req.method == "DELETE":
+            writer.write(json_response(200, {"cleared": self.trace.clear()}, req.keep_alive))
+        else:
+            writer.write(json_response(200, self.trace.as_json(_query_value(req.query, "id")), req.keep_alive))
+        await writer.drain()
+
+    async def _generate(self, req: Request, chat: bool, writer: asyncio.StreamWriter) -> None:
+        rid = req.headers.get("x-request-id") or self._next_id()
+        record = self.trace.start(rid, req.path, self.config.role, req.arrival_ns)
+        extra = (("x-request-id", rid),)
+        try:
+            if not self.ready:
+                raise ApiError(503, "the engine is not ready (STANDIN_NEVER_READY)", "ServiceUnavailableError")
+            try:
+                body = json.loads(req.body)
+            except ValueError as exc:
+                raise ApiError(400, f"request body is not JSON: {exc}", "BadRequestError") from None
+            knobs = self.config.knobs
+            gen = parse_request(body, chat, self.config.args.served_names, self.config.max_model_len,
+                                knobs.default_max_tokens, knobs.eos_after)
+        except ApiError as exc:
+            writer.write(json_response(exc.status, exc.body(), req.keep_alive, extra))
+            await writer.drain()
+            record.finish(exc.status)
+            return
+        record.stream = gen.stream
+        record.prompt_tokens = gen.prompt_tokens
+        record.completion_tokens = gen.completion_tokens
+        if self.config.knobs.log_requests:
+            log(f"request {rid} {req.path} prompt_tokens={gen.prompt_tokens} max_tokens={gen.max_tokens} "
+                f"stream={gen.stream}")
+        try:
+            await self.engine.generate(req, body, gen, rid, record, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            if record.end_ns is None:  # 499: the client went away before the answer ended
+                record.aborted = True
+                record.finish(499)
+            raise
+
+    def _models(self) -> dict:
+        args = self.config.args
+        return {"object": "list", "data": [
+            {"id": name, "object": "model", "created": self._created, "owned_by": "vllm", "root": args.model,
+             "parent": None, "max_model_len": self.config.max_model_len, "permission": []}
+            for name in args.served_names]}
+
+    def info(self) -> dict:
+        """What the stand-in understood from its command line and environment (no values of other env vars)."""
+        c = self.config
+        layout = c.layout
+        return {
+            "role": c.role, "port": c.args.port, "host": c.args.host, "tp": c.args.tp,
+            "served_model_name": c.args.served_names[0], "served_model_names": list(c.args.served_names),
+            "model": c.args.model, "max_model_len": c.max_model_len, "max_num_seqs": c.args.max_num_seqs,
+            "max_num_batched_tokens": c.args.max_num_batched_tokens, "quantization": c.args.quantization,
+            "kv_cache_dtype": c.args.kv_cache_dtype,
+            "node_ports": [b.port for b in layout.backends] if layout else None,
+            "backends": [{"role": b.role, "server_ip": b.server_ip, "port": b.port,
+                          "device_ids": list(b.device_ids)} for b in layout.backends] if layout else None,
+            "ranktable_checks_passed": list(layout.checks_passed) if layout else [],
+            "devices_seen": [int(d) for d in c.devices_seen],
+            "env_names": list(c.env_names), "env": dict(c.env_shown),
+            "ignored_args": list(c.args.ignored), "argv": list(c.args.argv),
+            "ready": self.ready, "pid": os.getpid(),
+        }
+
+
+def _query_value(query: str, name: str) -> Optional[str]:
+    values = parse_qs(query).get(name) if query else None
+    return values[0] if values else None

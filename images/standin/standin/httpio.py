@@ -1,0 +1,141 @@
+"""Just enough HTTP/1.1 on asyncio streams: read one request, frame responses and chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Dict, Iterable, Optional, Tuple
+
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 411: "Length Required",
+           413: "Payload Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+           502: "Bad Gateway", 503: "Service Unavailable"}
+MAX_BODY = 64 * 1024 * 1024
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: str
+    headers: Dict[str, str]  # lower-case names
+    body: bytes
+    keep_alive: bool
+    arrival_ns: int  # wall clock when the whole request had been read
+    arrival_mono: float  # the event loop's clock at the same moment, for deadlines
+
+
+async def read_chunked(reader: asyncio.StreamReader) -> bytes:
+    """De-chunk a body sent with Transfer-Encoding: chunked (trailers are dropped)."""
+    parts = []
+    size = 0
+    while True:
+        line = await reader.readuntil(b"\r\n")
+        n = int(line.split(b";", 1)[0].strip() or b"0", 16)
+        if n == 0:
+            while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                pass
+            return b"".join(parts)
+        size += n
+        if size > MAX_BODY:
+            raise BadRequest(413, "request body too large")
+        parts.append(await reader.readexactly(n))
+        await reader.readexactly(2)
+
+
+def parse_header_lines(lines) -> Dict[str, str]:
+    """Header lines to a dict with lower-case names."""
+    headers = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise BadRequest(400, "malformed header line")
+        headers[name.strip().lower()] = value.strip()
+    return headers
+
+
+def parse_head(head: bytes) -> Tuple[str, str, str, str, Dict[str, str]]:
+    """Request line and headers of one request head (without the blank line)."""
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        method, target, version = lines[0].split(" ", 2)
+    except ValueError:
+        raise BadRequest(400, "malformed request line") from None
+    path, _, query = target.partition("?")
+    return method, path, query, version, parse_header_lines(lines[1:])
+
+
+def parse_status_head(head: bytes) -> Tuple[int, Dict[str, str]]:
+    """Status code and headers of one response head (without the blank line)."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        raise BadRequest(502, f"malformed status line {lines[0]!r}")
+    return int(parts[1]), parse_header_lines(lines[1:])
+
+
+async def read_request(reader: asyncio.StreamReader, loop) -> Optional[Request]:
+    """The next request on a connection, or None when the client closed it cleanly."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial.strip():
+            raise BadRequest(400, "connection closed inside a request head") from None
+        return None
+    except asyncio.LimitOverrunError:
+        raise BadRequest(431, "request head too large") from None
+    method, path, query, version, headers = parse_head(head[:-4])
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        body = await read_chunked(reader)
+    elif "content-length" in headers:
+        try:
+            length = int(headers["content-length"])
+        except ValueError:
+            raise BadRequest(400, "bad Content-Length") from None
+        if length > MAX_BODY:
+            raise BadRequest(413, "request body too large")
+        body = await reader.readexactly(length) if length else b""
+    else:
+        body = b""
+    connection = headers.get("connection", "").lower()
+    keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
+    return Request(method, path, query, headers, body, keep_alive, time.time_ns(), loop.time())
+
+
+def head_bytes(status: int, keep_alive: bool, headers: Iterable[Tuple[str, str]]) -> bytes:
+    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}"]
+    lines.extend(f"{k}: {v}" for k, v in headers)
+    lines.append("connection: keep-alive" if keep_alive else "connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def response_bytes(status: int, body: bytes, keep_alive: bool, content_type: str = "application/json",
+                   extra: Iterable[Tuple[str, str]] = ()) -> bytes:
+    """A whole response with Content-Length."""
+    headers = [("content-type", content_type), ("content-length", str(len(body))), *extra]
+    return head_bytes(status, keep_alive, headers) + body
+
+
+def json_response(status: int, doc, keep_alive: bool, extra: Iterable[Tuple[str, str]] = ()) -> bytes:
+    return response_bytes(status, json.dumps(doc, separators=(",", ":")).encode("utf-8"), keep_alive,
+                          extra=extra)
+
+
+def stream_head(status: int, keep_alive: bool, extra: Iterable[Tuple[str, str]] = ()) -> bytes:
+    """Head of a chunked Server-Sent Events response."""
+    return head_bytes(status, keep_alive, [("content-type", "text/event-stream; charset=utf-8"),
+                                           ("transfer-encoding", "chunked"), *extra])
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+LAST_CHUNK = b"0\r\n\r\n"

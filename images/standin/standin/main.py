@@ -1,0 +1,87 @@
+"""Start-up: check, pretend to load weights, listen; stop on SIGTERM (the server is PID 1 in its container)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+
+from standin.app import App, log
+from standin.config import Config, Refusal, load_config
+from standin.instance import InstanceEngine
+from standin.scheduler import SchedulerEngine
+
+LOAD_STEPS = 4
+USAGE = """usage: python -m vllm.entrypoints.openai.api_server --model DIR [--tensor-parallel-size N] [--port P]
+         [--served-model-name NAME] [--max-model-len N] [other vLLM flags, ignored]
+   or: sh .../PD_separate/start_servers.sh <the same flags>  (with GLOBAL_RANK_TABLE_FILE_PATH,
+         RANK_TABLE_FILE_PATH, NODE_PORTS, USE_OPENAI=1)
+The deployctl test bed's stand-in for vLLM; STANDIN_* environment variables: see images/standin/README.md."""
+
+
+def main(argv, launcher: str) -> int:
+    """launcher: "api_server" (mixed) or "start_servers" (prefill, decode or scheduler, from the ranktables)."""
+    started = time.monotonic()
+    if "--help" in argv or "-h" in argv:
+        print(USAGE, flush=True)
+        return 0
+    try:
+        config = load_config(argv, launcher, os.environ)
+    except Refusal as exc:
+        print(f"standin: refusing to start: {exc}", flush=True)
+        return 1
+    for word in config.args.ignored:
+        log(f"ignoring unknown vLLM argument {word}")
+    try:
+        return asyncio.run(_run(config, started))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _run(config: Config, started: float) -> int:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        # PID 1 ignores signals without a handler, so `docker stop` would wait for its SIGKILL.
+        loop.add_signal_handler(signum, task.cancel)
+    knobs = config.knobs
+    if knobs.crash_after_s is not None:
+        loop.call_at(loop.time() + knobs.crash_after_s - (time.monotonic() - started), _crash, knobs.crash_after_s)
+    args = config.args
+    log(f"role {config.role}: model {args.model}, served as {', '.join(args.served_names)}, "
+        f"tensor-parallel-size {args.tp}, max-model-len {config.max_model_len}, port {args.port}")
+    if config.layout is not None:
+        log("ranktable checks passed: " + ", ".join(config.layout.checks_passed))
+    try:
+        for step in range(1, LOAD_STEPS + 1):
+            await asyncio.sleep(knobs.startup_s / LOAD_STEPS)
+            log(f"loading weights {step}/{LOAD_STEPS}")
+        app = App(config, _engine(config))
+        try:
+            server = await asyncio.start_server(app.serve_connection, args.host or None, args.port,
+                                                backlog=2048, reuse_address=True)
+        except OSError as exc:
+            log(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+            return 1
+        log(f"startup complete: serving on http://{args.host}:{args.port}"
+            + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))
+        async with server:
+            await server.serve_forever()
+    except asyncio.CancelledError:
+        log("shutting down")
+        return 0
+    return 0
+
+
+def _engine(config: Config):
+    if config.role == "scheduler":
+        return SchedulerEngine(config.layout)
+    return InstanceEngine(config.knobs)
+
+
+def _crash(after_s: float) -> None:
+    print(f"standin: crashing on purpose after {after_s:g} s (STANDIN_CRASH_AFTER_S)", flush=True)
+    sys.stdout.flush()
+    os._exit(1)
