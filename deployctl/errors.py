@@ -87,7 +87,11 @@ class SpecError(DeployctlError):
         self.warnings = list(warnings or [])
 
     def lines(self) -> list[str]:
-        return [p.render() + (f"\n  hint: {p.hint}" if p.hint else "") for p in self.problems]
+        # The summary first, so each problem line starts at column 0 (`file:line:col:` for editors and CI).
+        return [self.message] + [
+            ("warning: " if p.severity == "warning" else "") + p.render() + (f"\n  hint: {p.hint}" if p.hint else "")
+            for p in self.problems + self.warnings
+        ]
 
 
 class FactParseError(DeployctlError):

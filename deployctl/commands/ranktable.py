@@ -1,15 +1,236 @@
-"""`deployctl ranktable gen|merge|validate`."""
+"""`deployctl ranktable gen|merge|validate`: files in, files out; the rules live in deployctl.ranktable."""
 
-from deployctl.errors import NotImplementedYet
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from deployctl.errors import ExitStatus, NotImplementedYet, Problem, RanktableError, UsageError
+
+HCCN_CONF_ENV = "DEPLOYCTL_HCCN_CONF"  # another hccn.conf than /etc/hccn.conf (tests, unusual hosts)
 
 
 def gen(args, ui) -> int:
-    raise NotImplementedYet("deployctl ranktable gen: not implemented yet")
+    """Vendor mode, on the host itself: device IPs from hccn_tool (or hccn.conf), files into --save-dir."""
+    if args.spec:
+        raise NotImplementedYet(
+            "deployctl ranktable gen SPEC: not implemented yet",
+            hint="on each host run `deployctl ranktable gen --prefill-server-list ... --decode-server-list ...`, "
+                 "then `deployctl ranktable merge`",
+        )
+    from deployctl.ranktable import build_host_ranktables
+    from deployctl.transport.local import LocalTransport
+
+    prefill = _server_list("--prefill-server-list", args.prefill_server_list)
+    decode = _server_list("--decode-server-list", args.decode_server_list)
+    if not (prefill or decode or args.api_server):
+        raise UsageError("nothing to generate: give --prefill-server-list, --decode-server-list or --api-server")
+    transport = LocalTransport()
+    host_ip = _this_host_ip(transport, args.host_ip)
+    devices = sorted({d for instance in prefill + decode for d in instance})
+    files = build_host_ranktables(host_ip, prefill, decode, args.api_server, _device_ips(transport, devices))
+    written = _write(transport, Path(args.save_dir or "."), files.files())
+    _report_written(ui, written, f"ranktables for {host_ip}")
+    return ExitStatus.OK
 
 
 def merge(args, ui) -> int:
-    raise NotImplementedYet("deployctl ranktable merge: not implemented yet")
+    """Per-host global files -> global_ranktable_merge.json; nothing is written when the merge is refused."""
+    from deployctl.ranktable import MERGED_FILE_NAME, check_ranktable, merge as merge_tables
+    from deployctl.ranktable import ranktable_from_document, to_json
+    from deployctl.ranktable.check import GLOBAL_KINDS
+    from deployctl.transport.local import LocalTransport
+
+    paths = [*args.files, *args.global_ranktable_list]
+    if not paths:
+        raise UsageError("nothing to merge: give the per-host global ranktables (FILE... or --global-ranktable-list)")
+    tables, problems = [], []
+    for path in paths:
+        document = _read_json(path)
+        result = check_ranktable(document)
+        if result.kind not in GLOBAL_KINDS:
+            problems.append(Problem((), f"a {result.kind} file, expected a per-host global ranktable", file=path))
+        problems += [Problem(v.path, v.message, file=path) for v in result.problems]
+        if not problems:
+            tables.append(ranktable_from_document(document))
+    if problems:
+        raise RanktableError(f"refused: {len(problems)} problem{'s' if len(problems) != 1 else ''} in the inputs",
+                             problems)
+    text = to_json(merge_tables(tables, paths))
+    written = _write(LocalTransport(), Path(args.save_dir), {MERGED_FILE_NAME: text})
+    _report_written(ui, written, f"merged {len(paths)} file{'s' if len(paths) != 1 else ''}")
+    return ExitStatus.OK
 
 
 def validate(args, ui) -> int:
-    raise NotImplementedYet("deployctl ranktable validate: not implemented yet")
+    """Every file's kind and every broken rule; exit 2 (after printing) when any file is invalid."""
+    if args.against_hosts:
+        raise NotImplementedYet("deployctl ranktable validate --against-hosts: not implemented yet",
+                                hint="validate the files alone, without --against-hosts")
+    from deployctl.ranktable import check_ranktable
+
+    reports, documents = [], {}
+    for path in args.files:
+        try:
+            document = _read_json(path)
+        except RanktableError as error:
+            reports.append(_file_report(path, None, [("", "readable", error.message.removeprefix(f"{path}: "))]))
+            continue
+        result = check_ranktable(document, complete=args.complete, cards=args.cards)
+        documents[path] = (result, document)
+        reports.append(_file_report(path, result.kind, [(v.json_path, v.rule, v.message) for v in result.problems]))
+    _check_locals(reports, documents)
+    document = {"valid": all(r["valid"] for r in reports), "files": reports}
+    ui.emit_json(document) if ui.json else _render_validation(ui, reports)
+    return ExitStatus.OK if document["valid"] else ExitStatus.SPEC
+
+
+def _check_locals(reports: list[dict], documents: dict[str, tuple[Any, Any]]) -> None:
+    """Each valid local file given with valid global files must equal its entry in them."""
+    from deployctl.ranktable.check import GLOBAL_KINDS, PD_LOCAL, check_local_against_globals
+
+    globals_ = [(p, d) for p, (r, d) in documents.items() if r.kind in GLOBAL_KINDS and r.valid]
+    for report in reports:
+        result, local = documents.get(report["file"], (None, None))
+        if result is None or result.kind != PD_LOCAL or not result.valid:
+            continue
+        found = check_local_against_globals(local, globals_)
+        report["errors"] += [_error(v.json_path, v.rule, v.message) for v in found]
+        report["valid"] = not report["errors"]
+
+
+def _file_report(path: str, kind: Optional[str], errors: list[tuple[str, str, str]]) -> dict:
+    return {"file": path, "kind": kind, "valid": not errors, "errors": [_error(*e) for e in errors]}
+
+
+def _error(json_path: str, rule: str, message: str) -> dict:
+    return {"json_path": json_path, "message": message, "rule": rule}
+
+
+def _render_validation(ui, reports: list[dict]) -> None:
+    from rich.markup import escape
+
+    width = max(len(r["file"]) for r in reports)
+    for report in reports:
+        status = "[green]valid[/]  " if report["valid"] else "[red]INVALID[/]"
+        kind = report["kind"] or "-"
+        count = len(report["errors"])
+        suffix = "" if report["valid"] else f"  {count} error{'s' if count != 1 else ''}"
+        ui.print(f"{status} {escape(report['file']).ljust(width)}  {kind}{suffix}")
+        for error in report["errors"]:
+            where = f"{error['json_path']}: " if error["json_path"] else ""
+            ui.print(f"  {escape(where + error['message'])}  [dim]({escape(error['rule'])})[/]")
+    bad = sum(not r["valid"] for r in reports)
+    ui.print(f"{len(reports)} file{'s' if len(reports) != 1 else ''}: {len(reports) - bad} valid, {bad} invalid")
+
+
+def _read_json(path: str) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RanktableError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RanktableError(f"{path}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+
+
+def _server_list(flag: str, items: list[str]) -> list[tuple[int, ...]]:
+    """`4,5 6,7` -> [(4, 5), (6, 7)]: one item per instance (a quoted `"4,5 6,7"` works too)."""
+    out = []
+    for word in (w for item in items for w in item.split()):
+        try:
+            ids = tuple(int(part) for part in word.split(","))
+        except ValueError:
+            raise UsageError(f"{flag}: {word!r} is not a comma-separated list of device ids (e.g. 4,5)") from None
+        if any(d < 0 for d in ids):
+            raise UsageError(f"{flag}: {word!r}: device ids are 0 or more")
+        out.append(ids)
+    return out
+
+
+def _this_host_ip(transport, requested: Optional[str]) -> str:
+    """--host-ip when it is bound here; else the address of the default route's interface."""
+    from deployctl.plan.model import Command
+    from deployctl.ranktable.host_address import (
+        DEFAULT_ROUTE_ARGV, IP_ADDR_ARGV, choose_host_ip, parse_default_route, parse_ip_addr,
+    )
+
+    if requested:
+        _require_bound(requested)
+        return requested
+    addresses = transport.run(Command(IP_ADDR_ARGV), timeout=10)
+    if not addresses.ok:
+        raise RanktableError(f"cannot list this host's addresses: {' '.join(IP_ADDR_ARGV)} exited "
+                             f"{addresses.exit_code}: {addresses.stderr.strip()}", hint="pass --host-ip")
+    route = transport.run(Command(DEFAULT_ROUTE_ARGV), timeout=10)
+    return choose_host_ip(parse_ip_addr(addresses.stdout), parse_default_route(route.stdout) if route.ok else None)
+
+
+def _require_bound(address: str) -> None:
+    """The kernel accepts a bind only to an address of this host: the check needs no `ip` tool."""
+    import ipaddress
+    import socket
+
+    try:
+        ipaddress.IPv4Address(address)
+    except ValueError:
+        raise UsageError(f"--host-ip {address}: not an IPv4 address") from None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            raise RanktableError(f"--host-ip {address}: that address is not bound on this host",
+                                 hint="give an address of this host (see `ip -4 addr`)") from None
+
+
+def _device_ips(transport, devices: list[int]) -> dict[int, str]:
+    """Each NPU's device IP: the tool first (PATH, then the driver's folder), hccn.conf when it has none."""
+    import shutil
+
+    from deployctl.facts.files import HCCN_CONF, parse_hccn_conf
+    from deployctl.plan.model import Command
+    from deployctl.ranktable.device_ips import (
+        HCCN_TOOL, HCCN_TOOL_PATH, ToolAnswer, hccn_ip_argv, ip_from_tool, resolve_device_ip,
+    )
+
+    tool = shutil.which(HCCN_TOOL) or (HCCN_TOOL_PATH if os.access(HCCN_TOOL_PATH, os.X_OK) else None)
+    conf_path = os.environ.get(HCCN_CONF_ENV) or HCCN_CONF
+    conf, conf_read = None, False
+    found = {}
+    for device in devices:
+        answer = ToolAnswer(None)
+        if tool:
+            result = transport.run(Command(hccn_ip_argv(tool, device)), timeout=30)
+            answer = ToolAnswer(result.stdout, result.exit_code, result.stderr)
+        if ip_from_tool(answer) is None and not conf_read:
+            conf_read = True  # read once, and only when the tool did not answer
+            conf = parse_hccn_conf(Path(conf_path).read_text("utf-8")) if Path(conf_path).is_file() else None
+        found[device] = resolve_device_ip(device, answer, conf, conf_path)
+    return found
+
+
+def _write(transport, save_dir: Path, files: dict[str, str]) -> list[str]:
+    """Write each file atomically (temp file + rename); the paths written, in order."""
+    written = []
+    for name, text in files.items():
+        path = str(save_dir / name)
+        try:
+            transport.put(path, text.encode("utf-8"), mode=0o644)
+        except OSError as exc:
+            raise RanktableError(f"cannot write {path}: {exc.strerror or exc}") from None
+        written.append(path)
+    return written
+
+
+def _report_written(ui, written: list[str], what: str) -> None:
+    if ui.json:
+        ui.emit_json({"written": written})
+        return
+    from rich.markup import escape
+
+    ui.print(f"{escape(what)}: wrote {len(written)} file{'s' if len(written) != 1 else ''}")
+    for path in written:
+        ui.print(f"  {escape(path)}")

@@ -1,7 +1,12 @@
-"""`deployctl schema`."""
+"""`deployctl schema`: print the spec's JSON Schema (for editors: yaml-language-server)."""
 
-from deployctl.errors import NotImplementedYet
+from __future__ import annotations
+
+import sys
 
 
 def run(args, ui) -> int:
-    raise NotImplementedYet("deployctl schema: not implemented yet")
+    from deployctl.spec.schema import schema_text
+
+    sys.stdout.write(schema_text())
+    return 0

@@ -1,7 +1,74 @@
-"""`deployctl validate`."""
+"""`deployctl validate SPEC`: load + every rule, no network; print the derived layout or every problem."""
 
-from deployctl.errors import NotImplementedYet
+from __future__ import annotations
+
+from deployctl.errors import ExitStatus, Problem, SpecError
 
 
 def run(args, ui) -> int:
-    raise NotImplementedYet("deployctl validate: not implemented yet")
+    from deployctl.spec.load import check_spec_file
+
+    spec, errors, warnings = check_spec_file(args.spec)
+    if ui.json:
+        ui.emit_json(validation_document(spec, errors, warnings))
+        return int(ExitStatus.SPEC if errors else ExitStatus.OK)
+    _render_warnings(ui, warnings)
+    if errors:
+        raise SpecError(errors)  # its warnings were just shown
+    _render_summary(ui, spec)
+    return int(ExitStatus.OK)
+
+
+def validation_document(spec, errors: list[Problem], warnings: list[Problem]) -> dict:
+    """The contract's `validate --output json` document."""
+    return {
+        "valid": not errors,
+        "errors": [_located(p) for p in errors],
+        "warnings": [_located(p) for p in warnings],
+        "summary": {"instances": [] if spec is None else [
+            {"name": i.name, "role": i.role, "host": i.host, "devices": list(i.devices), "port": i.port, "tp": i.tp}
+            for i in spec.instances
+        ]},
+    }
+
+
+def _located(problem: Problem) -> dict:
+    return {key: problem.to_json()[key] for key in ("file", "line", "column", "path", "message")} | (
+        {"hint": problem.hint} if problem.hint else {})
+
+
+def _render_warnings(ui, warnings: list[Problem]) -> None:
+    from rich.markup import escape
+
+    console = ui.console(stderr=True)
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning.render())}")
+        if warning.hint:
+            console.print(f"  [cyan]hint:[/] {escape(warning.hint)}")
+
+
+def _render_summary(ui, spec) -> None:
+    """Instances per host (role, name, devices, ports, TP), the start order and NODE_PORTS."""
+    from rich import box
+    from rich.table import Table
+
+    if ui.quiet:
+        return
+    table = Table(title=f"{spec.name}: {spec.mode}, {spec.platform}/{spec.server}", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for column in ("host", "role", "container", "devices", "ports", "TP"):
+        table.add_column(column, no_wrap=column in ("container", "ports"))
+    for host in spec.hosts:
+        for instance in (i for i in spec.instances if i.host == host.name):
+            ports = [str(instance.port)] + [str(p) for p in (instance.grpc_port, instance.metrics_port) if p]
+            devices = ",".join(map(str, instance.devices)) or "-"
+            table.add_row(host.name, instance.role, instance.name, devices, "/".join(ports), str(instance.tp))
+    ui.print(table)
+    ui.print("hosts: " + ", ".join(h.label for h in spec.used_hosts), markup=False)
+    waves = [", ".join(i.name for i in wave) for wave in spec.start_order]
+    ui.print("start order: " + "  ->  ".join(f"[{wave}]" for wave in waves), markup=False)
+    if spec.mode == "disaggregated":
+        ui.print("NODE_PORTS: " + ",".join(map(str, spec.node_ports)), markup=False)
+    containers, hosts = len(spec.instances), len(spec.used_hosts)
+    ui.print(f"spec is valid: {containers} container{'s' * (containers != 1)} on {hosts} host{'s' * (hosts != 1)}",
+             markup=False)

@@ -1,0 +1,180 @@
+"""Build ranktables from device ids and device IPs: one host's files (vendor `gen`) or a whole spec's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from deployctl.errors import RanktableError
+from deployctl.ranktable.merge import refuse_duplicates
+from deployctl.ranktable.model import (
+    DECODE,
+    MERGED_FILE_NAME,
+    PREFILL,
+    SCHEDULER,
+    Device,
+    Group,
+    LocalRanktable,
+    Ranktable,
+    Server,
+    global_file_name,
+    host_file_name,
+    local_file_name,
+    to_json,
+)
+
+if TYPE_CHECKING:
+    from deployctl.spec.model import Instance, Spec
+
+
+@dataclass(frozen=True)
+class HostRanktables:
+    """What the vendor tool writes on one host: its global file and one local file per instance."""
+
+    host_ip: str
+    global_ranktable: Ranktable
+    locals: tuple[tuple[str, LocalRanktable], ...]  # (file name, content), prefill, decode, then `_host`
+
+    @property
+    def global_name(self) -> str:
+        return global_file_name(self.host_ip)
+
+    def files(self) -> dict[str, str]:
+        """File name -> exact file text, the global first."""
+        return {self.global_name: to_json(self.global_ranktable), **{n: to_json(t) for n, t in self.locals}}
+
+
+@dataclass(frozen=True)
+class SpecRanktables:
+    """Every ranktable a disaggregated spec needs: the merged global and each host's local files."""
+
+    global_ranktable: Ranktable
+    local_files: Mapping[str, Mapping[str, str]]  # host name -> file name -> text
+    instance_files: Mapping[str, str]  # container name -> its local file name (RANK_TABLE_FILE_PATH)
+
+    global_name = MERGED_FILE_NAME
+
+    @property
+    def global_json(self) -> str:
+        return to_json(self.global_ranktable)
+
+    def files_for(self, host: str) -> dict[str, str]:
+        """What one host needs on disk: the merged global plus its local files."""
+        return {self.global_name: self.global_json, **self.local_files.get(host, {})}
+
+
+def instance_server(host_ip: str, device_ids: Sequence[int], device_ips: Mapping[int, str], where: str = "") -> Server:
+    """One instance's entry: physical ids, their IPs, logical rank ids from 0."""
+    missing = [d for d in device_ids if d not in device_ips]
+    if missing:
+        raise RanktableError(f"{where or host_ip}: NPU {missing[0]}: no device IP")
+    devices = tuple(Device(str(d), device_ips[d], str(rank)) for rank, d in enumerate(device_ids))
+    return Server(host_ip, host_ip, devices)
+
+
+def check_instances(instances: Sequence[tuple[int, ...]], where: str) -> None:
+    """Refuse what the vendor tool refuses: an empty instance, an NPU twice, differing TP."""
+    seen: dict[int, int] = {}
+    for index, devices in enumerate(instances):
+        if not devices:
+            raise RanktableError(f"{where}: instance {index + 1} has no devices")
+        for device in devices:
+            if device in seen:
+                raise RanktableError(f"{where}: NPU {device} is in instance {seen[device] + 1} and instance {index + 1}")
+            seen[device] = index
+    sizes = sorted({len(devices) for devices in instances})
+    if len(sizes) > 1:
+        raise RanktableError(
+            f"{where}: prefill and decode instances must share one tensor-parallel size, got {sizes}",
+            hint="give every prefill and decode instance the same number of devices",
+        )
+
+
+def build_host_ranktables(
+    host_ip: str,
+    prefill: Sequence[tuple[int, ...]],
+    decode: Sequence[tuple[int, ...]],
+    api_server: bool,
+    device_ips: Mapping[int, str],
+) -> HostRanktables:
+    """The files `pd_ranktable_tools.py --mode gen` writes on the host `host_ip`."""
+    if not (prefill or decode or api_server):
+        raise RanktableError("nothing to generate: give --prefill-server-list, --decode-server-list or --api-server")
+    check_instances([*prefill, *decode], host_ip)
+    groups: list[Group] = []
+    locals_: list[tuple[str, LocalRanktable]] = []
+    if api_server:
+        groups.append(Group(SCHEDULER, (Server(host_ip, host_ip),)))
+    for group_id, instances in ((PREFILL, prefill), (DECODE, decode)):
+        if not instances:
+            continue  # the vendor tool writes only the groups asked for on this host
+        servers = tuple(instance_server(host_ip, devices, device_ips) for devices in instances)
+        groups.append(Group(group_id, servers))
+        locals_ += [(local_file_name(host_ip, s.device_ids), LocalRanktable(s)) for s in servers]
+    if api_server:
+        locals_.append((host_file_name(host_ip), LocalRanktable(Server(host_ip, host_ip))))
+    refuse_name_clash([name for name, _ in locals_], host_ip)
+    return HostRanktables(host_ip, Ranktable(tuple(groups)), tuple(locals_))
+
+
+def refuse_name_clash(names: Sequence[str], where: str) -> None:
+    """Ids joined without a separator can collide (1,12 and 11,2 are both `112`): refuse, never overwrite."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise RanktableError(f"{where}: two instances would both write {name}",
+                                 hint="the vendor file name joins device ids without a separator; pick other ids")
+        seen.add(name)
+
+
+def build_global_for_spec(
+    spec: Spec,
+    device_ips: Mapping[str, Mapping[int, str]],
+    server_ips: Mapping[str, str],
+) -> SpecRanktables:
+    """Every ranktable of a disaggregated spec, in spec order (the order NODE_PORTS follows).
+
+    device_ips: host name -> NPU id -> device IP; server_ips: host name -> the address bound on that host.
+    """
+    if spec.mode != "disaggregated" or spec.scheduler is None:
+        raise RanktableError(f"{spec.name}: ranktables exist only for disaggregated specs with a scheduler")
+    scheduler_ip = _server_ip(spec, spec.scheduler.host, server_ips)
+    local_files: dict[str, dict[str, str]] = {}
+    instance_files: dict[str, str] = {}
+    groups = [Group(SCHEDULER, (Server(scheduler_ip, scheduler_ip),))]
+    for group_id, role in ((PREFILL, "prefill"), (DECODE, "decode")):
+        servers = tuple(_spec_instance(spec, i, device_ips, server_ips, local_files, instance_files)
+                        for i in spec.role(role))
+        groups.append(Group(group_id, servers))
+    scheduler = spec.scheduler
+    _add_local(local_files, instance_files, scheduler.host, scheduler.name,
+               host_file_name(scheduler_ip), LocalRanktable(Server(scheduler_ip, scheduler_ip)))
+    table = Ranktable(tuple(groups))
+    refuse_duplicates([table], [spec.name])
+    return SpecRanktables(table, local_files, instance_files)
+
+
+def _server_ip(spec: Spec, host_name: str, server_ips: Mapping[str, str]) -> str:
+    if host_name not in server_ips:
+        raise RanktableError(f"{spec.host(host_name).label}: no server IP known for this host")
+    return server_ips[host_name]
+
+
+def _spec_instance(spec: Spec, instance: Instance, device_ips, server_ips, local_files, instance_files) -> Server:
+    host = spec.host(instance.host)
+    server_ip = _server_ip(spec, instance.host, server_ips)
+    ips = device_ips.get(instance.host, {})
+    for device in instance.devices:
+        if device not in ips:
+            raise RanktableError(f"{host.label}: NPU {device}: no device IP (needed by {instance.name})")
+    server = instance_server(server_ip, instance.devices, ips, host.label)
+    _add_local(local_files, instance_files, instance.host, instance.name,
+               local_file_name(server_ip, server.device_ids), LocalRanktable(server))
+    return server
+
+
+def _add_local(local_files, instance_files, host: str, instance: str, name: str, local: LocalRanktable) -> None:
+    files = local_files.setdefault(host, {})
+    refuse_name_clash([*files, name], host)
+    files[name] = to_json(local)
+    instance_files[instance] = name

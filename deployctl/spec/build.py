@@ -1,0 +1,163 @@
+"""A valid spec document (plain dicts) -> the frozen Spec dataclasses, with every derived value filled in."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from deployctl.plan.model import Secret
+from deployctl.spec.locate import Document
+from deployctl.spec.model import (
+    EnvVar, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Spec, SshSettings, WeightsSpec,
+)
+from deployctl.spec.rules import DEFAULT_CARDS, DEFAULT_SCHEDULER_PORT
+
+_SSH_KEYS = ("user", "port", "identity_file", "known_hosts", "jump")
+_URL_SCHEMES = ("s3://", "obs://", "http://", "https://")
+
+
+def build_spec(document: Document, source: Optional[Path] = None, base_dir: Optional[Path] = None) -> Spec:
+    """Only called on a document that passed the schema and every rule."""
+    data = document.data
+    model = _model_args(data["model"])
+    platform, server = data.get("platform", "ascend"), data.get("server", "vllm")
+    return Spec(
+        version=data["version"],
+        name=data["name"],
+        hosts=_hosts(data.get("ssh", {}), data["hosts"]),
+        model=model,
+        mode=data["topology"]["mode"],
+        instances=_instances(data["name"], data["topology"], model, server),
+        platform=platform,
+        server=server,
+        requirements=_requirements(data.get("requirements", {})),
+        image=_image(data.get("image", {}), base_dir),
+        weights=_weights(data.get("weights", {}), base_dir),
+        env=_env(data.get("env", {}), document.references),
+        source=source,
+        digest=_digest(data, document.references),
+    )
+
+
+def _hosts(defaults: dict, hosts: dict) -> tuple[Host, ...]:
+    out = []
+    for name, entry in hosts.items():
+        settings = {key: entry.get(key, defaults.get(key)) for key in _SSH_KEYS}
+        settings = {key: value for key, value in settings.items() if value is not None}
+        out.append(Host(name=name, address=entry["address"], ssh=SshSettings(**settings)))
+    return tuple(out)
+
+
+def _model_args(model: dict) -> ModelArgs:
+    return ModelArgs(
+        served_name=model["served_name"],
+        max_model_len=model.get("max_model_len"),
+        max_num_seqs=model.get("max_num_seqs"),
+        max_num_batched_tokens=model.get("max_num_batched_tokens"),
+        quantization=model.get("quantization"),
+        kv_cache_dtype=model.get("kv_cache_dtype"),
+        quantization_param_path=model.get("quantization_param_path"),
+        extra_args=tuple(model.get("extra_args", ())),
+        family=model.get("family"),
+    )
+
+
+def _instances(deployment: str, topology: dict, model: ModelArgs, server: str) -> tuple[Instance, ...]:
+    """mixed instances; or prefill..., decode..., then the scheduler (which runs with the P/D TP)."""
+    out: list[Instance] = []
+    for key, role in (("instances", "mixed"), ("prefill", "prefill"), ("decode", "decode")):
+        for index, entry in enumerate(topology.get(key, ())):
+            out.append(_instance(deployment, role, index, entry, model, server, ("topology", key, index)))
+    scheduler = topology.get("scheduler")
+    if scheduler is not None:
+        tp = out[0].tp if out else 1
+        out.append(Instance(
+            role="scheduler", index=0, host=scheduler["host"], devices=(),
+            port=scheduler.get("port", DEFAULT_SCHEDULER_PORT), name=f"{deployment}-scheduler-0", tp=tp,
+            max_num_seqs=model.max_num_seqs, max_num_batched_tokens=model.max_num_batched_tokens,
+            extra_args=model.extra_args, path=("topology", "scheduler"),
+        ))
+    return tuple(out)
+
+
+def _instance(deployment: str, role: str, index: int, entry: dict, model: ModelArgs, server: str,
+              path: tuple) -> Instance:
+    own = entry.get("model", {})
+    port = entry["port"]
+    triton = server == "triton"
+    return Instance(
+        role=role, index=index, host=entry["host"], devices=tuple(entry["devices"]), port=port,
+        name=f"{deployment}-{role}-{index}", tp=len(entry["devices"]),
+        max_num_seqs=own.get("max_num_seqs", model.max_num_seqs),
+        max_num_batched_tokens=own.get("max_num_batched_tokens", model.max_num_batched_tokens),
+        extra_args=model.extra_args + tuple(own.get("extra_args", ())),
+        grpc_port=entry.get("grpc_port", port + 1) if triton else None,
+        metrics_port=entry.get("metrics_port", port + 2) if triton else None,
+        path=path,
+    )
+
+
+def _requirements(entry: dict) -> Requirements:
+    return Requirements(
+        driver=entry.get("driver"),
+        cards=entry.get("cards", DEFAULT_CARDS),
+        npu_memory_gb=entry.get("npu_memory_gb"),
+        gpu_memory_gb=entry.get("gpu_memory_gb"),
+        ip_forward=entry.get("ip_forward", True),
+        free_disk_gb=entry.get("free_disk_gb", 0),
+    )
+
+
+def _local_path(value: Optional[str], base_dir: Optional[Path]) -> Optional[str]:
+    """A relative local path is relative to the spec file (as docker compose does); URLs stay as they are."""
+    if value is None or base_dir is None or value.startswith(_URL_SCHEMES) or value.startswith("~"):
+        return value
+    return value if os.path.isabs(value) else str((base_dir / value).resolve())
+
+
+def _image(entry: dict, base_dir: Optional[Path]) -> ImageSpec:
+    build = entry.get("build")
+    return ImageSpec(
+        name=entry.get("name"),
+        build=ImageBuild(
+            base=build["base"], packages=_local_path(build["packages"], base_dir),
+            where=build.get("where", "each-host"), recipe=_local_path(build.get("recipe"), base_dir),
+        ) if build else None,
+    )
+
+
+def _weights(entry: dict, base_dir: Optional[Path]) -> WeightsSpec:
+    return WeightsSpec(
+        source=_local_path(entry.get("source"), base_dir),
+        dest=entry.get("dest"),
+        endpoint=entry.get("endpoint"),
+        credentials=entry.get("credentials", "env"),
+    )
+
+
+def _env_text(value) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _env(entry: dict, references: dict) -> tuple[EnvVar, ...]:
+    """A value that came from ${VAR} becomes a Secret, shown as its original text."""
+    out = []
+    for name, value in entry.items():
+        original = references.get(("env", name))
+        if original is not None:
+            out.append(EnvVar(name, Secret(_env_text(value), label=original), display=original))
+        else:
+            out.append(EnvVar(name, _env_text(value), display=_env_text(value)))
+    return tuple(out)
+
+
+def _digest(data: dict, references: dict) -> str:
+    """sha256 of the resolved document, with env secrets hashed as their ${VAR} text (never their value)."""
+    shown = dict(data)
+    if isinstance(data.get("env"), dict):
+        shown["env"] = {k: references.get(("env", k), v) for k, v in data["env"].items()}
+    text = json.dumps(shown, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

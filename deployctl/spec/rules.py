@@ -1,0 +1,294 @@
+"""Cross-field rules of a spec (contract: "Rules a valid spec obeys"), on the plain document.
+
+They run on every part that passed the schema: a value whose path (or an ancestor's) failed the schema is
+skipped, so one run reports schema errors and rule errors together without repeating itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from deployctl.errors import Problem
+from deployctl.spec import models
+from deployctl.spec.locate import Path
+
+DEFAULT_CARDS = 8
+DEFAULT_SCHEDULER_PORT = 9000
+MAX_DEVICES = 8
+WORKER_LISTS = ("instances", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """An instance (or the scheduler) as the rules see it: its role, its place and its raw mapping."""
+
+    role: str  # mixed | prefill | decode | scheduler
+    path: Path
+    data: dict
+
+    @property
+    def where(self) -> str:
+        return Problem(self.path).dotted_path
+
+
+class Context:
+    """The document plus what every rule needs: the failed paths and the values read defensively."""
+
+    def __init__(self, data: dict, failed: set) -> None:
+        self.data, self.failed = data, failed
+        self.platform = self.value(("platform",), str) or "ascend"
+        self.server = self.value(("server",), str) or "vllm"
+        self.cards = self.value(("requirements", "cards"), int) or DEFAULT_CARDS
+        hosts = self.value(("hosts",), dict)
+        self.hosts = None if hosts is None else list(hosts)
+        self.mode = self.value(("topology", "mode"), str)
+        self.workers = list(self._workers())
+        scheduler = self.value(("topology", "scheduler"), dict)
+        self.scheduler = Unit("scheduler", ("topology", "scheduler"), scheduler) if scheduler is not None else None
+
+    def ok(self, path: Path) -> bool:
+        """True when neither this path nor an ancestor failed the schema."""
+        return not any(path[: len(bad)] == bad for bad in self.failed)
+
+    def value(self, path: Path, kind: type | tuple) -> Any:
+        """The value at `path` if it passed the schema and has this type; else None."""
+        node: Any = self.data
+        for part in path:
+            if isinstance(node, dict) and isinstance(part, str) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                return None
+        if not self.ok(path) or not isinstance(node, kind) or (isinstance(node, bool) and kind in (int, (int, float))):
+            return None
+        return node
+
+    def _workers(self) -> Iterator[Unit]:
+        # In the order the spec lists them, so "already used by" names the one written first.
+        for key in self.value(("topology",), dict) or {}:
+            items = self.value(("topology", key), list) if key in WORKER_LISTS else None
+            for index, item in enumerate(items or []):
+                if isinstance(item, dict) and self.ok(("topology", key, index)):
+                    yield Unit("mixed" if key == "instances" else key, ("topology", key, index), item)
+
+    def units(self) -> list[Unit]:
+        """Workers and the scheduler, in the order the spec lists them."""
+        if self.scheduler is None:
+            return list(self.workers)
+        order = list(self.value(("topology",), dict) or {})
+        before = [u for u in self.workers if order.index(u.path[1]) < order.index("scheduler")]
+        return before + [self.scheduler] + [u for u in self.workers if u not in before]
+
+    def devices(self, unit: Unit) -> list[int] | None:
+        return self.value(unit.path + ("devices",), list)
+
+    def host_of(self, unit: Unit) -> str | None:
+        return self.value(unit.path + ("host",), str)
+
+
+def check_rules(data: Any, failed: set) -> list[Problem]:
+    """Every rule violation (errors and warnings), unlocated: load.py adds file/line/column."""
+    if not isinstance(data, dict):
+        return []
+    context = Context(data, failed)
+    problems: list[Problem] = []
+    for rule in RULES:
+        problems.extend(rule(context))
+    return problems
+
+
+def check_host_references(c: Context) -> Iterator[Problem]:
+    if c.hosts is None:
+        return
+    for unit in c.units():
+        host = c.host_of(unit)
+        if host is not None and host not in c.hosts:
+            close = difflib.get_close_matches(host, c.hosts, n=1, cutoff=0.6)
+            message = f"unknown host '{host}'" + (f" — did you mean '{close[0]}'?" if close else "")
+            yield Problem(unit.path + ("host",), message, hint=f"hosts in this spec: {', '.join(c.hosts)}")
+
+
+def check_devices(c: Context) -> Iterator[Problem]:
+    """Ids 0..cards-1, each once per host across all instances, a power-of-two count up to 8."""
+    kind = "GPU" if c.platform == "gpu" else "NPU"
+    used: dict[tuple[str, int], Unit] = {}
+    for unit in c.workers:
+        devices, host = c.devices(unit), c.host_of(unit)
+        if devices is None:
+            continue
+        for index, device in enumerate(devices):
+            path = unit.path + ("devices", index)
+            if not isinstance(device, int) or isinstance(device, bool) or not c.ok(path):
+                continue
+            if device >= c.cards:
+                yield Problem(path, f"{device} is not a device id (cards: 0-{c.cards - 1})",
+                              hint="requirements.cards sets how many devices each host has")
+            elif host is not None and (host, device) in used:
+                other = used[(host, device)]
+                where = "this instance" if other is unit else other.where
+                yield Problem(path, f"{kind} {device} on host {host} is already used by {where}",
+                              hint=f"give each instance its own devices; {host} has 0-{c.cards - 1}")
+            elif host is not None:
+                used[(host, device)] = unit
+        count = len(devices)
+        if count and not _is_tp_size(count):
+            yield Problem(unit.path + ("devices",),
+                          f"{count} devices: an instance needs 1, 2, 4 or 8 (its TP size is its device count)")
+
+
+def _is_tp_size(count: int) -> bool:
+    """1, 2, 4 or 8: a power of two no larger than 8."""
+    return 0 < count <= MAX_DEVICES and not count & (count - 1)
+
+
+def _ports(c: Context, unit: Unit) -> Iterator[tuple[int, Path, str, str]]:
+    """(port, path, how others name it, which default it is or "") for every port a unit listens on."""
+    port = c.value(unit.path + ("port",), int)
+    if unit.role == "scheduler" and "port" not in unit.data:
+        default = f"default port {DEFAULT_SCHEDULER_PORT}"
+        yield DEFAULT_SCHEDULER_PORT, unit.path, f"{unit.where} ({default})", default
+    elif port is not None:
+        yield port, unit.path + ("port",), f"{unit.where}.port", ""
+    if c.server != "triton" or unit.role == "scheduler":
+        return
+    for key, offset in (("grpc_port", 1), ("metrics_port", 2)):
+        if key in unit.data:
+            value = c.value(unit.path + (key,), int)
+            if value is not None:
+                yield value, unit.path + (key,), f"{unit.where}.{key}", ""
+        elif port is not None:
+            default = f"default {key} {port + offset}"
+            yield port + offset, unit.path + ("port",), f"{unit.where} ({default})", default
+
+
+def check_ports(c: Context) -> Iterator[Problem]:
+    """Distinct per host across the scheduler and every instance (triton's grpc/metrics ports too)."""
+    taken: dict[tuple[str, int], str] = {}
+    for unit in c.units():
+        host = c.host_of(unit)
+        if host is None:
+            continue
+        for port, path, shown, default in _ports(c, unit):
+            if (host, port) in taken:
+                mine = f" (this instance's {default.split(' ', 1)[1].rsplit(' ', 1)[0]})" if default else ""
+                yield Problem(path, f"port {port}{mine} on host {host} is already used by {taken[(host, port)]}")
+            else:
+                taken[(host, port)] = shown
+
+
+def check_topology(c: Context) -> Iterator[Problem]:
+    """mixed: instances only; disaggregated: one scheduler, >=1 prefill and decode, one TP size."""
+    topology = c.value(("topology",), dict)
+    if topology is None or c.mode not in ("mixed", "disaggregated"):
+        return
+    wanted = ("instances",) if c.mode == "mixed" else ("scheduler", "prefill", "decode")
+    for key in ("instances", "scheduler", "prefill", "decode"):
+        if key in topology and key not in wanted:
+            other = "disaggregated" if c.mode == "mixed" else "mixed"
+            yield Problem(("topology", key), f"'{key}' belongs to mode {other}; mode {c.mode} uses "
+                                             f"{', '.join(wanted)}")
+    for key in wanted:
+        if key not in topology:
+            what = "a scheduler" if key == "scheduler" else f"at least one {'instance' if key == 'instances' else key + ' instance'}"
+            yield Problem(("topology",), f"mode {c.mode} needs {what} ('{key}')")
+        elif topology[key] == [] and c.ok(("topology", key)):
+            yield Problem(("topology", key), f"mode {c.mode} needs at least one instance here")
+    if c.mode == "disaggregated":
+        yield from _check_one_tp(c)
+
+
+def _check_one_tp(c: Context) -> Iterator[Problem]:
+    first: Unit | None = None
+    for unit in c.workers:
+        devices = c.devices(unit)
+        if unit.role not in ("prefill", "decode") or not _is_tp_size(len(devices or ())):
+            continue  # an invalid count has its own error; comparing it would only repeat it
+        if first is None:
+            first = unit
+        elif len(devices) != len(c.devices(first)):
+            yield Problem(unit.path + ("devices",),
+                          f"{len(devices)} devices, but {first.where} has {len(c.devices(first))}: every prefill "
+                          f"and decode instance must use the same number of devices (one TP size)")
+
+
+def check_batched_tokens(c: Context) -> Iterator[Problem]:
+    """max_num_batched_tokens >= max_model_len, on the values each instance ends up with."""
+    max_len = c.value(("model", "max_model_len"), int)
+    shared = c.value(("model", "max_num_batched_tokens"), int)
+    if max_len is None:
+        return
+    shared_used = not c.workers
+    for unit in c.workers:
+        path = unit.path + ("model", "max_num_batched_tokens")
+        if isinstance(unit.data.get("model"), dict) and "max_num_batched_tokens" in unit.data["model"]:
+            own = c.value(path, int)
+            if own is not None and own < max_len:
+                yield Problem(path, f"max_num_batched_tokens {own} is less than max_model_len {max_len}",
+                              hint="vLLM refuses to start; raise it to at least max_model_len")
+        else:
+            shared_used = True
+    if shared is not None and shared_used and shared < max_len:
+        yield Problem(("model", "max_num_batched_tokens"),
+                      f"max_num_batched_tokens {shared} is less than max_model_len {max_len}",
+                      hint="vLLM refuses to start; raise it to at least max_model_len")
+
+
+def check_kv_cache(c: Context) -> Iterator[Problem]:
+    if c.value(("model", "kv_cache_dtype"), str) == "int8" and not c.value(("model", "quantization_param_path"), str):
+        if c.ok(("model", "quantization_param_path")):
+            yield Problem(("model", "kv_cache_dtype"), "kv_cache_dtype int8 needs quantization_param_path",
+                          hint="the KV cache scales file on the hosts, e.g. <weights.dest>/kv_cache_scales.json")
+
+
+def check_platform(c: Context) -> Iterator[Problem]:
+    """Keys that belong to the other platform or server."""
+    requirements = c.value(("requirements",), dict) or {}
+    if c.platform == "gpu" and "npu_memory_gb" in requirements:
+        yield Problem(("requirements", "npu_memory_gb"), "npu_memory_gb is for platform ascend; "
+                      "this spec is platform gpu", hint="use gpu_memory_gb")
+    if c.platform == "ascend" and "gpu_memory_gb" in requirements:
+        yield Problem(("requirements", "gpu_memory_gb"), "gpu_memory_gb is ignored on platform ascend",
+                      severity="warning")
+    if c.server == "triton" and c.platform != "gpu" and c.ok(("platform",)):
+        yield Problem(("server",), "server triton runs on platform gpu only; this spec is platform ascend",
+                      hint="use server: vllm on Ascend, or set platform: gpu")
+    if c.server != "triton":
+        for unit in c.workers:
+            for key in ("grpc_port", "metrics_port"):
+                if key in unit.data:
+                    yield Problem(unit.path + (key,), f"{key} is ignored unless server is triton", severity="warning")
+
+
+def check_model_table(c: Context) -> Iterator[Problem]:
+    """Seed 000's table: refuse too few cards, warn when max_model_len exceeds what the cards hold."""
+    memory = c.value(("requirements", "npu_memory_gb"), int)
+    size = models.memory_class(memory)
+    if c.platform != "ascend" or size is None:
+        return
+    family = models.family_for(c.value(("model", "family"), str), c.value(("model", "served_name"), str),
+                               c.value(("weights", "source"), str), c.value(("weights", "dest"), str))
+    if family is None:
+        return
+    limits = models.model_table()[family].on(size)
+    if limits is None:
+        other = models.model_table()[family].on_64gb
+        need = f" (64 GB cards: at least {other.min_cards})" if other else ""
+        yield Problem(("requirements", "npu_memory_gb"), f"{family} does not run on {size} GB cards{need}")
+        return
+    for unit in c.workers:
+        devices = c.devices(unit)
+        if devices and len(devices) < limits.min_cards:
+            yield Problem(unit.path + ("devices",), f"{family} needs at least {limits.min_cards} cards of "
+                          f"{size} GB; this instance has {len(devices)}")
+    max_len = c.value(("model", "max_model_len"), int)
+    if max_len is not None and max_len > limits.max_model_len:
+        yield Problem(("model", "max_model_len"),
+                      f"max_model_len {max_len} exceeds {limits.max_model_len_k}K ({limits.max_model_len}), "
+                      f"the most {family} supports on {size} GB cards", severity="warning")
+
+
+RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
+         check_kv_cache, check_platform, check_model_table)

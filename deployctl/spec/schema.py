@@ -1,0 +1,161 @@
+"""The spec's JSON Schema: loaded once from the package, every error rewritten for people and located."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+from dataclasses import replace
+from importlib import resources
+
+from deployctl.errors import Problem
+from deployctl.spec.locate import Document, Path
+
+SUPPORTED_VERSIONS = (1,)
+INSTANCE_MODEL_KEYS = ("max_num_seqs", "max_num_batched_tokens", "extra_args")
+
+_TYPE_NAMES = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping (key: value)",
+    "null": "null",
+}
+_YAML_TYPE_NAMES = {bool: "true/false", int: "an integer", float: "a number", str: "a string",
+                    list: "a list", dict: "a mapping", type(None): "null"}
+
+
+def schema_text() -> str:
+    """The schema file as shipped in the package (what `deployctl schema` prints)."""
+    return resources.files("deployctl.spec").joinpath("schema.json").read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def load_schema() -> dict:
+    return json.loads(schema_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _validator():
+    # Built once per process: constructing a validator (and resolving $refs) is the costly part.
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(load_schema())
+
+
+def check_schema(document: Document, filename: str) -> tuple[list[Problem], set]:
+    """Every schema violation of the document, located; plus the paths that failed (rules skip them)."""
+    problems: list[Problem] = []
+    failed: set = set()
+    errors = list(_validator().iter_errors(document.data))
+    typed = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+    for error in errors:
+        path = tuple(error.absolute_path)
+        if error.validator != "type" and path in typed:
+            continue  # "should be an integer" says it all; the enum/minimum of the same value adds noise
+        for problem, at_key in _rewrite(error, path):
+            line, column = document.locate(problem.path, key=at_key)
+            problems.append(replace(problem, file=filename, line=line, column=column))
+            failed.add(problem.path)
+    return _unique(problems), failed
+
+
+def _rewrite(error, path: Path) -> list[tuple[Problem, bool]]:
+    """One jsonschema error -> the Problems a person reads (one per unknown or missing key)."""
+    kind, instance, expected = error.validator, error.instance, error.validator_value
+    if kind == "additionalProperties" and isinstance(instance, dict):
+        known = list(error.schema.get("properties", {}))
+        return [(_unknown_key(path, key, known), True) for key in instance if key not in known]
+    if kind == "required" and isinstance(instance, dict):
+        return [(Problem(path + (key,), f"missing required key '{key}'"), False)
+                for key in expected if key not in instance]
+    if "propertyNames" in error.relative_schema_path:  # the key itself is bad (reported at the mapping)
+        return [(_bad_key_name(path, instance), True)]
+    return [(Problem(path, *_value_message(kind, instance, expected, path, error)), False)]
+
+
+def _unknown_key(path: Path, key: str, known: list[str]) -> Problem:
+    where = path + (key,)
+    shared_model_keys = load_schema()["properties"]["model"]["properties"]
+    if len(path) > 1 and path[-1] == "model" and key in shared_model_keys:
+        return Problem(where, f"'{key}' cannot be set per instance; an instance's model may set only "
+                              f"{', '.join(INSTANCE_MODEL_KEYS)}", hint="set it in the top-level model section")
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    message = f"unknown key '{key}'" + (f" — did you mean '{close[0]}'?" if close else "")
+    hint = None if close else f"known keys here: {', '.join(known)}"
+    return Problem(where, message, hint=hint)
+
+
+def _bad_key_name(path: Path, name) -> Problem:
+    what = {"env": "an environment variable name", "hosts": "a host name"}.get(str(path[-1]) if path else "", "a key")
+    return Problem(path + (str(name),), f"'{name}' is not {what}")
+
+
+def _value_message(kind: str, value, expected, path: Path, error) -> tuple[str, str | None]:
+    """(message, hint) for a violation of one value."""
+    last = path[-1] if path else ""
+    if kind == "type":
+        return _type_message(value, expected, path)
+    if kind == "enum" and path == ("version",):
+        supported = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
+        return f"unsupported version {value!r}; supported versions: {supported}", None
+    if kind == "enum":
+        choices = [_show(choice) for choice in expected]
+        close = difflib.get_close_matches(str(value), [c for c in choices if c != "null"], n=1, cutoff=0.6)
+        suggestion = f" — did you mean '{close[0]}'?" if close else ""
+        if len(choices) > 8:  # the model families: too many to list in one line
+            return f"{_show_quoted(value)} is not a known {last}{suggestion}", f"known: {', '.join(choices)}"
+        return f"{_show_quoted(value)} is not one of {', '.join(choices)}{suggestion}", None
+    if kind in ("minimum", "maximum") and isinstance(last, str) and last.endswith("port"):
+        return f"{value} is not a valid port (1-65535)", None
+    if kind == "minimum":
+        return f"should be at least {expected}", None
+    if kind == "maximum":
+        return f"should be at most {expected}", None
+    if kind == "exclusiveMinimum":
+        return f"should be more than {expected}", None
+    if kind == "pattern" and path == ("name",):
+        return (f"'{value}' is not a valid deployment name: use 1 to 40 lowercase letters, digits and '-'",
+                "it labels containers and names them <name>-<role>-<index>")
+    if kind == "pattern" and last == "credentials":
+        return f"'{value}' should be env or profile:<name>", None
+    if kind == "pattern":
+        return f"'{value}' does not match {expected}", None
+    if kind == "minItems" and last == "devices":
+        return "needs at least one device", None
+    if kind in ("minItems", "minLength", "minProperties"):
+        return "should not be empty", None
+    return error.message, None
+
+
+def _type_message(value, expected, path: Path) -> tuple[str, str | None]:
+    names = expected if isinstance(expected, list) else [expected]
+    wanted = " or ".join(_TYPE_NAMES.get(n, n) for n in names)
+    got = _YAML_TYPE_NAMES.get(type(value), type(value).__name__)
+    message = f"should be {wanted}, not {got}"
+    hint = None
+    if "string" in names and isinstance(value, (int, float)) and not isinstance(value, bool):
+        hint = f'quote it: "{value}"'
+    elif "integer" in names and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        hint = f"write it without quotes: {value.strip()}"
+    return message, hint
+
+
+def _show(value) -> str:
+    return "null" if value is None else str(value)
+
+
+def _show_quoted(value) -> str:
+    return "null" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    seen, out = set(), []
+    for problem in problems:
+        key = (problem.path, problem.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(problem)
+    return out
