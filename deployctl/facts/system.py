@@ -1,0 +1,62 @@
+"""Parsers for plain system commands: sysctl, df, uname."""
+
+from __future__ import annotations
+
+from deployctl.errors import FactParseError
+from deployctl.facts.model import DiskFree
+from deployctl.facts.text import first_line, numbered_lines, to_int
+
+IP_FORWARD = "net.ipv4.ip_forward"
+
+
+def parse_sysctl_value(text: str) -> int:
+    """`sysctl -n net.ipv4.ip_forward`: a bare integer (0 or 1)."""
+    lines = numbered_lines(text)
+    if len(lines) != 1:
+        number, line = first_line(text)
+        raise FactParseError("sysctl -n", number, line, "one integer value")
+    number, line = lines[0]
+    return to_int(line.strip(), "sysctl -n", number, line, "the value")
+
+
+def parse_sysctl_ip_forward(text: str) -> int:
+    """`sysctl net.ipv4.ip_forward`: `net.ipv4.ip_forward = 1` (other keys ignored)."""
+    for number, line in numbered_lines(text):
+        key, found, value = line.partition("=")
+        if found and key.strip() == IP_FORWARD:
+            return to_int(value.strip(), "sysctl", number, line, IP_FORWARD)
+    number, line = first_line(text)
+    raise FactParseError("sysctl", number, line, f"'{IP_FORWARD} = <0|1>'")
+
+
+def parse_df(text: str) -> DiskFree:
+    """`df -Pk PATH`: POSIX format, 1024-byte blocks; the last line is the filesystem holding PATH."""
+    tool = "df -Pk"
+    lines = numbered_lines(text)
+    if len(lines) < 2 or not lines[0][1].startswith("Filesystem") or "1024-blocks" not in lines[0][1]:
+        number, line = lines[0] if lines else (1, "")
+        raise FactParseError(tool, number, line, "the header 'Filesystem 1024-blocks Used Available Capacity Mounted on'")
+    number, line = lines[-1]
+    # a filesystem name may contain spaces; the five columns on its right never do (except the mount point)
+    words = line.split()
+    numbers = [i for i, word in enumerate(words) if word.endswith("%")]
+    if not numbers or numbers[0] < 4:
+        raise FactParseError(tool, number, line, "'<fs> <blocks> <used> <available> <capacity%> <mount>'")
+    pct = numbers[0]
+    blocks, used, available = (to_int(w, tool, number, line, "a block count") for w in words[pct - 3:pct])
+    return DiskFree(
+        filesystem=" ".join(words[: pct - 3]),
+        total_bytes=blocks * 1024,
+        used_bytes=used * 1024,
+        available_bytes=available * 1024,
+        mounted_on=" ".join(words[pct + 1:]),
+    )
+
+
+def parse_uname_machine(text: str) -> str:
+    """`uname -m`: the machine architecture (aarch64, x86_64)."""
+    lines = numbered_lines(text)
+    if len(lines) != 1 or len(lines[0][1].split()) != 1:
+        number, line = first_line(text)
+        raise FactParseError("uname -m", number, line, "one word such as 'aarch64' or 'x86_64'")
+    return lines[0][1].strip()
