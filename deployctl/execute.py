@@ -147,8 +147,10 @@ class Executor:
             return
         self.on_event("done", step, "")
 
-    def _wait_healthy(self, transport: Transport, step: Step, health: HealthCheck) -> None:
-        deadline = time.monotonic() + self.health_timeout
+    def _wait_healthy(self, transport: Transport, step: Step, health: HealthCheck,
+                      timeout: Optional[float] = None) -> None:
+        timeout = self.health_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         command = Command(("sh", "-c", _HEALTH_SCRIPT, "sh", health.container, str(health.port), health.path))
         last_line = ""
         while True:
@@ -165,7 +167,7 @@ class Executor:
             self.on_event("progress", step, last_line)
             if time.monotonic() > deadline:
                 raise HostError(transport.name,
-                                f"{health.container} not healthy after {self.health_timeout:.0f} s",
+                                f"{health.container} not healthy after {timeout:.0f} s",
                                 address=getattr(transport, "address", None),
                                 stderr_tail=self._log_tail(transport, health.container),
                                 hint="raise --health-timeout if the model needs longer to load")
@@ -186,11 +188,14 @@ class Executor:
             if outcome.status == "failed" and outcome.step.stage == "stop":
                 # It failed before the rename: the old container still has its name; just start it again.
                 undo = (Command(("docker", "start", outcome.step.container or ""), check=False),)
-            for command in undo:
-                try:
+            try:
+                for command in undo:
                     transport.run(command, timeout=120)
-                except HostError:
-                    pass  # best effort: the report says which host may need a look
+                if outcome.step.undo_health and outcome.status == "done":
+                    self._wait_healthy(transport, outcome.step, outcome.step.undo_health,
+                                       timeout=min(self.health_timeout, 120))
+            except (HostError, _Cancelled):
+                pass  # best effort: the status table after rollback shows what each host runs
             outcome.status = "undone"
 
     def _finalize(self, report: Report) -> None:

@@ -84,6 +84,7 @@ class Step:
     finalize: tuple[Command, ...] = ()
     health: Optional[HealthCheck] = None
     container: Optional[str] = None
+    undo_health: Optional[HealthCheck] = None  # what `undo` restores, waited for so rollback ends serving
 
     @property
     def changes(self) -> bool:

@@ -141,10 +141,11 @@ def _content_bytes(put: PutFile) -> bytes:
     return content.encode() if isinstance(content, str) else content
 
 
-def _stop_step(host: str, name: str, action: str, reason: str) -> Step:
+def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[int] = None) -> Step:
     previous = name + PREVIOUS_SUFFIX
     return Step(
         host, "stop", action, reason, container=name,
+        undo_health=HealthCheck(name, port) if port else None,
         commands=(
             Command(("docker", "rm", "--force", previous), check=False),
             Command(("docker", "stop", "--time", "30", name)),
@@ -177,7 +178,8 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Op
             starts[wave].append(Step(instance.host, wave, "keep", reason, container=container.name))
             continue
         if action == "replace":
-            stops.append(_stop_step(instance.host, container.name, "replace", reason))
+            stops.append(_stop_step(instance.host, container.name, "replace", reason,
+                                    port=instance.port if current and current.running else None))
         starts[wave].append(Step(
             instance.host, wave, action, reason, container=container.name,
             commands=(Command(docker_run(container, digest)),),
