@@ -10,7 +10,7 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Mapping, TypeVar
 
-from deployctl.errors import HostError, RanktableError
+from deployctl.errors import HostError
 from deployctl.facts.containers import parse_docker_inspect
 from deployctl.plan.containers import ranktable_dir
 from deployctl.plan.model import Command
@@ -73,30 +73,21 @@ def gather_deploy_facts(spec: Spec, transport: Transport) -> DeployFacts:
 
 
 def gather_device_ips(transport: Transport, devices: tuple[int, ...]) -> dict[int, str]:
-    """Each NPU's RoCE address: `hccn_tool -i N -ip -g`, else /etc/hccn.conf `address_N`; else an error."""
-    from deployctl.facts.files import parse_hccn_conf
-    from deployctl.facts.hccn_tool import parse_hccn_ip
+    """Each NPU's RoCE address: `hccn_tool -i N -ip -g`, else /etc/hccn.conf `address_N`; else a RanktableError."""
+    from deployctl.facts.files import HCCN_CONF, parse_hccn_conf
+    from deployctl.ranktable.device_ips import ToolAnswer, resolve_device_ip
 
     result = transport.run(Command(("sh", "-c", _DEVICE_IP_SCRIPT, "sh", *map(str, devices))), timeout=60)
     text, _, conf_text = result.stdout.partition("@@conf\n")
     conf = parse_hccn_conf(conf_text) if conf_text.strip() else None
-    found: dict[int, str] = {}
+    answers: dict[int, ToolAnswer] = {}
     for block in text.split("@@dev ")[1:]:
         head, _, rest = block.partition("\n")
         output, _, code = rest.rpartition("@@rc ")
-        device = int(head)
-        if code.strip() == "0" and output.strip():
-            found[device] = parse_hccn_ip(output).ipaddr
-        elif conf is not None and conf.address(device):
-            found[device] = conf.address(device)
-    missing = [d for d in devices if d not in found]
-    if missing:
-        raise RanktableError(
-            f"{transport.name}: NPU {missing[0]} has no device IP: `hccn_tool -i {missing[0]} -ip -g` printed none "
-            f"and /etc/hccn.conf has no address_{missing[0]}",
-            hint=f"configure it: hccn_tool -i {missing[0]} -ip -s address <ip> netmask <mask>",
-        )
-    return found
+        code = int(code.strip() or 1)
+        answers[int(head)] = ToolAnswer(None if code == 127 else output, code)
+    return {d: resolve_device_ip(d, answers.get(d, ToolAnswer(None, 127)), conf, HCCN_CONF, where=transport.name)
+            for d in devices}
 
 
 def server_ip(host: Host) -> str:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from deployctl.errors import ExitStatus, NotImplementedYet, Problem, RanktableError, UsageError
+from deployctl.errors import ExitStatus, Problem, RanktableError, UsageError
 
 HCCN_CONF_ENV = "DEPLOYCTL_HCCN_CONF"  # another hccn.conf than /etc/hccn.conf (tests, unusual hosts)
 
@@ -15,11 +15,7 @@ HCCN_CONF_ENV = "DEPLOYCTL_HCCN_CONF"  # another hccn.conf than /etc/hccn.conf (
 def gen(args, ui) -> int:
     """Vendor mode, on the host itself: device IPs from hccn_tool (or hccn.conf), files into --save-dir."""
     if args.spec:
-        raise NotImplementedYet(
-            "deployctl ranktable gen SPEC: not implemented yet",
-            hint="on each host run `deployctl ranktable gen --prefill-server-list ... --decode-server-list ...`, "
-                 "then `deployctl ranktable merge`",
-        )
+        return _gen_for_spec(args, ui)
     from deployctl.ranktable import build_host_ranktables
     from deployctl.transport.local import LocalTransport
 
@@ -33,6 +29,24 @@ def gen(args, ui) -> int:
     files = build_host_ranktables(host_ip, prefill, decode, args.api_server, _device_ips(transport, devices))
     written = _write(transport, Path(args.save_dir or "."), files.files())
     _report_written(ui, written, f"ranktables for {host_ip}")
+    return ExitStatus.OK
+
+
+def _gen_for_spec(args, ui) -> int:
+    """Every ranktable of a disaggregated spec, from its live hosts over SSH, already merged."""
+    from deployctl import deploy
+    from deployctl.spec.load import load_spec
+    from deployctl.transport.local import LocalTransport
+
+    spec = load_spec(args.spec)
+    if spec.mode != "disaggregated":
+        raise UsageError(f"{spec.name} is a mixed deployment: ranktables exist only for disaggregated specs")
+    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys, hosts=spec.used_hosts) as transports:
+        files = deploy.render_ranktables(spec, transports)
+    directory = Path(args.save_dir) if args.save_dir else spec.state_dir / "ranktables"
+    texts = {name: data.decode() for name, data in files.contents.items()}
+    written = _write(LocalTransport(), directory, texts)
+    _report_written(ui, written, f"ranktables for {spec.name} ({len(spec.used_hosts)} hosts)")
     return ExitStatus.OK
 
 
@@ -66,9 +80,6 @@ def merge(args, ui) -> int:
 
 def validate(args, ui) -> int:
     """Every file's kind and every broken rule; exit 2 (after printing) when any file is invalid."""
-    if args.against_hosts:
-        raise NotImplementedYet("deployctl ranktable validate --against-hosts: not implemented yet",
-                                hint="validate the files alone, without --against-hosts")
     from deployctl.ranktable import check_ranktable
 
     reports, documents = [], {}
@@ -82,6 +93,8 @@ def validate(args, ui) -> int:
         documents[path] = (result, document)
         reports.append(_file_report(path, result.kind, [(v.json_path, v.rule, v.message) for v in result.problems]))
     _check_locals(reports, documents)
+    if args.against_hosts:
+        _check_against_hosts(args, reports, documents)
     document = {"valid": all(r["valid"] for r in reports), "files": reports}
     ui.emit_json(document) if ui.json else _render_validation(ui, reports)
     return ExitStatus.OK if document["valid"] else ExitStatus.SPEC
@@ -98,6 +111,53 @@ def _check_locals(reports: list[dict], documents: dict[str, tuple[Any, Any]]) ->
             continue
         found = check_local_against_globals(local, globals_)
         report["errors"] += [_error(v.json_path, v.rule, v.message) for v in found]
+        report["valid"] = not report["errors"]
+
+
+def device_entries(document: Any):
+    """(json path, server_ip, device_id, device_ip) of every device in a P/D or HCCL ranktable."""
+    if not isinstance(document, dict):
+        return
+    groups = document.get("server_group_list")
+    lists = ([(f"server_group_list[{g}].", group.get("server_list") or []) for g, group in enumerate(groups)
+              if isinstance(group, dict)] if isinstance(groups, list) else [("", document.get("server_list") or [])])
+    for prefix, servers in lists:
+        for s, server in enumerate(servers if isinstance(servers, list) else []):
+            if not isinstance(server, dict):
+                continue
+            ip = server.get("server_ip") or server.get("server_id")
+            for d, device in enumerate(server.get("device") or []):
+                if isinstance(device, dict) and str(device.get("device_id", "")).isdigit():
+                    yield (f"{prefix}server_list[{s}].device[{d}].device_ip", ip, int(device["device_id"]),
+                           device.get("device_ip"))
+
+
+def _check_against_hosts(args, reports: list[dict], documents: dict) -> None:
+    """Each device_ip must be what `hccn_tool` reports for that NPU on the live host the file names."""
+    from deployctl import deploy
+    from deployctl.gather import gather_device_ips, on_hosts, server_ip
+    from deployctl.spec.load import load_spec
+
+    spec = load_spec(args.against_hosts)
+    by_ip = {server_ip(h): h for h in spec.hosts}
+    wanted: dict[str, set[int]] = {}
+    for result, document in documents.values():
+        for _, ip, device, _ in device_entries(document):
+            if ip in by_ip:
+                wanted.setdefault(by_ip[ip].name, set()).add(device)
+    hosts = [h for h in spec.hosts if h.name in wanted]
+    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys, hosts=hosts) as transports:
+        live = on_hosts(transports, lambda t: gather_device_ips(t, tuple(sorted(wanted[t.name]))))
+    for report in reports:
+        _, document = documents.get(report["file"], (None, None))
+        for path, ip, device, device_ip in device_entries(document):
+            host = by_ip.get(ip)
+            if host is None:
+                report["errors"].append(_error(path, "against-hosts", f"server {ip} is not a host of {spec.name}"))
+            elif live[host.name].get(device) != device_ip:
+                report["errors"].append(_error(
+                    path, "against-hosts",
+                    f"{device_ip} but {host.label} reports {live[host.name].get(device)} for NPU {device}"))
         report["valid"] = not report["errors"]
 
 

@@ -151,11 +151,6 @@ def test_validate_names_an_unreadable_or_non_json_file(tmp_path, capsys):
     ]
 
 
-def test_validate_against_hosts_is_not_built_yet(capsys):
-    assert main(["ranktable", "validate", NODE1, "--against-hosts", "spec.yaml"]) == 1
-    assert "--against-hosts: not implemented yet" in capsys.readouterr().err
-
-
 # ---- gen (vendor mode, on this host) ---------------------------------------------------------------
 
 DEVICE_IPS = {4: "203.0.113.14", 5: "203.0.113.15", 6: "203.0.113.16"}  # NPU 7: only in hccn.conf
@@ -233,8 +228,3 @@ def test_gen_detects_an_address_bound_here(hccn, tmp_path):
 def test_gen_bad_server_list_is_usage_error(capsys):
     assert main(["ranktable", "gen", "--prefill-server-list", "4,x", "--host-ip", "127.0.0.1"]) == 2
     assert "--prefill-server-list: '4,x' is not a comma-separated list of device ids" in capsys.readouterr().err
-
-
-def test_gen_from_a_spec_is_not_built_yet(capsys):
-    assert main(["ranktable", "gen", "spec.yaml"]) == 1
-    assert "ranktable gen SPEC: not implemented yet" in capsys.readouterr().err
