@@ -5,20 +5,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Mapping, Optional
 
-from deployctl.errors import HostError
 from deployctl.gather import gather_deploy_facts, gather_device_ips, on_hosts, server_ip
 from deployctl.plan.containers import LABEL_DEPLOYMENT, PREVIOUS_SUFFIX, RanktableFiles
-from deployctl.plan.model import Command
 from deployctl.plan.up import DeployFacts
 from deployctl.spec.model import Spec
 from deployctl.transport import Transport
-
-_HEALTH_SCRIPT = (
-    'for p in "$@"; do '
-    'printf "%s %s\\n" "$p" "$(curl --silent --max-time 2 --output /dev/null --write-out "%{http_code}" '
-    '"http://127.0.0.1:$p/health")"; done'
-)
-
 
 @contextmanager
 def connected(spec: Spec, *, accept_new_host_keys: bool = False, hosts=None) -> Iterator[dict[str, Transport]]:
@@ -72,20 +63,7 @@ def save_ranktables_locally(spec: Spec, contents: Mapping[str, bytes]) -> None:
         pass  # a read-only checkout must not stop a deploy: the hosts get the files regardless
 
 
-def health_by_port(transport: Transport, ports: tuple[int, ...]) -> dict[int, bool]:
-    """`GET /health` of each port on the host's loopback: one round trip."""
-    if not ports:
-        return {}
-    result = transport.run(Command(("sh", "-c", _HEALTH_SCRIPT, "sh", *map(str, ports))), timeout=30)
-    health = {}
-    for line in result.stdout.splitlines():
-        port, _, code = line.partition(" ")
-        if port.isdigit():
-            health[int(port)] = code.strip() == "200"
-    return health
-
-
-def status_rows(spec: Spec, facts: Mapping[str, DeployFacts], health: Mapping[str, Mapping[int, bool]]) -> list[dict]:
+def status_rows(spec: Spec, facts: Mapping[str, DeployFacts]) -> list[dict]:
     """The contract's `status` instances: one row per instance of the spec, plus strays of this deployment."""
     rows = []
     for instance in spec.instances:
@@ -98,7 +76,7 @@ def status_rows(spec: Spec, facts: Mapping[str, DeployFacts], health: Mapping[st
             "port": instance.port,
             "container": current.id[:12] if current else None,
             "state": current.state if current else "missing",
-            "healthy": bool(current and current.running and health.get(instance.host, {}).get(instance.port)),
+            "healthy": bool(current and current.running and facts[instance.host].health.get(instance.port)),
             "image": current.image_id if current else None,
         })
     wanted = {i.name for i in spec.instances}
@@ -114,8 +92,4 @@ def status_rows(spec: Spec, facts: Mapping[str, DeployFacts], health: Mapping[st
 
 
 def read_status(spec: Spec, transports: Mapping[str, Transport]) -> list[dict]:
-    facts = gather_all(spec, transports)
-    ports = {h.name: tuple(i.port for i in spec.instances if i.host == h.name) for h in spec.hosts}
-    health = on_hosts(transports, lambda t: health_by_port(t, ports.get(t.name, ())))
-    return status_rows(spec, facts, health)
-
+    return status_rows(spec, gather_all(spec, transports))

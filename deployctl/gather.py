@@ -27,7 +27,10 @@ _DEPLOY_SCRIPT = (
     f'echo {SEPARATOR}; '
     'if [ -n "$1" ]; then docker image inspect --format "{{.Id}}" "$1" 2>/dev/null; fi; '
     f'echo {SEPARATOR}; '
-    'shift; for d in "$@"; do [ -d "$d" ] && sha256sum -- "$d"/* 2>/dev/null; done; true'
+    'shift; while [ "$1" != "--" ]; do [ -d "$1" ] && sha256sum -- "$1"/* 2>/dev/null; shift; done; shift; '
+    f'echo {SEPARATOR}; '
+    'for p in "$@"; do printf "%s %s\\n" "$p" "$(curl --silent --max-time 2 --output /dev/null '
+    '--write-out "%{http_code}" "http://127.0.0.1:$p/health")"; done; true'
 )
 
 _DEVICE_IP_SCRIPT = (
@@ -53,13 +56,14 @@ def on_hosts(transports: Mapping[str, Transport], work: Callable[[Transport], T]
 def gather_deploy_facts(spec: Spec, transport: Transport) -> DeployFacts:
     """Containers (all, with labels and devices), the spec image's ID, and hashes of deployctl's files."""
     directories = (ranktable_dir(spec), f"{spec.remote_state_dir}/env")
-    command = Command(("sh", "-c", _DEPLOY_SCRIPT, "sh", spec.image.name or "", *directories))
+    ports = [str(i.port) for i in spec.instances if i.host == transport.name]
+    command = Command(("sh", "-c", _DEPLOY_SCRIPT, "sh", spec.image.name or "", *directories, "--", *ports))
     result = transport.run(command, timeout=60)
     if result.exit_code == 97:
         raise HostError(transport.name, "the Docker daemon is not reachable",
                         address=getattr(transport, "address", None), stderr_tail=result.stderr,
                         hint="start it (systemctl start docker) and check `docker ps` on the host")
-    inspect_text, image_text, hashes_text = (result.stdout.split(SEPARATOR + "\n") + ["", ""])[:3]
+    inspect_text, image_text, hashes_text, health_text = (result.stdout.split(SEPARATOR + "\n") + ["", "", ""])[:4]
     hashes = {}
     for line in hashes_text.splitlines():
         digest, _, path = line.partition("  ")
@@ -69,7 +73,18 @@ def gather_deploy_facts(spec: Spec, transport: Transport) -> DeployFacts:
         containers=parse_docker_inspect(inspect_text),
         image_id=image_text.strip() or None,
         file_hashes=hashes,
+        health=parse_health_codes(health_text),
     )
+
+
+def parse_health_codes(text: str) -> dict[int, bool]:
+    """`<port> <http status>` lines -> port: answered 200."""
+    health = {}
+    for line in text.splitlines():
+        port, _, code = line.partition(" ")
+        if port.isdigit():
+            health[int(port)] = code.strip() == "200"
+    return health
 
 
 def gather_device_ips(transport: Transport, devices: tuple[int, ...]) -> dict[int, str]:

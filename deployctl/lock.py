@@ -20,7 +20,7 @@ _ACQUIRE = (
     'if mkdir "$1/lock" 2>/dev/null; then cat > "$1/lock/holder"; exit 0; fi; '
     f'cat "$1/lock/holder" 2>/dev/null; exit {_LOCKED}'
 )
-_APPEND = 'mkdir -p "$1" && cat >> "$1/history.jsonl"'
+_APPEND_AND_RELEASE = 'cat >> "$1/history.jsonl"; rm -rf "$1/lock"'
 
 
 def holder_note(action: str) -> dict:
@@ -39,6 +39,7 @@ class DeployLock:
     def __init__(self, transport: Transport, state_dir: str, action: str, wait: float = 0.0) -> None:
         self.transport, self.state_dir, self.action, self.wait = transport, state_dir, action, wait
         self.held = False
+        self.history: dict | None = None  # set by the holder: appended to the history as the lock is released
 
     def __enter__(self) -> "DeployLock":
         deadline = time.monotonic() + self.wait
@@ -61,9 +62,14 @@ class DeployLock:
             time.sleep(1.0)
 
     def __exit__(self, *exc) -> None:
-        if self.held:
+        if not self.held:
+            return
+        if self.history is not None:  # one round trip: the history line, then the release
+            line = history_line(self.history)
+            self.transport.run(Command(("sh", "-c", _APPEND_AND_RELEASE, "sh", self.state_dir), stdin=line), timeout=30)
+        else:
             self.transport.run(Command(("rm", "-rf", f"{self.state_dir}/lock")), timeout=30)
-            self.held = False
+        self.held = False
 
 
 def _describe(holder_text: str) -> str:
@@ -74,8 +80,7 @@ def _describe(holder_text: str) -> str:
         return "holder unknown"
 
 
-def append_history(transport: Transport, state_dir: str, record: dict) -> None:
+def history_line(record: dict) -> bytes:
     """One JSON line per `up`/`down`: time, user, spec digest, result."""
-    line = json.dumps({"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       "user": getpass.getuser(), **record}) + "\n"
-    transport.run(Command(("sh", "-c", _APPEND, "sh", state_dir), stdin=line.encode()), timeout=30)
+    return (json.dumps({"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                        "user": getpass.getuser(), **record}) + "\n").encode()

@@ -10,7 +10,7 @@ from deployctl.errors import ExitStatus, UsageError
 def run(args, ui) -> int:
     from deployctl import deploy
     from deployctl.execute import Executor
-    from deployctl.lock import DeployLock, append_history
+    from deployctl.lock import DeployLock
     from deployctl.plan.up import plan_down
     from deployctl.spec.load import load_spec
     from deployctl.ui import progress_printer, render_report
@@ -18,7 +18,7 @@ def run(args, ui) -> int:
     spec = load_spec(args.spec)
     with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
         first = transports[spec.first_host.name]
-        with DeployLock(first, spec.remote_state_dir, "down"):
+        with DeployLock(first, spec.remote_state_dir, "down") as lock:
             plan = plan_down(spec, deploy.gather_all(spec, transports))
             if plan.changed and not args.yes:
                 if not sys.stdin.isatty():
@@ -27,8 +27,8 @@ def run(args, ui) -> int:
                 if input(f"Remove {len(plan.steps)} container(s) of {spec.name}? [y/N] ").strip().lower() not in ("y", "yes"):
                     raise UsageError("cancelled: nothing was changed")
             report = Executor(transports, on_event=progress_printer(ui)).execute(plan)
-            append_history(first, spec.remote_state_dir, {"action": "down", "spec_digest": spec.digest,
-                                                          "result": "failed" if report.failed else "ok"})
+            lock.history = {"action": "down", "spec_digest": spec.digest,
+                            "result": "failed" if report.failed else "ok"}
     render_report(ui, report)
     if ui.json:
         ui.emit_json({"deployment": spec.name, "removed": [s.container for s in plan.steps]})

@@ -1,7 +1,17 @@
 """`deployctl image build`."""
 
-from deployctl.errors import NotImplementedYet
+from deployctl.errors import ExitStatus
 
 
 def build(args, ui) -> int:
-    raise NotImplementedYet("deployctl image build: not implemented yet")
+    from deployctl import deploy
+    from deployctl.image.stage import image_build, load_inputs, render
+    from deployctl.spec.load import load_spec
+
+    spec = load_spec(args.spec)
+    inputs = load_inputs(spec)  # the package is checked before any host is touched
+    hosts = spec.used_hosts or spec.hosts
+    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys, hosts=hosts) as transports:
+        document = image_build(spec, transports, ui, dry_run=args.dry_run, inputs=inputs)
+    render(ui, document, dry_run=args.dry_run)
+    return ExitStatus.OK

@@ -14,6 +14,6 @@ def run(args, ui) -> int:
     spec = load_spec(args.spec)
     require_runnable(spec)
     with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
-        plan = _plan(spec, transports, frozenset({"checks"}), ui)
+        plan, _ = _plan(spec, transports, frozenset(), ui)
     render_plan(ui, plan)
     return ExitStatus.OK

@@ -34,7 +34,7 @@ def confirm(plan, args, ui) -> None:
 
 def run(args, ui) -> int:
     from deployctl import deploy
-    from deployctl.lock import DeployLock, append_history
+    from deployctl.lock import DeployLock
     from deployctl.spec.load import load_spec
     from deployctl.ui import render_plan, render_report, render_status
 
@@ -43,19 +43,22 @@ def run(args, ui) -> int:
     require_runnable(spec)
     with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
         if args.dry_run:
-            plan = _plan(spec, transports, skip, ui)
+            plan, _ = _plan(spec, transports, skip, ui)
             render_plan(ui, plan)
             return ExitStatus.OK
         first = transports[spec.first_host.name]
-        with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait):
+        with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait) as lock:
             result = "failed"
             try:
-                _skipped_note(skip, ui)
-                plan = _plan(spec, transports, skip, ui)
+                for stage in sorted(skip):
+                    ui.info(f"skipped stage: {stage} (--skip)")
+                plan, facts = _plan(spec, transports, skip, ui)
+                if _prepare_stages(spec, transports, skip, plan, ui):
+                    plan, facts = _plan(spec, transports, skip, ui)  # image IDs or weights changed: plan again
                 confirm(plan, args, ui)
                 report = _execute(spec, plan, transports, args, ui)
                 result = "ok" if not report.failed else ("interrupted" if report.interrupted else "rolled back")
-                rows = deploy.read_status(spec, transports)
+                rows = deploy.read_status(spec, transports) if report.executed else deploy.status_rows(spec, facts)
                 render_report(ui, report)
                 if report.failed:
                     render_status(ui, spec, rows, title="state after rollback")
@@ -64,9 +67,43 @@ def run(args, ui) -> int:
                     raise report.error or HostError(spec.first_host.name, "deploy failed")
                 _finish(spec, plan, report, rows, ui)
             finally:
-                append_history(first, spec.remote_state_dir,
-                               {"action": "up", "spec_digest": spec.digest, "result": result})
+                lock.history = {"action": "up", "spec_digest": spec.digest, "result": result}
+    if getattr(args, "bench", False):  # `up --bench`: a short bench of the endpoint just deployed
+        from deployctl.bench.target import spec_endpoint
+        from deployctl.commands.bench import bench_after_up
+
+        return bench_after_up(spec, spec_endpoint(spec), ui)
     return ExitStatus.OK
+
+
+def _prepare_stages(spec, transports, skip, plan, ui) -> bool:
+    """checks -> image build -> weights, before any container changes; True when the plan must be redone.
+
+    The checks guard changes: when the containers need nothing and no build or sync stage is active, nothing
+    is about to change, and a re-run stays a no-op.
+    """
+    building = bool(spec.image.build) and "image" not in skip
+    syncing = "weights" not in skip and _weights_stage() is not None
+    if not (plan.changed or building or syncing):
+        return False
+    if "checks" not in skip:
+        run_checks(spec, transports, ui)
+    if building:
+        from deployctl.image.stage import build_for_up
+
+        build_for_up(spec, transports, ui)  # replaces the plan's pull of a missing image
+    if syncing:
+        _weights_stage()(spec, transports, ui)
+    return building or syncing
+
+
+def _weights_stage():
+    """The weights stage of `up` (deployctl.weights.sync_for_up), None until that module exists."""
+    try:
+        from deployctl.weights import sync_for_up
+    except ImportError:
+        return None
+    return sync_for_up
 
 
 def require_runnable(spec) -> None:
@@ -78,22 +115,16 @@ def require_runnable(spec) -> None:
                          hint="add them to the spec (see `deployctl schema`)")
 
 
-def _skipped_note(skip, ui) -> None:
-    for stage in sorted(skip):
-        ui.info(f"skipped stage: {stage} (--skip)")
-    if "weights" not in skip:
-        ui.info("stage weights: `weights sync` is not built yet; using the model directory already on the hosts")
-
-
 def _plan(spec, transports, skip, ui):
+    """Read-only: render ranktables, gather what runs, plan every container change -> (plan, facts)."""
     from deployctl import deploy
     from deployctl.plan.up import plan_up
 
-    if "checks" not in skip:
-        run_checks(spec, transports, ui)
     ranktables = deploy.render_ranktables(spec, transports)
     facts = deploy.gather_all(spec, transports)
-    return plan_up(spec, facts, ranktables, skip=skip)
+    if spec.image.build:
+        skip = skip | {"image"}  # the build stage (image build) owns the image, never a pull
+    return plan_up(spec, facts, ranktables, skip=skip), facts
 
 
 def run_checks(spec, transports, ui) -> None:

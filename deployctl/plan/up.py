@@ -39,6 +39,7 @@ class DeployFacts:
     containers: tuple[ContainerFact, ...] = ()
     image_id: Optional[str] = None  # ID of spec.image.name on the host; None when missing
     file_hashes: Mapping[str, str] = field(default_factory=dict)  # remote path -> sha256 of its content
+    health: Mapping[int, bool] = field(default_factory=dict)  # port -> GET /health answered 200
 
     def container(self, name: str) -> Optional[ContainerFact]:
         for container in self.containers:

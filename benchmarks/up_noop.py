@@ -1,0 +1,79 @@
+"""`up` re-run on 8 hosts with nothing to change (target < 2 s) and `plan` on 8 hosts (target < 1.5 s).
+
+Run as root, serialised with other test-bed users: flock /tmp/dctl-bed.lock python benchmarks/up_noop.py
+Brings up an 8-host test bed, deploys one mixed instance per host with the stand-in image, then times the real
+CLI (a new process each time, as users run it). Prints each figure, its target and PASS/FAIL; exit 1 on a miss.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.testbed import Testbed  # noqa: E402
+from tests.testbed.demo import tiny_model  # noqa: E402
+
+HOSTS = 8
+UP_NOOP_TARGET_S = 2.0
+PLAN_TARGET_S = 1.5
+
+
+def spec_text(bed: Testbed) -> str:
+    instances = "".join(f"    - {{host: tb{i}, devices: [0, 1], port: 8480}}\n" for i in range(1, HOSTS + 1))
+    return bed.spec_yaml(
+        "bench-noop",
+        "topology:\n  mode: mixed\n  instances:\n" + instances,
+        extra="image: {name: deployctl/standin-vllm:latest}\n"
+              "weights: {source: s3://models/tiny/, dest: /srv/weights/tiny}\n"
+              "model: {served_name: tiny, max_model_len: 2048, max_num_batched_tokens: 2048}\n",
+    )
+
+
+def timed(argv: list[str], runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = subprocess.run(argv, capture_output=True, text=True)
+        times.append(time.perf_counter() - start)
+        if result.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed:\n{result.stderr}")
+    return statistics.median(times)
+
+
+def main() -> int:
+    bed = Testbed(HOSTS).up(HOSTS)
+    try:
+        for host in bed.hosts:
+            target = host.dir / "srv" / "weights" / "tiny"
+            target.mkdir(parents=True, exist_ok=True)
+            for name, data in tiny_model().items():
+                (target / name).write_bytes(data)
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = Path(tmp) / "spec.yaml"
+            spec.write_text(spec_text(bed))
+            cli = [sys.executable, "-m", "deployctl"]
+            start = time.perf_counter()
+            subprocess.run([*cli, "up", str(spec), "--skip", "weights", "--yes"], check=True, capture_output=True)
+            first = time.perf_counter() - start
+            noop = timed([*cli, "up", str(spec), "--skip", "weights"])
+            plan = timed([*cli, "plan", str(spec)])
+            subprocess.run([*cli, "down", str(spec), "--yes"], capture_output=True)
+    finally:
+        bed.down()
+    ok = noop < UP_NOOP_TARGET_S and plan < PLAN_TARGET_S
+    print(f"first up, {HOSTS} hosts (8 containers + health + smoke): {first:.2f} s")
+    print(f"no-op up, {HOSTS} hosts: {noop:.2f} s (target < {UP_NOOP_TARGET_S} s) "
+          f"{'PASS' if noop < UP_NOOP_TARGET_S else 'FAIL'}")
+    print(f"plan, {HOSTS} hosts: {plan:.2f} s (target < {PLAN_TARGET_S} s) {'PASS' if plan < PLAN_TARGET_S else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

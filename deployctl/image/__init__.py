@@ -1,0 +1,1 @@
+"""`deployctl image build`: check the AscendCloud package, hash the inputs, build or ship per host."""

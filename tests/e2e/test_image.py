@@ -1,0 +1,117 @@
+"""`deployctl image build` on the test bed: a synthetic AscendCloud package built FROM the bed's base image."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.image.packages import llm_zip, package, package_name
+
+IMAGE = "deployctl/e2e-built:1"
+TOPOLOGY = ("topology:\n  mode: mixed\n  instances:\n"
+            "    - {host: tb1, devices: [6], port: 8310}\n    - {host: tb2, devices: [6], port: 8311}\n")
+MODEL_KEYS = "model: {served_name: tiny, max_model_len: 2048}\n"
+
+
+def write_spec(bed, deployctl, name, data, where="each-host"):
+    (deployctl.tmp_path / package_name()).write_bytes(data)
+    extra = (f"image:\n  name: {IMAGE}\n  build: {{base: '{bed.base_image}', packages: {package_name()}, "
+             f"where: {where}}}\n" + MODEL_KEYS)
+    return deployctl.write(bed.spec_yaml(name, TOPOLOGY, hosts_used=["tb1", "tb2"], extra=extra))
+
+
+def image_label(bed, host):
+    done = bed.docker_on(host, "image", "inspect", "--format", '{{index .Config.Labels "deployctl.inputs"}}',
+                         IMAGE, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def remove_image(bed):
+    for host in ("tb1", "tb2"):
+        bed.docker_on(host, "image", "rm", "--force", IMAGE, check=False)
+
+
+@pytest.fixture
+def clean(bed):
+    remove_image(bed)
+    yield bed
+    remove_image(bed)
+
+
+def test_each_host_builds_then_skips_then_rebuilds_on_a_changed_input(clean, deployctl):
+    bed = clean
+    path = write_spec(bed, deployctl, "e2e-img", package())
+    code, out, err = deployctl("image", "build", path, "--dry-run")
+    assert code == 0, err
+    assert "tb1: would build — image missing" in out and "tb2: would build — image missing" in out
+    assert image_label(bed, "tb1") is None  # the dry run changed nothing
+
+    code, doc = deployctl.json("image", "build", path)
+    assert code == 0, doc
+    assert [(h["host"], h["action"]) for h in doc["hosts"]] == [("tb1", "build"), ("tb2", "build")]
+    assert doc["image"] == IMAGE and doc["inputs"].startswith("sha256:")
+    assert image_label(bed, "tb1") == image_label(bed, "tb2") == doc["inputs"]
+    marker = bed.docker_on("tb2", "run", "--rm", IMAGE, "cat", "/opt/ascend_vllm/marker.txt").stdout
+    assert marker == "one\n"
+    assert (path.parent / ".deployctl/e2e-img/build-logs/tb1.log").read_text()
+    first_ids = [h["image_id"] for h in doc["hosts"]]
+
+    code, doc = deployctl.json("image", "build", path)
+    assert [(h["host"], h["action"], h["image_id"]) for h in doc["hosts"]] == [
+        ("tb1", "skip", first_ids[0]), ("tb2", "skip", first_ids[1])]
+
+    write_spec(bed, deployctl, "e2e-img", package(llm=llm_zip(marker=b"two\n")))
+    code, doc = deployctl.json("image", "build", path)
+    assert [(h["host"], h["action"]) for h in doc["hosts"]] == [("tb1", "build"), ("tb2", "build")]
+    assert bed.docker_on("tb1", "run", "--rm", IMAGE, "cat", "/opt/ascend_vllm/marker.txt").stdout == "two\n"
+
+
+@pytest.mark.parametrize("data, message", [
+    (package(include=("LLM",)), "no AscendCloud-OPP-<version>-*.zip inside"),
+    (package(opp_version="6.3.908"), "versions differ"),
+    (package(llm=llm_zip(extra={"llm_inference/ascend_vllm/../../x": b"x"})), "is a `../` path"),
+], ids=["missing-opp", "version-mismatch", "zip-slip"])
+def test_a_bad_package_is_refused_before_any_build(clean, deployctl, data, message):
+    bed = clean
+    path = write_spec(bed, deployctl, "e2e-img-bad", data)
+    code, out, err = deployctl("image", "build", path)
+    assert code == 2, err
+    assert message in err
+    assert image_label(bed, "tb1") is None and image_label(bed, "tb2") is None
+
+
+def test_a_release_for_another_driver_is_refused_before_any_build(clean, deployctl):
+    bed = clean
+    path = write_spec(bed, deployctl, "e2e-img-driver", package())
+    bed.set_profile("tb2", driver="24.1.0")
+    try:
+        code, out, err = deployctl("image", "build", path)
+    finally:
+        bed.reset_profile("tb2")
+    assert code == 2, err
+    assert "tb2: NPU driver 24.1.0 does not match AscendCloud 6.3.909 (it needs driver 23.0.6)" in err
+    assert image_label(bed, "tb1") is None
+
+
+def test_once_builds_on_the_first_host_and_ships_to_the_other(clean, deployctl):
+    bed = clean
+    path = write_spec(bed, deployctl, "e2e-img-once", package(), where="once")
+    code, out, err = deployctl("image", "build", path, "--dry-run")
+    assert "tb1: would build — image missing" in out and "tb2: would ship — image missing: ship from tb1" in out
+    code, doc = deployctl.json("image", "build", path)
+    assert code == 0, doc
+    assert [(h["host"], h["action"]) for h in doc["hosts"]] == [("tb1", "build"), ("tb2", "ship")]
+    assert image_label(bed, "tb2") == image_label(bed, "tb1") == doc["inputs"]
+    assert doc["hosts"][0]["image_id"] == doc["hosts"][1]["image_id"]
+    code, doc = deployctl.json("image", "build", path)
+    assert [h["action"] for h in doc["hosts"]] == ["skip", "skip"]
+
+
+def test_a_base_image_that_cannot_be_had_fails_naming_host_and_image(clean, deployctl):
+    bed = clean
+    (deployctl.tmp_path / package_name()).write_bytes(package())
+    extra = (f"image:\n  name: {IMAGE}\n  build: {{base: 'deployctl/no-such-base:9', packages: {package_name()}}}\n" + MODEL_KEYS)
+    path = deployctl.write(bed.spec_yaml("e2e-img-nobase", TOPOLOGY, hosts_used=["tb1", "tb2"], extra=extra))
+    code, out, err = deployctl("image", "build", path)
+    assert code == 1
+    assert "base image deployctl/no-such-base:9 is missing and cannot be pulled" in err and "tb1" in err
+    assert image_label(bed, "tb1") is None
