@@ -124,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", action="append", default=[], metavar="[USER@]ADDR[:PORT]",
                    help="check this host (repeatable); without SPEC the default requirements apply")
     p.add_argument("--fix", action="store_true", help="repair what is safe (ip_forward, persistently)")
+    p.add_argument("--identity-file", "-i", metavar="FILE",
+                   help="SSH key for --host entries (default: OpenSSH's ~/.ssh/id_ed25519, then id_rsa)")
+    p.add_argument("--known-hosts", metavar="FILE",
+                   help="known_hosts for --host entries (default: ~/.ssh/known_hosts)")
     _host_key_flag(p)
 
     rt = sub.add_parser("ranktable", help="HCCL ranktables: gen, merge, validate",
@@ -201,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--output-tokens", type=int, nargs="+", metavar="N")
         if mode == "static":
             p.add_argument("--parallel-num", type=int, nargs="+", default=[1, 4, 8, 16, 32], metavar="N")
-            p.add_argument("--epochs", type=int, default=1, metavar="N")
+            p.add_argument("--epochs", type=int, default=5, metavar="N", help="waves per run (default 5, as the vendor's)")
         else:
             p.add_argument("--request-rate", type=float, nargs="+", required=True, metavar="RATE")
             p.add_argument("--num-prompts", type=int, nargs="+", required=True, metavar="N")

@@ -102,6 +102,7 @@ class Executor:
             self.cancel.set()
             report.failed = report.interrupted = True
         if report.failed:
+            self.cancel.clear()  # the interrupt stopped the forward path; the rollback must run to the end
             self._undo(report)
             report.rolled_back = True
         else:

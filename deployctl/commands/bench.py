@@ -1,7 +1,168 @@
-"""`deployctl bench static|dynamic`."""
+"""`deployctl bench static|dynamic SPEC|URL`: load an OpenAI-compatible endpoint, report, gate on a baseline."""
 
-from deployctl.errors import NotImplementedYet
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from deployctl.errors import ExitStatus, UsageError
+
+STATIC_DEFAULT_PROMPT = (1024, 2048)  # the vendor's defaults (seed 000)
+STATIC_DEFAULT_OUTPUT = (128, 256)
 
 
 def run(args, ui) -> int:
-    raise NotImplementedYet("deployctl bench: not implemented yet")
+    from deployctl.bench.runner import BenchSettings, dynamic_runs, run_bench, static_runs
+    from deployctl.bench.target import resolve, served_model
+
+    mode = args.bench_mode
+    runs = _runs(args, mode, static_runs, dynamic_runs)
+    baseline = _read_baseline(args.baseline) if args.baseline else None
+    if args.max_regression < 0:
+        raise UsageError("--max-regression is a number of percent, 0 or more")
+    target = resolve(args.target)
+    tokenizer = None
+    if args.tokenizer:
+        from deployctl.bench.tokens import Tokenizer
+
+        tokenizer = Tokenizer(args.tokenizer)
+    dataset = None
+    if mode == "dynamic" and args.dataset:
+        from deployctl.bench.prompts import load_dataset
+
+        dataset = load_dataset(args.dataset, args.dataset_type, tokenizer)
+    model = args.served_model_name or target.model or served_model(target.url)
+    settings = BenchSettings(bases=[target.url], model=model, endpoint=args.endpoint, warmup=args.warmup,
+                             max_seconds=args.max_seconds, seed=getattr(args, "seed", 0), tokenizer=tokenizer,
+                             dataset=dataset)
+    header = {"target": args.target, "model": model, "url": str(target.url), **target.facts}
+    document = execute(settings, mode, runs, header, ui)
+    return finish(document, ui, args.result_dir, baseline, args.max_regression)
+
+
+def execute(settings, mode: str, runs, header: dict, ui) -> dict:
+    """Run the bench with one progress line per finished run on stderr."""
+    from deployctl.bench.report import run_key
+    from deployctl.bench.runner import run_bench
+
+    key = run_key(mode)
+    ui.info(f"bench {mode}: {len(runs)} run(s) against {header['url']} ({settings.model}, {settings.endpoint})")
+
+    def on_run(result: dict) -> None:
+        ttft = result["ttft_ms"]["p50"]
+        ui.info(f"  {key}={result[key]:g} {result['prompt_tokens']}/{result['output_tokens']}: "
+                f"{result['succeeded']}/{result['requests']} ok, {result['request_throughput']:.2f} req/s, "
+                f"{result['output_token_throughput']:.1f} out tok/s, TTFT p50 "
+                + ("-" if ttft is None else f"{ttft:.1f} ms")
+                + (f", errors {result['errors']}" if result["errors"] else ""))
+
+    return run_bench(settings, mode, runs, header, on_run)
+
+
+def finish(document: dict, ui, result_dir, baseline, max_regression: float) -> int:
+    """Print and write the results, apply the baseline gate, and say the exit status."""
+    from deployctl.bench.report import render_table, write_results
+
+    if result_dir:
+        written, note = write_results(document, result_dir)
+        if note:
+            ui.info(note)
+        ui.info("wrote " + ", ".join(str(p) for p in written))
+    if ui.json:
+        ui.emit_json(document)
+    else:
+        render_table(ui.console(), document, title=f"bench {document['mode']}: {document['model']} at {document['url']}")
+    status = ExitStatus.OK
+    requests = sum(run["requests"] for run in document["runs"])
+    if requests and not any(run["succeeded"] for run in document["runs"]):
+        first_errors = next((run["errors"] for run in document["runs"] if run["errors"]), {})
+        ui.info(f"every request failed: {first_errors}")
+        status = ExitStatus.FAILED
+    if baseline is not None and _gate(document, baseline, max_regression, ui):
+        status = ExitStatus.FAILED
+    return status
+
+
+def _gate(document: dict, baseline: dict, max_regression: float, ui) -> bool:
+    """True when a run regressed beyond the threshold (the table goes to stderr)."""
+    from deployctl.bench.baseline import compare
+
+    regressions, matched = compare(document, baseline, max_regression)
+    if not matched:
+        ui.info("baseline: no run matches this bench (mode, load and token lengths); nothing compared")
+        return False
+    if not regressions:
+        ui.info(f"baseline: {matched} run(s) compared, none regressed by more than {max_regression:g}%")
+        return False
+    from rich.table import Table
+
+    table = Table(title=f"regressions beyond {max_regression:g}%", title_justify="left")
+    for column in ("run", "metric", "baseline", "now", "change"):
+        table.add_column(column, justify="right")
+    for r in regressions:
+        table.add_row(r.run, r.metric, f"{r.baseline:.2f}", f"{r.current:.2f}", f"{r.change_pct:+.1f}%")
+    ui.console(stderr=True).print(table)
+    return True
+
+
+def _runs(args, mode: str, static_runs, dynamic_runs) -> list:
+    prompt_tokens, output_tokens = args.prompt_tokens, args.output_tokens
+    for flag, values in (("--prompt-tokens", prompt_tokens), ("--output-tokens", output_tokens)):
+        if values and any(v < 1 for v in values):
+            raise UsageError(f"{flag}: token counts must be 1 or more")
+    if mode == "static":
+        prompt_tokens = prompt_tokens or list(STATIC_DEFAULT_PROMPT)
+        output_tokens = output_tokens or list(STATIC_DEFAULT_OUTPUT)
+        if len(prompt_tokens) != len(output_tokens):
+            raise UsageError(f"--prompt-tokens has {len(prompt_tokens)} value(s) and --output-tokens "
+                             f"{len(output_tokens)}: they are paired position by position")
+        if any(p < 1 for p in args.parallel_num) or args.epochs < 1:
+            raise UsageError("--parallel-num and --epochs must be 1 or more")
+        return static_runs(args.parallel_num, prompt_tokens, output_tokens, args.epochs)
+    if len(args.request_rate) != len(args.num_prompts):
+        raise UsageError(f"--request-rate has {len(args.request_rate)} value(s) and --num-prompts "
+                         f"{len(args.num_prompts)}: they are paired position by position")
+    if any(r <= 0 for r in args.request_rate) or any(n < 1 for n in args.num_prompts):
+        raise UsageError("--request-rate must be above 0 and --num-prompts 1 or more")
+    if args.dataset:
+        if prompt_tokens:
+            raise UsageError("--prompt-tokens and --dataset exclude each other (the dataset gives the prompts)")
+        if output_tokens and len(output_tokens) != 1:
+            raise UsageError("with --dataset, --output-tokens takes one value (it overrides the dataset's)")
+        return dynamic_runs(args.request_rate, args.num_prompts, None, output_tokens[0] if output_tokens else None)
+    if not prompt_tokens or not output_tokens or len(prompt_tokens) != 1 or len(output_tokens) != 1:
+        raise UsageError("dynamic needs --dataset FILE, or one --prompt-tokens N and one --output-tokens M "
+                         "for synthetic prompts")
+    return dynamic_runs(args.request_rate, args.num_prompts, prompt_tokens[0], output_tokens[0])
+
+
+def _read_baseline(path: str) -> dict:
+    try:
+        doc = json.loads(Path(path).expanduser().read_text())
+    except OSError as exc:
+        raise UsageError(f"--baseline {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--baseline {path}: not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or "mode" not in doc:
+        raise UsageError(f"--baseline {path}: not a `deployctl bench` JSON document (needs mode and runs)")
+    return doc
+
+
+def bench_after_up(spec, endpoint: str, ui) -> int:
+    """`up --bench`: a short static bench of the new endpoint (concurrency 1 and 4, 128/32 tokens)."""
+    from deployctl.bench.client import BaseUrl
+    from deployctl.bench.runner import BenchSettings, static_runs
+    from deployctl.bench.target import spec_facts
+
+    settings = BenchSettings(bases=[BaseUrl.parse(endpoint)], model=spec.model.served_name, warmup=1)
+    header = {"target": str(spec.source or spec.name), "model": spec.model.served_name, "url": endpoint,
+              **spec_facts(spec)}
+    document = execute(settings, "static", static_runs([1, 4], [128], [32], 2), header, ui)
+    if not ui.json:
+        from deployctl.bench.report import render_table
+
+        render_table(ui.console(), document, title=f"bench after up: {spec.name} at {endpoint}")
+    if not any(run["succeeded"] for run in document["runs"]):
+        ui.info("bench after up: every request failed")
+        return ExitStatus.FAILED
+    return ExitStatus.OK

@@ -167,8 +167,12 @@ def smoke_answers(report) -> dict[str, str]:
     for outcome in report.results_of("verify"):
         for result in outcome.results:
             try:
+                if not result.stdout.strip():
+                    continue  # a readiness probe before the smoke request prints nothing
                 body = json.loads(result.stdout)
-                answers[outcome.step.container] = body["choices"][0]["message"]["content"]
+                # Triton's generate answers {"text_output"}; vLLM's OpenAI server answers choices[].
+                answers[outcome.step.container] = (body["text_output"] if "text_output" in body
+                                                   else body["choices"][0]["message"]["content"])
             except (ValueError, KeyError, IndexError, TypeError):
                 answers[outcome.step.container] = result.stdout[:200]
     return answers

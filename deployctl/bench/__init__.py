@@ -1,0 +1,1 @@
+"""`deployctl bench`: a load generator for OpenAI-compatible endpoints, its metrics, reports and baseline gate."""

@@ -1,0 +1,398 @@
+"""A minimal streaming HTTP/1.1 client on asyncio protocols, with keep-alive connections.
+
+Plain-HTTP connections read their socket themselves with recvmsg() and SO_TIMESTAMPNS, so a chunk's time is
+when the kernel received its bytes, not when a busy event loop got round to it (64 streams answering at once
+would otherwise be stamped one callback apart). Where the kernel gives no stamp (HTTPS, other systems), the time
+is taken on entry to the read callback, before any parsing. "sent" is stamped right after the request's last
+bytes were handed to the socket of an open connection. All stamps are wall-clock ns (the kernel's clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl as ssl_module
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from typing import Optional
+from urllib.parse import urlsplit
+
+from deployctl.bench.http_parse import ProtocolError, ResponseParser
+from deployctl.bench.metrics import RequestRecord
+
+_now = time.time_ns
+# Linux: SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) asks the kernel to stamp each received packet (struct timespec).
+_SO_TIMESTAMPNS = 35 if sys.platform.startswith("linux") else None
+_ANCILLARY = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
+_READ_SIZE = 256 * 1024
+
+
+@dataclass(frozen=True)
+class BaseUrl:
+    """Where requests go: scheme, host, port and a path prefix (without the trailing slash)."""
+
+    scheme: str
+    host: str
+    port: int
+    prefix: str = ""
+
+    @classmethod
+    def parse(cls, url: str) -> "BaseUrl":
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url}")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+
+    @property
+    def authority(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.authority}{self.prefix}"
+
+
+def request_bytes(base: BaseUrl, path: str, body: dict, request_id: str) -> bytes:
+    """A whole POST request, head and JSON body, ready to write."""
+    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    head = (f"POST {base.prefix}{path} HTTP/1.1\r\nHost: {base.authority}\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\nX-Request-Id: {request_id}\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n")
+    return head.encode("latin-1") + payload
+
+
+class _Exchange:
+    """The state of the one request in flight on a connection."""
+
+    __slots__ = ("request_id", "chat", "future", "parser", "sent_ns", "chunks", "texts", "usage", "error")
+
+    def __init__(self, request_id: str, chat: bool, future: asyncio.Future) -> None:
+        self.request_id = request_id
+        self.chat = chat
+        self.future = future
+        self.parser = ResponseParser()
+        self.sent_ns = 0
+        self.chunks: list[int] = []
+        self.texts: list[str] = []
+        self.usage: Optional[dict] = None
+        self.error = ""
+
+
+class StreamConnection(asyncio.Protocol):
+    """One keep-alive connection; at most one request at a time (no pipelining)."""
+
+    def __init__(self) -> None:
+        self.transport: Optional[asyncio.Transport] = None
+        self.exchange: Optional[_Exchange] = None
+        self.closed = False
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def send(self, data: bytes, request_id: str, chat: bool, future: asyncio.Future) -> None:
+        exchange = _Exchange(request_id, chat, future)
+        self.exchange = exchange
+        self.transport.write(data)
+        exchange.sent_ns = _now()
+
+    def data_received(self, data: bytes) -> None:
+        self._received(data, _now())
+
+    def _received(self, data: bytes, now: int) -> None:
+        exchange = self.exchange
+        if exchange is None:
+            return  # bytes with no request in flight: the server misbehaves; the next request will see it
+        try:
+            events = exchange.parser.feed(data)
+        except ProtocolError as exc:
+            self._fail(exchange, now, f"protocol error: {exc}")
+            self.close()
+            return
+        for payload in events:
+            self._event(exchange, payload, now)
+        if exchange.parser.done:
+            self._complete(exchange, now)
+
+    def _event(self, exchange: _Exchange, payload: bytes, now: int) -> None:
+        if payload == b"[DONE]":
+            return
+        try:
+            doc = json.loads(payload)
+        except ValueError:
+            exchange.error = exchange.error or "stream event is not JSON"
+            return
+        if not isinstance(doc, dict):
+            return
+        if "error" in doc or doc.get("object") == "error":
+            error = doc.get("error", doc)
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            exchange.error = exchange.error or f"error in stream: {message}"
+            return
+        choices = doc.get("choices")
+        if choices:
+            choice = choices[0]
+            text = (choice.get("delta") or {}).get("content") if exchange.chat else choice.get("text")
+            if text:
+                exchange.chunks.append(now)
+                exchange.texts.append(text)
+        usage = doc.get("usage")
+        if usage:
+            exchange.usage = usage
+
+    def _complete(self, exchange: _Exchange, now: int) -> None:
+        parser = exchange.parser
+        status = parser.status
+        self.exchange = None
+        if not parser.keep_alive or parser.leftover:
+            self.close()
+        if status is None or not 200 <= status < 300:
+            error = f"HTTP {status}" + _error_message(bytes(parser.body))
+        elif not parser.is_stream:
+            error = "answer is not an event stream"
+        elif exchange.error:
+            error = exchange.error
+        elif not exchange.chunks:
+            error = "stream ended without any content"
+        else:
+            error = ""
+        self._resolve(exchange, now, error)
+
+    def _fail(self, exchange: _Exchange, now: int, error: str) -> None:
+        self.exchange = None
+        self._resolve(exchange, now, error)
+
+    @staticmethod
+    def _resolve(exchange: _Exchange, now: int, error: str) -> None:
+        if exchange.future.done():
+            return
+        usage = exchange.usage or {}
+        exchange.future.set_result(RequestRecord(
+            request_id=exchange.request_id, ok=not error, sent_ns=exchange.sent_ns or now, end_ns=now,
+            chunk_ns=tuple(exchange.chunks), status=exchange.parser.status, error=error,
+            text="".join(exchange.texts), usage_prompt_tokens=usage.get("prompt_tokens"),
+            usage_completion_tokens=usage.get("completion_tokens")))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        exchange = self.exchange
+        if exchange is not None:
+            now = _now()
+            try:
+                for payload in exchange.parser.eof():
+                    self._event(exchange, payload, now)
+                self._complete(exchange, now)
+            except ProtocolError as error:
+                self._fail(exchange, now, f"broken stream: {error}")
+
+
+class RawConnection(StreamConnection):
+    """A plain-HTTP connection on a non-blocking socket read with recvmsg(), stamped by the kernel."""
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self.sock = sock
+        self.loop = loop
+        self._pending = b""
+        self._stamped = False
+        if _SO_TIMESTAMPNS is not None and _ANCILLARY:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                self._stamped = True
+            except OSError:
+                pass
+        loop.add_reader(sock.fileno(), self._readable)
+
+    def send(self, data: bytes, request_id: str, chat: bool, future: asyncio.Future) -> None:
+        exchange = _Exchange(request_id, chat, future)
+        self.exchange = exchange
+        try:
+            written = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            written = 0
+        except OSError as exc:
+            self._lost(f"broken connection: {exc.strerror or exc}")
+            return
+        if written < len(data):  # rare for a request: wait until the socket takes the rest
+            self._pending = data[written:]
+            self.loop.add_writer(self.sock.fileno(), self._writable)
+            return
+        exchange.sent_ns = _now()
+
+    def _writable(self) -> None:
+        try:
+            written = self.sock.send(self._pending)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.loop.remove_writer(self.sock.fileno())
+            self._lost(f"broken connection: {exc.strerror or exc}")
+            return
+        self._pending = self._pending[written:]
+        if not self._pending:
+            self.loop.remove_writer(self.sock.fileno())
+            if self.exchange is not None:
+                self.exchange.sent_ns = _now()
+
+    def _readable(self) -> None:
+        try:
+            if self._stamped:
+                data, ancillary, _, _ = self.sock.recvmsg(_READ_SIZE, _ANCILLARY)
+                now = _kernel_stamp(ancillary) or _now()
+            else:
+                data = self.sock.recv(_READ_SIZE)
+                now = _now()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(f"broken connection: {exc.strerror or exc}")
+            return
+        if not data:
+            self._lost(None)
+            return
+        self._received(data, now)
+
+    def _lost(self, reason) -> None:
+        if not self.closed:
+            self._teardown()
+            self.connection_lost(reason)
+
+    def _teardown(self) -> None:
+        self.closed = True
+        self.loop.remove_reader(self.sock.fileno())
+        if self._pending:
+            self.loop.remove_writer(self.sock.fileno())
+        self.sock.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._teardown()
+            exchange = self.exchange
+            if exchange is not None:
+                self._fail(exchange, _now(), "connection closed")
+
+
+def _kernel_stamp(ancillary) -> int:
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+            if len(data) >= 16:
+                seconds, nanos = struct.unpack("qq", data[:16])
+            else:
+                seconds, nanos = struct.unpack("ii", data[:8])
+            return seconds * 1_000_000_000 + nanos
+    return 0
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        doc = json.loads(body)
+        message = doc.get("message") or (doc.get("error") or {}).get("message") or doc.get("detail")
+    except (ValueError, AttributeError):
+        message = body[:200].decode("utf-8", "replace").strip()
+    return f": {message}" if message else ""
+
+
+class ConnectionPool:
+    """Keep-alive connections to one base URL, opened on demand and reused."""
+
+    def __init__(self, base: BaseUrl, connect_timeout: float = 10.0) -> None:
+        self.base = base
+        self.connect_timeout = connect_timeout
+        self.idle: list[StreamConnection] = []
+        self._ssl = ssl_module.create_default_context() if base.scheme == "https" else None
+
+    async def open(self) -> StreamConnection:
+        loop = asyncio.get_running_loop()
+        if self._ssl is None:
+            return await asyncio.wait_for(self._open_raw(loop), self.connect_timeout)
+        _, protocol = await asyncio.wait_for(
+            loop.create_connection(StreamConnection, self.base.host, self.base.port, ssl=self._ssl),
+            self.connect_timeout)
+        return protocol
+
+    async def _open_raw(self, loop) -> RawConnection:
+        infos = await loop.getaddrinfo(self.base.host, self.base.port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.sock_connect(sock, address)
+        except BaseException:
+            sock.close()
+            raise
+        return RawConnection(sock, loop)
+
+    async def prewarm(self, count: int) -> None:
+        """Open connections ahead, so the measured requests are written on open connections.
+
+        Each new connection first carries one cheap GET: a handshake alone completes in the kernel before the
+        server has accepted the connection, and a burst of first requests would then wait for its accept loop.
+        """
+        missing = count - len(self.idle)
+        if missing > 0:
+            opened = await asyncio.gather(*(self._open_and_ping() for _ in range(missing)), return_exceptions=True)
+            self.idle.extend(c for c in opened if isinstance(c, StreamConnection) and not c.closed)
+
+    async def _open_and_ping(self) -> StreamConnection:
+        connection = await self.open()
+        future = asyncio.get_running_loop().create_future()
+        head = f"GET {self.base.prefix}/v1/models HTTP/1.1\r\nHost: {self.base.authority}\r\n\r\n"
+        connection.send(head.encode("latin-1"), "prewarm", False, future)
+        await asyncio.wait_for(future, self.connect_timeout)
+        return connection
+
+    async def acquire(self) -> StreamConnection:
+        while self.idle:
+            connection = self.idle.pop()
+            if not connection.closed:
+                return connection
+        return await self.open()
+
+    def release(self, connection: StreamConnection) -> None:
+        if not connection.closed and connection.exchange is None:
+            self.idle.append(connection)
+
+    def close(self) -> None:
+        for connection in self.idle:
+            connection.close()
+        self.idle.clear()
+
+    async def request(self, data: bytes, request_id: str, chat: bool,
+                      timeout: Optional[float] = None) -> RequestRecord:
+        """Send one prepared request and wait for its whole answer; never raises for a failed request."""
+        try:
+            connection = await self.acquire()
+        except (OSError, asyncio.TimeoutError) as exc:
+            now = _now()
+            return RequestRecord(request_id, False, now, now, error=f"cannot connect: {_reason(exc)}")
+        future = asyncio.get_running_loop().create_future()
+        connection.send(data, request_id, chat, future)
+        try:
+            record = await (asyncio.wait_for(future, timeout) if timeout else future)
+        except asyncio.TimeoutError:
+            connection.exchange = None
+            connection.close()
+            now = _now()
+            return RequestRecord(request_id, False, now, now, error=f"no complete answer within {timeout:g} s")
+        self.release(connection)
+        return record
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    errno = getattr(exc, "errno", None)
+    if errno:
+        import os
+
+        return os.strerror(errno)
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

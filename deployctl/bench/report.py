@@ -1,0 +1,133 @@
+"""Result documents and files: the `bench` JSON, the flattened CSV, the PNG charts and the terminal table."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Optional
+
+LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+
+
+def run_key(mode: str) -> str:
+    return "parallel_num" if mode == "static" else "request_rate"
+
+
+def flatten(run: dict) -> dict:
+    """One CSV row: nested summaries become `ttft_ms_p99` and so on; the errors tally is one JSON cell."""
+    row = {}
+    for key, value in run.items():
+        if isinstance(value, dict) and key in LATENCIES:
+            for stat, figure in value.items():
+                row[f"{key}_{stat}"] = figure
+        elif isinstance(value, dict):
+            row[key] = json.dumps(value, sort_keys=True)
+        else:
+            row[key] = value
+    return row
+
+
+def csv_text(document: dict) -> str:
+    rows = [flatten(run) for run in document["runs"]]
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(c for c in row if c not in columns)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def write_results(document: dict, result_dir: str) -> tuple[list[Path], Optional[str]]:
+    """bench_<mode>.json, .csv and .png; returns the files written and a note when the PNG was skipped."""
+    folder = Path(result_dir).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    mode = document["mode"]
+    json_path = folder / f"bench_{mode}.json"
+    json_path.write_text(json.dumps(document, indent=2) + "\n")
+    csv_path = folder / f"bench_{mode}.csv"
+    csv_path.write_text(csv_text(document))
+    written = [json_path, csv_path]
+    png_path = folder / f"bench_{mode}.png"
+    note = write_png(document, png_path)
+    if note is None:
+        written.append(png_path)
+    return written, note
+
+
+def write_png(document: dict, path: Path) -> Optional[str]:
+    """Latency percentiles against load, and output throughput against latency; None when written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no PNG chart (pip install 'deployctl[bench]')"
+    key = run_key(document["mode"])
+    runs = document["runs"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    groups: dict = {}
+    for run in runs:
+        groups.setdefault((run["prompt_tokens"], run["output_tokens"]), []).append(run)
+    for (prompt, output), group in groups.items():
+        xs = [run[key] for run in group]
+        for metric, style in (("ttft_ms", "-"), ("tpot_ms", "--"), ("e2el_ms", ":")):
+            for stat, marker in (("p50", "o"), ("p99", "^")):
+                ys = [run[metric][stat] for run in group]
+                if any(y is not None for y in ys):
+                    left.plot(xs, [y if y is not None else float("nan") for y in ys], style, marker=marker,
+                              label=f"{metric[:-3].upper()} {stat} ({prompt}/{output})")
+        right.plot([run["e2el_ms"]["p50"] or float("nan") for run in group],
+                   [run["output_token_throughput"] for run in group], "-o", label=f"{prompt}/{output}")
+        for run in group:
+            if run["e2el_ms"]["p50"] is not None:
+                right.annotate(str(run[key]), (run["e2el_ms"]["p50"], run["output_token_throughput"]), fontsize=8)
+    left.set_xlabel("concurrency" if key == "parallel_num" else "request rate (req/s)")
+    left.set_ylabel("latency (ms)")
+    left.set_yscale("log")
+    left.set_title("latency percentiles")
+    left.legend(fontsize=7)
+    right.set_xlabel("E2E latency p50 (ms)")
+    right.set_ylabel("output tokens/s")
+    right.set_title("throughput vs latency")
+    right.legend(fontsize=7)
+    fig.suptitle(f"deployctl bench {document['mode']}: {document['model']} at {document['target']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def table_rows(document: dict) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the terminal table (pure)."""
+    key = run_key(document["mode"])
+    header = ["concurrency" if key == "parallel_num" else "rate", "in/out", "ok/fail", "req/s", "out tok/s",
+              "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "E2E p50", "E2E p99"]
+    rows = []
+    for run in document["runs"]:
+        rows.append([f"{run[key]:g}", f"{run['prompt_tokens']}/{run['output_tokens']}",
+                     f"{run['succeeded']}/{run['failed']}", f"{run['request_throughput']:.2f}",
+                     f"{run['output_token_throughput']:.1f}", _ms(run["ttft_ms"]["p50"]), _ms(run["ttft_ms"]["p99"]),
+                     _ms(run["tpot_ms"]["p50"]), _ms(run["tpot_ms"]["p99"]), _ms(run["itl_ms"]["p50"]),
+                     _ms(run["e2el_ms"]["p50"]), _ms(run["e2el_ms"]["p99"])])
+    return header, rows
+
+
+def render_table(console, document: dict, title: str = "") -> None:
+    from rich.table import Table
+
+    header, rows = table_rows(document)
+    table = Table(title=title or None, title_justify="left")
+    for column in header:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)

@@ -1,0 +1,114 @@
+"""Runs a whole bench (warm-up, then every run in order) and assembles the `bench` JSON document."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from deployctl.bench.client import BaseUrl
+from deployctl.bench.load import Sender, poisson_offsets, run_poisson, run_static
+from deployctl.bench.metrics import summarize_run
+from deployctl.bench.prompts import Prompt, sample_prompts, synthetic_prompt
+from deployctl.bench.tokens import Tokenizer
+
+
+@dataclass(frozen=True)
+class StaticRun:
+    parallel_num: int
+    prompt_tokens: int
+    output_tokens: int
+    epochs: int
+
+
+@dataclass(frozen=True)
+class DynamicRun:
+    request_rate: float
+    num_prompts: int
+    prompt_tokens: Optional[int]  # synthetic prompts of this length; None: from the dataset
+    output_tokens: Optional[int]
+
+
+def static_runs(parallel: Sequence[int], prompt_tokens: Sequence[int], output_tokens: Sequence[int],
+                epochs: int) -> list[StaticRun]:
+    """Token lengths paired position by position; each pair at each concurrency (pure)."""
+    return [StaticRun(p, i, o, epochs) for p in parallel for i, o in zip(prompt_tokens, output_tokens)]
+
+
+def dynamic_runs(rates: Sequence[float], counts: Sequence[int], prompt_tokens: Optional[int],
+                 output_tokens: Optional[int]) -> list[DynamicRun]:
+    return [DynamicRun(r, n, prompt_tokens, output_tokens) for r, n in zip(rates, counts)]
+
+
+@dataclass
+class BenchSettings:
+    bases: Sequence[BaseUrl]
+    model: str
+    endpoint: str = "completions"
+    warmup: int = 0
+    max_seconds: Optional[float] = None
+    seed: int = 0
+    timeout: Optional[float] = None
+    tokenizer: Optional[Tokenizer] = None
+    dataset: Optional[list[Prompt]] = None
+
+
+def run_bench(settings: BenchSettings, mode: str, runs: Sequence, header: dict,
+              on_run: Optional[Callable[[dict], None]] = None) -> dict:
+    """The `bench` document; `on_run(result)` is called as each run completes (the live table)."""
+    return asyncio.run(_run_all(settings, mode, runs, header, on_run))
+
+
+async def _run_all(settings: BenchSettings, mode: str, runs: Sequence, header: dict, on_run) -> dict:
+    sender = Sender(settings.bases, settings.model, settings.endpoint, settings.timeout, settings.tokenizer)
+    results = []
+    try:
+        if settings.warmup:
+            first = runs[0]
+            length = getattr(first, "prompt_tokens", None) or 32
+            output = getattr(first, "output_tokens", None) or 16
+            warm = sender.prepare([synthetic_prompt(length, output, salt=-1 - i, tokenizer=settings.tokenizer)
+                                   for i in range(settings.warmup)], "warmup")
+            await run_static(sender, warm, min(settings.warmup, 64))
+        for index, run in enumerate(runs):
+            if mode == "static":
+                result = await _static(sender, settings, run, index)
+            else:
+                result = await _dynamic(sender, settings, run, index)
+            results.append(result)
+            if on_run is not None:
+                on_run(result)
+    finally:
+        sender.close()
+    return {**header, "mode": mode, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "endpoint": settings.endpoint, "runs": results}
+
+
+async def _static(sender: Sender, settings: BenchSettings, run: StaticRun, index: int) -> dict:
+    count = run.parallel_num * run.epochs
+    prompts = [synthetic_prompt(run.prompt_tokens, run.output_tokens, salt=settings.seed * 1_000_003 + index * 100_003 + i,
+                                tokenizer=settings.tokenizer) for i in range(count)]
+    prepared = sender.prepare(prompts, f"bench-s{index}")
+    records = sender.counted(await run_static(sender, prepared, run.parallel_num, settings.max_seconds), prepared)
+    return summarize_run(records, parallel_num=run.parallel_num, prompt_tokens=run.prompt_tokens,
+                         output_tokens=run.output_tokens, epochs=run.epochs)
+
+
+async def _dynamic(sender: Sender, settings: BenchSettings, run: DynamicRun, index: int) -> dict:
+    if settings.dataset is not None:
+        prompts = sample_prompts(settings.dataset, run.num_prompts, settings.seed + index, run.output_tokens)
+    else:
+        prompts = [synthetic_prompt(run.prompt_tokens, run.output_tokens, salt=settings.seed * 1_000_003 + index * 100_003 + i,
+                                    tokenizer=settings.tokenizer) for i in range(run.num_prompts)]
+    prepared = sender.prepare(prompts, f"bench-d{index}")
+    offsets = poisson_offsets(len(prepared), run.request_rate, settings.seed + index)
+    raw = await run_poisson(sender, prepared, offsets, settings.max_seconds, prewarm=min(len(prepared), 64))
+    records = sender.counted(raw, prepared)
+    good = [r for r in records if r.ok]
+    prompt_tokens = run.prompt_tokens if run.prompt_tokens is not None else (
+        round(sum(r.prompt_tokens or 0 for r in good) / len(good)) if good else None)
+    output_tokens = run.output_tokens if run.output_tokens is not None else (
+        round(sum(r.output_tokens or 0 for r in good) / len(good)) if good else None)
+    return summarize_run(records, request_rate=run.request_rate, prompt_tokens=prompt_tokens,
+                         output_tokens=output_tokens, num_prompts=run.num_prompts)

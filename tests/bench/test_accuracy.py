@@ -1,0 +1,100 @@
+"""Measured TTFT, TPOT, ITL and E2E agree with what the stand-in really did (its trace), within 2 ms.
+
+Both sides stamp wall-clock ns (time.time_ns, and the kernel's SO_TIMESTAMPNS on the client), so each
+client stamp can also be set against the server's stamp of the same event, request by request (X-Request-Id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from deployctl.bench.client import BaseUrl
+from deployctl.bench.load import Sender, run_static
+from deployctl.bench.metrics import RequestRecord, summarize_run
+from deployctl.bench.prompts import synthetic_prompt
+
+TOLERANCE_MS = 2.0
+TOLERANCE_NS = 2_000_000
+METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+
+
+def trace_record(entry: dict) -> RequestRecord:
+    """The server's view of one request: from the moment it had read the request to its last write."""
+    return RequestRecord(entry["id"], entry["status"] == 200, entry["arrival_ns"], entry["end_ns"],
+                         tuple(entry["chunk_ns"]), status=entry["status"], prompt_tokens=entry["prompt_tokens"],
+                         output_tokens=entry["completion_tokens"])
+
+
+def measure(url: str, parallel: int, epochs: int, endpoint: str, output_tokens: int = 12):
+    sender = Sender([BaseUrl.parse(url)], "m", endpoint)
+    prompts = [synthetic_prompt(32, output_tokens, salt=i) for i in range(parallel * epochs)]
+    prepared = sender.prepare(prompts, f"acc-{endpoint}-{parallel}")
+
+    async def go():
+        try:
+            return await run_static(sender, prepared, parallel)
+        finally:
+            sender.close()
+
+    return sender.counted(asyncio.run(go()), prepared)
+
+
+def assert_close(measured: dict, real: dict, metrics) -> None:
+    for metric in metrics:
+        for key in ("p50", "p99"):
+            assert abs(measured[metric][key] - real[metric][key]) <= TOLERANCE_MS, (
+                metric, key, measured[metric], real[metric])
+
+
+def run_against_trace(standin, parallel, epochs, endpoint):
+    server = standin(ttft_ms=40, tpot_ms=8)
+    records = measure(server.url, parallel, epochs, endpoint)
+    assert [r.error for r in records] == [""] * (parallel * epochs)
+    trace = server.trace()
+    truth = [trace_record(trace[r.request_id]) for r in records]
+    for mine, theirs in zip(records, truth):
+        assert mine.output_tokens == theirs.output_tokens == 12
+        assert len(mine.chunk_ns) == len(theirs.chunk_ns) == 12
+        # every chunk is stamped when its bytes arrived, never later than the server's own stamp (taken after
+        # its write and drain; a descheduled server stamps late, so the check is one-sided)
+        assert all(a - b <= TOLERANCE_NS for a, b in zip(mine.chunk_ns, theirs.chunk_ns)), (
+            [a - b for a, b in zip(mine.chunk_ns, theirs.chunk_ns)])
+        assert mine.end_ns - theirs.end_ns <= TOLERANCE_NS
+    return records, truth
+
+
+def twice(check):
+    """The trace's own stamps are late when other work on this 2-core machine deschedules the stand-in:
+    one fresh second measurement is allowed; both must disagree for the test to fail."""
+    try:
+        check()
+    except AssertionError:
+        check()
+
+
+@pytest.mark.parametrize("parallel,epochs,endpoint", [(1, 8, "completions"), (8, 3, "chat")])
+def test_latencies_match_the_server_trace(standin, parallel, epochs, endpoint):
+    def check():
+        records, truth = run_against_trace(standin, parallel, epochs, endpoint)
+        real = summarize_run(truth)
+        assert_close(summarize_run(records), real, METRICS)
+        assert 39 <= real["ttft_ms"]["p50"] <= 60 and 7 <= real["tpot_ms"]["p50"] <= 12  # the stand-in's schedule
+
+    twice(check)
+
+
+def test_latencies_match_the_server_trace_at_64(standin):
+    # A Python stand-in needs ~60 us of CPU to read one request, so in a burst of 64 on this 2-core machine
+    # the last request is read 3-5 ms after the client wrote it. The client really waits that long (it is in
+    # TTFT and E2E), but the trace's arrival stamp misses it. So TPOT and ITL are compared as they are, and
+    # TTFT/E2E against the trace with each request's read delay (server arrival - client sent) added back.
+    def check():
+        records, truth = run_against_trace(standin, 64, 1, "completions")
+        assert_close(summarize_run(records), summarize_run(truth), ("tpot_ms", "itl_ms"))
+        from_sent = [replace(t, sent_ns=min(t.sent_ns, r.sent_ns)) for r, t in zip(records, truth)]
+        assert_close(summarize_run(records), summarize_run(from_sent), METRICS)
+
+    twice(check)

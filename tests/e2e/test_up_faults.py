@@ -1,0 +1,89 @@
+"""Faults during `up`: Ctrl-C, a Docker daemon that is down, a container that crashes while starting.
+
+Each ends in a clear message naming host and instance, the previous deployment running again, and a re-run
+that converges.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.e2e.conftest import MODEL, container_ids, http_json
+
+MIXED = "topology:\n  mode: mixed\n  instances:\n    - {host: tb4, devices: [2, 3], port: 8580}\n"
+
+
+def spec(bed, name, env=""):
+    return bed.spec_yaml(name, MIXED, hosts_used=["tb4"], extra=MODEL + env)
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return True
+        except (subprocess.CalledProcessError, ValueError):
+            pass  # not answering yet
+        time.sleep(0.2)
+    return False
+
+
+def test_ctrl_c_while_waiting_for_health_restores_the_previous_container(bed, deployctl):
+    good = spec(bed, "e2e-int")
+    path = deployctl.write(good)
+    try:
+        assert deployctl("up", path, "--skip", "weights")[0] == 0
+        before = container_ids(bed, "tb4", "e2e-int")
+        path.write_text(spec(bed, "e2e-int", env="env: {STANDIN_STARTUP_S: '60'}\n"))
+        process = subprocess.Popen([sys.executable, "-m", "deployctl", "up", str(path), "--skip", "weights", "--yes"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "NO_COLOR": "1"})
+        # Interrupt once the new container exists (the old one is renamed .previous).
+        assert wait_for(lambda: "e2e-int-mixed-0.previous" in container_ids(bed, "tb4", "e2e-int"))
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 130, err
+        assert "interrupted" in err and "state after rollback" in out
+        assert container_ids(bed, "tb4", "e2e-int") == before  # the same container, nothing left over
+        assert wait_for(lambda: http_json(bed, "tb4", 8580, "/v1/models")["data"][0]["id"] == "tiny")
+        lock = bed.run_on("tb4", ["ls", "/var/lib/deployctl/e2e-int"]).stdout.split()
+        assert "lock" not in lock and "history.jsonl" in lock
+        history = bed.run_on("tb4", ["tail", "-n", "1", "/var/lib/deployctl/e2e-int/history.jsonl"]).stdout
+        assert '"result": "interrupted"' in history
+        path.write_text(good)
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["changed"] is False
+    finally:
+        deployctl("down", path, "--yes")
+
+
+def test_docker_daemon_down_is_a_clear_error_and_a_rerun_converges(bed, deployctl):
+    path = deployctl.write(spec(bed, "e2e-dockerd"))
+    bed.stop_dockerd("tb4")
+    try:
+        code, out, err = deployctl("up", path, "--skip", "weights")
+        assert code in (1, 3)
+        assert "tb4 (10.200.0.14)" in err and "Docker daemon" in err and "Traceback" not in err
+    finally:
+        bed.start_dockerd("tb4")
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["instances"][0]["healthy"]
+    finally:
+        deployctl("down", path, "--yes")
+
+
+def test_container_that_crashes_at_start_fails_at_once_with_its_log(bed, deployctl):
+    path = deployctl.write(spec(bed, "e2e-crash").replace("dest: /srv/weights/tiny", "dest: /srv/weights/none"))
+    start = time.monotonic()
+    code, out, err = deployctl("up", path, "--skip", "weights", "--health-timeout", "120")
+    assert code == 1 and time.monotonic() - start < 60
+    assert "e2e-crash-mixed-0 exited while starting" in err
+    assert "refusing to start" in err  # the container's own last log lines
+    assert container_ids(bed, "tb4", "e2e-crash") == {}
