@@ -38,6 +38,43 @@ class LocalTransport:
             proc.stderr.decode("utf-8", "replace"),
         )
 
+    def run_streaming(self, command: Command, on_line, *, timeout: float | None = None) -> Result:
+        """Like run, and calls on_line(text) for each stderr line as it arrives."""
+        import threading
+
+        try:
+            proc = subprocess.Popen(list(command.argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            return Result(command.argv, 127, "", f"{command.argv[0]}: command not found")
+        err: list[bytes] = []
+
+        def read_stderr() -> None:
+            for raw in proc.stderr:
+                err.append(raw)
+                on_line(raw.decode("utf-8", "replace").rstrip("\n"))
+
+        def feed_stdin() -> None:
+            try:
+                proc.stdin.write(stdin_bytes(command.stdin) or b"")
+                proc.stdin.close()
+            except OSError:
+                pass  # the program exited without reading everything: its exit code says why
+
+        threads = [threading.Thread(target=read_stderr, daemon=True), threading.Thread(target=feed_stdin, daemon=True)]
+        for thread in threads:
+            thread.start()
+        out = proc.stdout.read()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise HostError(self.name, f"timed out after {timeout} s", command=command.display()) from None
+        for thread in threads:
+            thread.join()
+        return Result(command.argv, proc.returncode, out.decode("utf-8", "replace"),
+                      b"".join(err).decode("utf-8", "replace"))
+
     def put(self, path: str, content: Union[bytes, Secret], *, mode: int = 0o644) -> None:
         data = stdin_bytes(content) or b""
         directory = os.path.dirname(path) or "."

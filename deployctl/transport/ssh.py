@@ -206,6 +206,37 @@ class SshTransport:
                             command=command.display()) from None
         return Result(command.argv, code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
 
+    def open_stream(self, command: Command) -> paramiko.Channel:
+        """Start a command and hand back its channel, to stream bytes in or out (image shipping)."""
+        try:
+            channel = self._client.get_transport().open_session()
+            channel.exec_command(shlex.join(command.argv))
+            return channel
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise HostError(self.name, f"connection lost: {exc}", address=self.address,
+                            command=command.display()) from None
+
+    def run_streaming(self, command: Command, on_line, *, timeout: Optional[float] = None) -> Result:
+        """Like run, and calls on_line(text) for each stderr line as it arrives (progress of long jobs)."""
+        line = shlex.join(command.argv)
+        try:
+            channel = self._client.get_transport().open_session()
+            channel.exec_command(line)
+            data = stdin_bytes(command.stdin)
+            if data:
+                channel.sendall(data)
+            channel.shutdown_write()
+            stdout, stderr = _drain(channel, timeout, on_stderr=_LineSplitter(on_line))
+            code = channel.recv_exit_status()
+            channel.close()
+        except TimeoutError:
+            raise HostError(self.name, f"timed out after {timeout} s", address=self.address,
+                            command=command.display()) from None
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise HostError(self.name, f"connection lost: {exc}", address=self.address,
+                            command=command.display()) from None
+        return Result(command.argv, code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
+
     def _sftp_client(self) -> paramiko.SFTPClient:
         if self._sftp is None:
             self._sftp = self._client.open_sftp()
@@ -259,7 +290,20 @@ class SshTransport:
                     pass
 
 
-def _drain(channel: paramiko.Channel, timeout: Optional[float]) -> tuple[bytes, bytes]:
+class _LineSplitter:
+    """Feeds whole lines of a byte stream to a callback."""
+
+    def __init__(self, on_line) -> None:
+        self.on_line, self.pending = on_line, b""
+
+    def __call__(self, data: bytes) -> None:
+        self.pending += data
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            self.on_line(line.decode("utf-8", "replace"))
+
+
+def _drain(channel: paramiko.Channel, timeout: Optional[float], on_stderr=None) -> tuple[bytes, bytes]:
     """Read stdout and stderr together until the command exits (no deadlock on full pipes)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     out, err = bytearray(), bytearray()
@@ -269,7 +313,10 @@ def _drain(channel: paramiko.Channel, timeout: Optional[float]) -> tuple[bytes, 
             out += channel.recv(_CHUNK)
             progressed = True
         while channel.recv_stderr_ready():
-            err += channel.recv_stderr(_CHUNK)
+            chunk = channel.recv_stderr(_CHUNK)
+            err += chunk
+            if on_stderr is not None:
+                on_stderr(chunk)
             progressed = True
         if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
             if channel.eof_received or channel.closed:

