@@ -1,7 +1,125 @@
-"""`deployctl doctor`."""
+"""`deployctl doctor`, and the same checks run by `up` before any change (checks_for_spec)."""
 
-from deployctl.errors import NotImplementedYet
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
+from typing import Mapping
+
+from deployctl.errors import ChecksFailed, ExitStatus, HostError, HostKeyError
 
 
 def run(args, ui) -> int:
-    raise NotImplementedYet("deployctl doctor: not implemented yet")
+    from deployctl.doctor.targets import plan_for_hosts, plan_for_spec
+
+    if args.spec:
+        from deployctl.spec.load import load_spec
+
+        plan = plan_for_spec(load_spec(args.spec), tuple(args.host))
+    else:
+        plan = plan_for_hosts(tuple(args.host), args.identity_file, args.known_hosts)
+    reports, fixes = examine(plan, ui, accept_new_host_keys=args.accept_new_host_keys, fix=args.fix)
+    return render(ui, reports, fixes)
+
+
+def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False):
+    """Connect, gather, check; with `fix`, repair ip_forward where it FAILs and check again.
+    Returns (host reports, fix outcomes or None)."""
+    from deployctl.doctor.fix import fix_ip_forward, hosts_to_fix
+    from deployctl.doctor.gather import gather_facts, unreachable
+    from deployctl.doctor.progress import HostProgress
+    from deployctl.doctor.report import host_reports
+    from deployctl.gather import on_hosts
+    from deployctl.transport.connect import close_all
+
+    names = [t.host.name for t in plan.targets]
+    with HostProgress(ui, names) as progress:
+        transports, errors = _connect(plan, progress, accept_new_host_keys)
+        try:
+            facts = {name: unreachable(error) for name, error in errors.items()}
+            facts.update(gather_facts(plan, transports, on_host=progress.answered))
+            # an unknown or changed host key: the fix is the exact command that trusts (or forgets) it
+            ssh_fixes = {n: e.hint for n, e in errors.items() if isinstance(e, HostKeyError) and e.hint}
+            reports = host_reports(plan, facts, ssh_fixes)
+            outcomes = None
+            if fix:
+                chosen = {n: transports[n] for n in hosts_to_fix(reports)}
+                outcomes = [on_hosts(chosen, fix_ip_forward)[n] for n in chosen]
+                if chosen:  # check again: the table shows the state after the repair
+                    facts.update(gather_facts(plan, transports))
+                    reports = host_reports(plan, facts, ssh_fixes)
+        finally:
+            close_all(transports)
+    return reports, outcomes
+
+
+def _connect(plan, progress, accept_new_host_keys: bool):
+    """One transport per target, in parallel; each host reported to the live view as it connects."""
+    from deployctl.transport.connect import open_transport
+
+    transports, errors = {}, {}
+    if not plan.targets:
+        return transports, errors
+    with ThreadPoolExecutor(max_workers=min(64, len(plan.targets))) as pool:
+        futures = {pool.submit(open_transport, t.host, accept_new_host_keys=accept_new_host_keys): t.host.name
+                   for t in plan.targets}
+        for future in as_completed(futures):
+            name = futures[future]
+            try:
+                transports[name] = future.result()
+                progress.connected(name)
+            except HostError as error:
+                errors[name] = error
+                progress.unreachable(name, error.message.partition(": ")[2] or error.message)
+    return transports, errors
+
+
+def render(ui, reports, outcomes) -> int:
+    """The table (stdout) or the JSON document; exit 3 when any check FAILs."""
+    from deployctl.doctor.report import document, summary, table
+
+    fixes = None if outcomes is None else [o.to_json() for o in outcomes]
+    if ui.json:
+        ui.emit_json(document(reports, fixes))
+    else:
+        if outcomes is not None:
+            _say_fixes(ui, outcomes)
+        ui.console().print(table(reports))
+        ui.print(summary(reports))
+    return ExitStatus.CHECKS if any(r.failed for r in reports) else ExitStatus.OK
+
+
+def _say_fixes(ui, outcomes) -> None:
+    from rich.markup import escape
+
+    if not outcomes:
+        ui.info("--fix: nothing to fix (ip_forward is already 1 wherever it is checked)")
+    for outcome in outcomes:
+        for action in outcome.actions:
+            ui.info(escape(f"--fix: {outcome.host}: {action}"))
+        if outcome.error:
+            ui.info(escape(f"--fix: {outcome.host}: FAILED: {outcome.error}"))
+
+
+def checks_for_spec(spec, transports: Mapping, ui) -> None:
+    """`up`'s first stage: doctor's checks on the spec's hosts over the open transports. Any FAIL renders
+    the table to stderr and raises ChecksFailed (exit 3) before anything changes; WARN does not stop up."""
+    from deployctl.doctor.gather import gather_facts
+    from deployctl.doctor.report import failure_lines, host_reports, summary, table
+    from deployctl.doctor.targets import plan_for_spec
+    from rich.markup import escape
+
+    plan = plan_for_spec(spec)
+    plan = replace(plan, targets=tuple(t for t in plan.targets if t.host.name in transports))
+    reports = host_reports(plan, gather_facts(plan, transports))
+    if any(r.failed for r in reports):
+        if not ui.quiet:
+            ui.console(stderr=True).print(table(reports, title=f"checks of {spec.name}"))
+        lines = failure_lines(reports)
+        raise ChecksFailed(f"{summary(reports)}; nothing was changed:\n" + "\n".join("  " + l for l in lines),
+                           hint=f"fix them (deployctl doctor {spec.source or 'SPEC'} shows all; --fix repairs "
+                                "ip_forward), or skip with --skip checks at your own risk")
+    warnings = [f"{r.host} {f.name}: {f.observed}" for r in reports for f in r.findings if f.status == "WARN"]
+    ui.info(f"checks: {summary(reports)}")
+    for line in warnings:
+        ui.info(f"  [yellow]WARN[/] {escape(line)}")

@@ -1,8 +1,19 @@
-"""`deployctl status`: per instance host, role, devices, port, container state, health, image."""
+"""`deployctl status`: per instance host, role, devices, port, container state, health, image; weights identity."""
 
 from __future__ import annotations
 
 from deployctl.errors import ExitStatus
+
+
+def weights_identity(spec, transports) -> dict | None:
+    """Whether every host that runs an instance holds the same weights (manifest digest), or None without weights."""
+    if not spec.weights.dest:
+        return None
+    from deployctl.weights import manifest_digests
+
+    digests = manifest_digests(spec, transports)
+    values = set(digests.values())
+    return {"identical": len(values) == 1 and None not in values, "hosts": digests}
 
 
 def run(args, ui) -> int:
@@ -13,8 +24,16 @@ def run(args, ui) -> int:
     spec = load_spec(args.spec)
     with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
         rows = deploy.read_status(spec, transports)
+        weights = weights_identity(spec, transports)
     if ui.json:
-        ui.emit_json({"deployment": spec.name, "instances": rows})
-    else:
-        render_status(ui, spec, rows, title=spec.name)
+        ui.emit_json({"deployment": spec.name, "instances": rows, **({"weights": weights} if weights else {})})
+        return ExitStatus.OK
+    render_status(ui, spec, rows, title=spec.name)
+    if weights:
+        if weights["identical"]:
+            digest = next(iter(weights["hosts"].values()))
+            ui.print(f"weights: identical on every host ({digest[:19]})")
+        else:
+            listing = ", ".join(f"{h}: {(d or 'not synced')[:19]}" for h, d in weights["hosts"].items())
+            ui.print(f"[yellow]weights differ between hosts[/] — {listing}; run `deployctl weights sync`")
     return ExitStatus.OK

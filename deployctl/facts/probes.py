@@ -28,11 +28,12 @@ class Probe:
     parse: Callable[[str], Any]
     key: str = ""
     parse_failed_output: bool = False
+    tool_name: str = ""  # for `sh -c` script probes: the tool a 127 means is missing (`docker`, `df`)
 
     @property
     def tool(self) -> str:
         """The program's name as findings and install fixes use it (`hccn_tool`, `npu-smi`)."""
-        return self.argv[0].rsplit("/", 1)[-1]
+        return self.tool_name or self.argv[0].rsplit("/", 1)[-1]
 
 
 def _hccn(device: int, what: str, parse) -> Probe:

@@ -187,24 +187,7 @@ class SshTransport:
 
     # -- Transport ----------------------------------------------------------------------------------
     def run(self, command: Command, *, timeout: Optional[float] = None) -> Result:
-        line = shlex.join(command.argv)
-        try:
-            channel = self._client.get_transport().open_session()
-            channel.exec_command(line)
-            data = stdin_bytes(command.stdin)
-            if data:
-                channel.sendall(data)
-            channel.shutdown_write()
-            stdout, stderr = _drain(channel, timeout)
-            code = channel.recv_exit_status()
-            channel.close()
-        except TimeoutError:
-            raise HostError(self.name, f"timed out after {timeout} s", address=self.address,
-                            command=command.display()) from None
-        except (OSError, paramiko.SSHException, EOFError) as exc:
-            raise HostError(self.name, f"connection lost: {exc}", address=self.address,
-                            command=command.display()) from None
-        return Result(command.argv, code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
+        return self.run_streaming(command, None, timeout=timeout)
 
     def open_stream(self, command: Command) -> paramiko.Channel:
         """Start a command and hand back its channel, to stream bytes in or out (image shipping)."""
@@ -217,16 +200,16 @@ class SshTransport:
                             command=command.display()) from None
 
     def run_streaming(self, command: Command, on_line, *, timeout: Optional[float] = None) -> Result:
-        """Like run, and calls on_line(text) for each stderr line as it arrives (progress of long jobs)."""
-        line = shlex.join(command.argv)
+        """Run a command; with `on_line`, call on_line(text) for each stderr line as it arrives (progress)."""
         try:
             channel = self._client.get_transport().open_session()
-            channel.exec_command(line)
+            channel.exec_command(shlex.join(command.argv))
             data = stdin_bytes(command.stdin)
             if data:
                 channel.sendall(data)
             channel.shutdown_write()
-            stdout, stderr = _drain(channel, timeout, on_stderr=_LineSplitter(on_line))
+            on_stderr = _LineSplitter(on_line) if on_line else None
+            stdout, stderr = _drain(channel, timeout, on_stderr=on_stderr)
             code = channel.recv_exit_status()
             channel.close()
         except TimeoutError:

@@ -121,6 +121,9 @@ def test_sync_three_hosts_rerun_change_and_no_secret(testbed, uploaded, s3_env, 
         spec = load_spec(path)
         with connected(spec) as transports:
             assert manifest_digests(spec, transports) == {h: doc["hosts"][0]["manifest_digest"] for h in HOSTS}
+        code, out, err = deployctl("status", path, "--output", "json")
+        assert json.loads(out)["weights"] == {"identical": True,
+                                              "hosts": {h: doc["hosts"][0]["manifest_digest"] for h in HOSTS}}
     finally:
         testbed.s3.client().put_object(Bucket=testbed.s3.bucket, Key=PREFIX + "config.json",
                                        Body=uploaded["config.json"])

@@ -175,6 +175,54 @@ class Testbed:
     def set_ip_forward(self, host_name: str, value: int) -> None:
         self.run_on(host_name, ["sysctl", "-qw", f"net.ipv4.ip_forward={value}"])
 
+    def stop_dockerd(self, host_name: str, timeout: float = 20) -> None:
+        """Stop one host's Docker daemon (SIGTERM, as systemctl stop does); its socket stops answering."""
+        host = self.host(host_name)
+        pid = int((host.dir / "dockerd.pid").read_text())
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def start_dockerd(self, host_name: str) -> None:
+        """Start one host's Docker daemon again and wait until it answers."""
+        host = self.host(host_name)
+        hosts.start_dockerd(host)
+        hosts.wait_ready(host)
+
+    def set_gpu_profile(self, host_name: str, **changes) -> dict:
+        """Make a host an NVIDIA GPU host: no NPUs, fake nvidia-smi, and (unless nvidia_runtime=False) dockerd
+        restarted with an `nvidia` runtime and the prestart hook `--gpus` needs. Undo with reset_gpu()."""
+        host = self.host(host_name)
+        root = hosts.root_of(host)
+        updated = profile.gpu_profile(profile.default_profile(host.index), changes)
+        profile.apply_profile(root, updated)
+        runtime = bool(updated["nvidia_runtime"])
+        profile.install_gpu_tools(root, runtime)
+        self._restart_dockerd(host, ("--add-runtime", "nvidia=runc") if runtime else ())
+        return updated
+
+    def reset_gpu(self, host_name: str) -> dict:
+        """Back to the default Ascend host: GPU tools removed, dockerd without the nvidia runtime."""
+        host = self.host(host_name)
+        root = hosts.root_of(host)
+        profile.remove_gpu_tools(root)
+        default = self.reset_profile(host_name)
+        self._restart_dockerd(host, ())
+        return default
+
+    def _restart_dockerd(self, host: TestHost, extra_args: tuple) -> None:
+        # dockerd looks for the nvidia hook and reads its runtimes only at start.
+        pid_file = host.dir / "dockerd.pid"
+        if pid_file.exists():
+            pid = int(pid_file.read_text())
+            _signal(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            while _dockerd_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        hosts.start_dockerd(host, extra_args)
+        hosts.wait_ready(host)
+
     def calls(self, host_name: str) -> list:
         """Every fake-tool call on the host so far: [{"tool", "argv", ...}]."""
         path = self.host(host_name).calls_log
@@ -295,6 +343,14 @@ def _kill_pid_files(root: Path) -> None:
             _signal(pid, signal.SIGKILL)
 
 
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped by its Popen counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def started_by_bed(pid: int, root: Path) -> bool:
     """True when the process names the state dir on its command line (a stale pid file may point elsewhere)."""
     try:
@@ -316,3 +372,11 @@ def _unmount_under(root: Path) -> None:
         targets = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
     for target in sorted(targets, key=len, reverse=True):
         subprocess.run(["umount", "-l", target], capture_output=True)
+
+
+def _dockerd_alive(pid: int) -> bool:
+    """Running (a zombie left for its Popen to reap counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

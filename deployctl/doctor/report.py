@@ -1,0 +1,98 @@
+"""Facts -> findings per host (pure), the contract's JSON document, and the table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping, Optional
+
+from deployctl.doctor.targets import DoctorPlan
+from deployctl.facts.model import HostFacts
+from deployctl.plan.checks import check_host, check_tls_consistency
+from deployctl.plan.findings import FAIL, WARN, Finding
+
+
+@dataclass(frozen=True)
+class HostReport:
+    host: str
+    address: str
+    reachable: bool
+    findings: tuple[Finding, ...]
+
+    @property
+    def failed(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.status == FAIL)
+
+    def finding(self, name: str) -> Optional[Finding]:
+        for finding in self.findings:
+            if finding.name == name:
+                return finding
+        return None
+
+    def to_json(self) -> dict:
+        return {"host": self.host, "address": self.address, "reachable": self.reachable,
+                "checks": [f.to_json() for f in self.findings]}
+
+
+def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
+                 ssh_fixes: Optional[Mapping[str, str]] = None) -> tuple[HostReport, ...]:
+    """One report per target, in plan order; `ssh_fixes` replaces the generic fix of an `ssh` FAIL
+    (an unknown host key's fix is the exact trust command)."""
+    tls = check_tls_consistency({n: f for n, f in facts.items() if f.reachable}) if plan.disaggregated else {}
+    reports = []
+    for target in plan.targets:
+        name = target.host.name
+        host_facts = facts[name]
+        findings = check_host(plan.requirements, host_facts, platform=plan.platform, devices_used=target.devices,
+                              own_deployment=plan.own_deployment, disaggregated=plan.disaggregated)
+        if name in tls and len(tls) > 1:  # across hosts: every device of every host has the same switch
+            findings = tuple(tls[name] if f.name == "hccn_tls" else f for f in findings)
+        if ssh_fixes and name in ssh_fixes:
+            findings = tuple(replace(f, fix=ssh_fixes[name]) if f.name == "ssh" and f.status == FAIL else f
+                             for f in findings)
+        reports.append(HostReport(name, target.host.address, host_facts.reachable, findings))
+    return tuple(reports)
+
+
+def document(reports: tuple[HostReport, ...], fixes: Optional[list] = None) -> dict:
+    """The contract's `doctor` JSON (plus `fixes` after --fix)."""
+    doc = {"ok": not any(r.failed for r in reports), "hosts": [r.to_json() for r in reports]}
+    if fixes is not None:
+        doc["fixes"] = fixes
+    return doc
+
+
+def failure_lines(reports: tuple[HostReport, ...]) -> list[str]:
+    """`tb2 ip_forward: 0 (expected 1); fix: ...`: one line per FAIL."""
+    return [f"{r.host} {f.name}: {f.observed} (expected {f.expected})" + (f"; fix: {f.fix}" if f.fix else "")
+            for r in reports for f in r.failed]
+
+
+_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
+
+
+def table(reports: tuple[HostReport, ...], title: str = "doctor"):
+    """A rich Table: one row per check per host; the fix column says what to do about a FAIL or WARN."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = Table(title=title, title_justify="left", show_lines=False)
+    for column in ("host", "check", "status", "observed", "fix"):
+        out.add_column(column, overflow="fold")
+    for report in reports:
+        for index, finding in enumerate(report.findings):
+            status = f"[{_STYLE[finding.status]}]{finding.status}[/]"
+            fix = finding.fix if finding.status in (FAIL, WARN) and finding.fix else ""
+            if finding.status == FAIL and not fix:
+                fix = f"expected {finding.expected}"
+            out.add_row(escape(report.host) if index == 0 else "", finding.name, status,
+                        escape(finding.observed), escape(fix or ""), end_section=index == len(report.findings) - 1)
+    return out
+
+
+def summary(reports: tuple[HostReport, ...]) -> str:
+    counts = {s: sum(1 for r in reports for f in r.findings if f.status == s) for s in ("FAIL", "WARN")}
+    hosts_failed = sum(1 for r in reports if r.failed)
+    if counts["FAIL"]:
+        return f"{counts['FAIL']} check(s) failed on {hosts_failed} of {len(reports)} host(s)"
+    warn = f" ({counts['WARN']} warning(s))" if counts["WARN"] else ""
+    return f"all checks passed on {len(reports)} host(s){warn}"

@@ -1,0 +1,126 @@
+"""Doctor's probe list, the per-host reports from vendor outputs, the JSON document, and --fix (no host)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from deployctl.doctor.fix import SYSCTL_FILE, fix_ip_forward, hosts_to_fix
+from deployctl.doctor.gather import CONTAINERS, NEAREST_DF, doctor_probes, ping_probes
+from deployctl.doctor.report import document, failure_lines, host_reports
+from deployctl.doctor.targets import DoctorPlan, PingPair, Target
+from deployctl.facts.assemble import ProbeOutput, host_facts_from
+from deployctl.facts.model import HccnDeviceFacts, HccnIp, HostFacts
+from deployctl.spec.model import Host, Requirements
+from deployctl.transport import Result
+from tests.fakes.transport import FakeTransport
+
+FORMATS = Path(__file__).parent.parent / "fixtures" / "formats"
+
+
+def sample(case: str) -> ProbeOutput:
+    folder = FORMATS / case
+    read = lambda name: (folder / name).read_text() if (folder / name).exists() else ""  # noqa: E731
+    return ProbeOutput(int(read("exit_code.txt")), read("stdout.txt"), read("stderr.txt"))
+
+
+SAMPLES = {
+    "npu_info": "npu-smi/info-910b3-8x64g-healthy-23.0.6",
+    "npu_count": "npu-smi/info-l-8cards",
+    "board:0": "npu-smi/board-i1-23.0.6",
+    "version_info": "files/driver-version-info-23.0.6",
+    "arch": "system/uname-m",
+    "docker_version": "system/docker-version-json",
+    "docker_info": "system/docker-info-json",
+    "ip_forward": "system/sysctl-ip-forward-1",
+    "containers": "system/docker-inspect-npu-holders",
+    "disk": "system/df-pk-weights",
+}
+
+
+def plan(**changes) -> DoctorPlan:
+    values = dict(targets=(Target(Host("n1", "192.0.2.11"), (0, 1)),), requirements=Requirements(driver="23.0.6"),
+                  disk_path="/mnt/weights/x", own_deployment="demo")
+    values.update(changes)
+    return DoctorPlan(**values)
+
+
+def facts_with(**overrides) -> HostFacts:
+    probes = doctor_probes(plan(), plan().targets[0])
+    overrides.setdefault("containers", ProbeOutput(0, "[]\n"))  # nothing running
+    results = [(p, overrides.get(p.key) or sample(SAMPLES[p.key])) for p in probes]
+    return host_facts_from(results, disk_path="/mnt/weights/x")
+
+
+def test_one_batch_of_probes_with_nearest_parent_df_and_ps_plus_inspect():
+    probes = doctor_probes(plan(), plan().targets[0])
+    assert [p.key for p in probes] == list(SAMPLES)
+    by_key = {p.key: p for p in probes}
+    assert by_key["disk"].argv == ("sh", "-c", NEAREST_DF, "sh", "/mnt/weights/x")
+    assert (by_key["disk"].tool, by_key["containers"].tool) == ("df", "docker")
+    assert by_key["containers"].argv == ("sh", "-c", CONTAINERS) and by_key["containers"].parse_failed_output
+
+
+def test_nearest_parent_df_script_measures_an_existing_parent(tmp_path):
+    missing = tmp_path / "not" / "yet" / "there"
+    out = subprocess.run(["sh", "-c", NEAREST_DF, "sh", str(missing)], capture_output=True, text=True, check=True)
+    expected = subprocess.run(["df", "-Pk", str(tmp_path)], capture_output=True, text=True, check=True)
+    # same filesystem and mount point (the free blocks may move between the two calls)
+    assert out.stdout.split()[-1] == expected.stdout.split()[-1]
+    assert out.stdout.splitlines()[1].split()[0] == expected.stdout.splitlines()[1].split()[0]
+
+
+def test_ping_probes_only_where_the_peer_address_is_known():
+    peer = HostFacts(hccn=(HccnDeviceFacts(4, ip=HccnIp("10.201.2.14", "255.255.255.0")), HccnDeviceFacts(5)))
+    pairs = (PingPair("a", 0, "b", 4), PingPair("a", 1, "b", 5), PingPair("a", 0, "c", 4))
+    probes = ping_probes(pairs, {"b": peer, "c": HostFacts(reachable=False, error="refused")})
+    assert [p.argv[1:] for p in probes] == [("-i", "0", "-ping", "-g", "address", "10.201.2.14")]
+    assert probes[0].parse_failed_output  # a failed ping prints its summary and exits 1
+
+
+def test_report_of_a_healthy_host_then_json_shape():
+    facts = {"n1": facts_with(ip_forward=ProbeOutput(0, "1\n"))}  # `sysctl -n`: the value alone
+    (report,) = host_reports(plan(), facts)
+    assert [(f.name, f.status) for f in report.findings if f.status != "PASS"] == [("npu_memory", "SKIP")]
+    assert report.finding("disk").observed == "6005.1 GB free on /mnt (/dev/nvme0n1p1)"
+    doc = document((report,))
+    assert set(doc) == {"ok", "hosts"} and set(doc["hosts"][0]) == {"host", "address", "reachable", "checks"}
+    assert doc["hosts"][0]["host"] == "n1" and doc["hosts"][0]["address"] == "192.0.2.11"
+
+
+def test_ip_forward_zero_is_the_one_thing_fix_repairs():
+    facts = {"n1": facts_with(ip_forward=ProbeOutput(0, "0\n"))}
+    reports = host_reports(plan(), facts)
+    assert hosts_to_fix(reports) == ("n1",)
+    assert failure_lines(reports) == ["n1 ip_forward: 0 (expected 1); fix: deployctl doctor --fix (sets "
+                                      "net.ipv4.ip_forward=1 now and in /etc/sysctl.d/)"]
+    unknown = host_reports(plan(), {"n1": facts_with(ip_forward=ProbeOutput(127, "", "sysctl: not found"))})
+    assert hosts_to_fix(unknown) == ()  # not read: nothing safe to do
+
+
+def test_unreachable_host_gets_the_host_key_fix():
+    facts = {"n1": HostFacts(reachable=False, error="unknown host key ssh-ed25519 SHA256:abc")}
+    (report,) = host_reports(plan(), facts, {"n1": "ssh-keyscan -p 22 -t ed25519 192.0.2.11 >> kh"})
+    assert [(f.name, f.status, f.fix) for f in report.findings] == [
+        ("ssh", "FAIL", "ssh-keyscan -p 22 -t ed25519 192.0.2.11 >> kh")]
+    assert document((report,))["ok"] is False
+
+
+def test_fix_sets_it_now_and_persistently():
+    transport = FakeTransport("n1")
+    outcome = fix_ip_forward(transport)
+    assert [c.argv for c in transport.ran] == [("sysctl", "-w", "net.ipv4.ip_forward=1")]
+    content, mode = transport.files[SYSCTL_FILE]
+    assert content.endswith(b"\nnet.ipv4.ip_forward = 1\n") and mode == 0o644
+    assert outcome.to_json() == {"host": "n1", "check": "ip_forward", "changed": True, "actions": [
+        "sysctl -w net.ipv4.ip_forward=1", f"wrote {SYSCTL_FILE} (net.ipv4.ip_forward = 1)"]}
+
+
+def test_fix_that_cannot_run_sysctl_says_why_and_writes_nothing():
+    denied = Result(("sysctl",), 255, "", "sysctl: permission denied on key 'net.ipv4.ip_forward'\n")
+    transport = FakeTransport("n1", {("sysctl", "-w", "net.ipv4.ip_forward=1"): denied})
+    outcome = fix_ip_forward(transport)
+    assert transport.files == {}
+    assert outcome.to_json() == {"host": "n1", "check": "ip_forward", "changed": False, "actions": [],
+                                 "error": "sysctl -w net.ipv4.ip_forward=1 failed: sysctl: permission denied on "
+                                          "key 'net.ipv4.ip_forward'"}

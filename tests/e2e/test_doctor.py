@@ -1,0 +1,213 @@
+"""`deployctl doctor` (and `up`'s checks) on the test bed: healthy hosts, then each made unhealthy one way."""
+
+from __future__ import annotations
+
+from tests.e2e.conftest import MODEL, container_ids
+
+REQUIREMENTS = "requirements: {driver: '23.0.6', cards: 8, npu_memory_gb: 64, ip_forward: true, free_disk_gb: 1}\n"
+ASCEND_CHECKS = ["ssh", "npu_count", "npu_health", "npu_memory", "driver", "firmware", "docker", "ip_forward",
+                 "disk", "npu_free"]
+SYSCTL_FILE = "/etc/sysctl.d/99-deployctl.conf"
+
+
+def mixed(host: str, devices: str = "0, 1", port: int = 8380) -> str:
+    return f"topology:\n  mode: mixed\n  instances:\n    - {{host: {host}, devices: [{devices}], port: {port}}}\n"
+
+
+def pd(prefill: str, decode: str, devices: str = "0, 1") -> str:
+    return (f"topology:\n  mode: disaggregated\n  scheduler: {{host: {prefill}, port: 9300}}\n"
+            f"  prefill:\n    - {{host: {prefill}, devices: [{devices}], port: 8388}}\n"
+            f"  decode:\n    - {{host: {decode}, devices: [{devices}], port: 8389}}\n")
+
+
+def write_spec(bed, deployctl, name, topology, hosts):
+    return deployctl.write(bed.spec_yaml(name, topology, hosts_used=hosts, extra=MODEL + REQUIREMENTS))
+
+
+def checks(doc, host):
+    (entry,) = [h for h in doc["hosts"] if h["host"] == host]
+    return entry["checks"]
+
+
+def statuses(doc, host):
+    return [(c["name"], c["status"]) for c in checks(doc, host)]
+
+
+def failing(doc):
+    return [(h["host"], c["name"], c.get("npu")) for h in doc["hosts"] for c in h["checks"] if c["status"] == "FAIL"]
+
+
+def test_healthy_hosts_pass_with_the_contract_shape(bed, deployctl):
+    path = write_spec(bed, deployctl, "doc-ok", mixed("tb1") + "    - {host: tb2, devices: [2, 3], port: 8381}\n",
+                      ["tb1", "tb2"])
+    code, doc = deployctl.json("doctor", path)
+    assert code == 0 and doc["ok"] is True
+    assert set(doc) == {"ok", "hosts"}
+    assert [(h["host"], h["address"], h["reachable"]) for h in doc["hosts"]] == [
+        ("tb1", "10.200.0.11", True), ("tb2", "10.200.0.12", True)]
+    for host in ("tb1", "tb2"):
+        assert statuses(doc, host) == [(name, "PASS") for name in ASCEND_CHECKS]
+        for check in checks(doc, host):
+            assert set(check) == {"name", "status", "observed", "expected", "fix"} and check["fix"] is None
+    assert checks(doc, "tb2")[-1]["observed"] == "NPU 2,3 free"
+    assert checks(doc, "tb1")[4]["observed"] == "23.0.6"
+
+    code, out, err = deployctl("doctor", path)
+    assert code == 0 and "all checks passed on 2 host(s)" in out and "tb2" in out
+
+
+def test_disaggregated_across_hosts_checks_hccn_and_pings(bed, deployctl):
+    path = write_spec(bed, deployctl, "doc-pd", pd("tb1", "tb2"), ["tb1", "tb2"])
+    code, doc = deployctl.json("doctor", path)
+    assert code == 0, failing(doc)
+    hccn = [(n, s) for n, s in statuses(doc, "tb1") if n.startswith("hccn")]
+    assert hccn == [("hccn_ip", "PASS"), ("hccn_link", "PASS"), ("hccn_tls", "PASS"), ("hccn_ping", "PASS")]
+    ping = [c for c in checks(doc, "tb2") if c["name"] == "hccn_ping"][0]
+    assert ping["observed"] == "2 peers answered"
+    pings = [c["argv"] for c in bed.calls("tb1") if "-ping" in c["argv"]]
+    assert ["-i", "0", "-ping", "-g", "address", "10.201.2.10"] in pings
+
+
+def test_wrong_driver_fails_driver_on_that_host_only(bed, deployctl, restore_profiles):
+    bed.set_profile("tb2", driver="23.0.5")
+    path = write_spec(bed, deployctl, "doc-drv", mixed("tb1") + "    - {host: tb2, devices: [0], port: 8381}\n",
+                      ["tb1", "tb2"])
+    code, doc = deployctl.json("doctor", path)
+    assert code == 3 and doc["ok"] is False
+    assert failing(doc) == [("tb2", "driver", None)]
+    driver = [c for c in checks(doc, "tb2") if c["name"] == "driver"][0]
+    assert driver["observed"] == "23.0.5" and driver["expected"] == "exactly 23.0.6"
+    assert driver["fix"].startswith("install Ascend HDK driver 23.0.6")
+
+
+def test_card_alarm_fails_npu_health_naming_the_card(bed, deployctl, restore_profiles):
+    bed.set_profile("tb1", health={5: "Alarm"})
+    code, doc = deployctl.json("doctor", write_spec(bed, deployctl, "doc-alarm", mixed("tb1"), ["tb1"]))
+    assert code == 3
+    assert failing(doc) == [("tb1", "npu_health", 5)]
+    health = [c for c in checks(doc, "tb1") if c["name"] == "npu_health"][0]
+    assert health["observed"] == "NPU 5 health Alarm" and health["npu"] == 5
+
+
+def test_ip_forward_off_then_fix_persists_on_that_host_only_and_is_idempotent(bed, deployctl, restore_profiles):
+    bed.set_ip_forward("tb3", 0)
+    path = write_spec(bed, deployctl, "doc-fwd", mixed("tb3") + "    - {host: tb4, devices: [0], port: 8381}\n",
+                      ["tb3", "tb4"])
+    try:
+        code, doc = deployctl.json("doctor", path)
+        assert code == 3 and failing(doc) == [("tb3", "ip_forward", None)]
+        assert [c for c in checks(doc, "tb3") if c["name"] == "ip_forward"][0]["observed"] == "0"
+
+        code, doc = deployctl.json("doctor", path, "--fix")
+        assert code == 0 and doc["ok"] is True
+        assert doc["fixes"] == [{"host": "tb3", "check": "ip_forward", "changed": True, "actions": [
+            "sysctl -w net.ipv4.ip_forward=1", f"wrote {SYSCTL_FILE} (net.ipv4.ip_forward = 1)"]}]
+        assert ("ip_forward", "PASS") in statuses(doc, "tb3")
+        assert bed.run_on("tb3", ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip() == "1"
+        assert "net.ipv4.ip_forward = 1" in bed.run_on("tb3", ["cat", SYSCTL_FILE]).stdout
+        assert bed.run_on("tb4", ["test", "-e", SYSCTL_FILE], check=False).returncode == 1
+
+        code, out, err = deployctl("doctor", path, "--fix")
+        assert code == 0 and "nothing to fix" in err
+        code, doc = deployctl.json("doctor", path, "--fix")
+        assert code == 0 and doc["fixes"] == []
+    finally:
+        bed.run_on("tb3", ["rm", "-f", SYSCTL_FILE])
+
+
+def test_docker_daemon_stopped_fails_docker(bed, deployctl):
+    bed.stop_dockerd("tb4")
+    try:
+        code, doc = deployctl.json("doctor", write_spec(bed, deployctl, "doc-dkr", mixed("tb4"), ["tb4"]))
+    finally:
+        bed.start_dockerd("tb4")
+    assert code == 3
+    docker = [c for c in checks(doc, "tb4") if c["name"] == "docker"][0]
+    assert docker["status"] == "FAIL" and "daemon not reachable" in docker["observed"]
+    assert "systemctl enable --now docker" in docker["fix"]
+    assert ("tb4", "docker", None) in failing(doc)
+
+
+def test_npu_held_by_another_container_fails_npu_free_naming_it(bed, deployctl):
+    bed.docker_on("tb1", "run", "--detach", "--name", "npu-thief", "--device", "/dev/davinci1", "--init",
+                  bed.base_image, "sleep", "300")
+    try:
+        path = write_spec(bed, deployctl, "doc-busy", mixed("tb1", "1"), ["tb1"])
+        code, doc = deployctl.json("doctor", path)
+        assert code == 3 and failing(doc) == [("tb1", "npu_free", 1)]
+        free = [c for c in checks(doc, "tb1") if c["name"] == "npu_free"][0]
+        assert free["observed"] == "NPU 1 held by container npu-thief (not deployctl's)"
+        assert free["fix"].startswith("stop that container (docker stop npu-thief)")
+
+        other = write_spec(bed, deployctl, "doc-busy2", mixed("tb1", "2"), ["tb1"])
+        assert deployctl.json("doctor", other)[0] == 0  # another NPU of the same host is free
+    finally:
+        bed.docker_on("tb1", "rm", "--force", "npu-thief")
+
+
+def test_missing_device_ip_fails_hccn_ip(bed, deployctl, restore_profiles):
+    ips = list(bed.profile("tb2")["device_ips"])
+    ips[0] = None
+    bed.set_profile("tb2", device_ips=ips)
+    code, doc = deployctl.json("doctor", write_spec(bed, deployctl, "doc-ip", pd("tb1", "tb2"), ["tb1", "tb2"]))
+    assert code == 3
+    assert ("tb2", "hccn_ip", 0) in failing(doc)
+    hccn_ip = [c for c in checks(doc, "tb2") if c["name"] == "hccn_ip"][0]
+    assert hccn_ip["observed"] == "NPU 0: no RoCE IP" and hccn_ip["npu"] == 0
+
+
+def test_link_down_fails_hccn_link(bed, deployctl, restore_profiles):
+    bed.set_profile("tb2", link={1: "DOWN"})
+    code, doc = deployctl.json("doctor", write_spec(bed, deployctl, "doc-link", pd("tb1", "tb2"), ["tb1", "tb2"]))
+    assert code == 3
+    link = [c for c in checks(doc, "tb2") if c["name"] == "hccn_link"]
+    assert [(c["status"], c["npu"], c["observed"]) for c in link] == [("FAIL", 1, "NPU 1: link DOWN")]
+    assert {(h, n) for h, n, _ in failing(doc)} <= {("tb2", "hccn_link"), ("tb2", "hccn_ping")}
+
+
+def test_host_down_is_a_failing_ssh_row_not_a_crash(bed, deployctl):
+    first = bed.hosts[0]
+    code, doc = deployctl.json("doctor", "--host", "root@10.200.0.11:2", "--host", "root@10.200.0.12",
+                               "--identity-file", first.identity_file, "--known-hosts", first.known_hosts)
+    assert code == 3
+    down = doc["hosts"][0]
+    assert (down["host"], down["address"], down["reachable"]) == ("10.200.0.11:2", "10.200.0.11", False)
+    assert [(c["name"], c["status"], c["observed"]) for c in down["checks"]] == [("ssh", "FAIL", "connection refused")]
+    up = doc["hosts"][1]
+    assert up["reachable"] is True and up["checks"][0] == {
+        "name": "ssh", "status": "PASS", "observed": "connected", "expected": "reachable over SSH", "fix": None}
+    # no spec: the default requirements (driver and HBM not pinned, nothing about devices or disk)
+    assert [(c["name"], c["status"]) for c in up["checks"]] == [
+        ("ssh", "PASS"), ("npu_count", "PASS"), ("npu_health", "PASS"), ("npu_memory", "SKIP"), ("driver", "SKIP"),
+        ("firmware", "PASS"), ("docker", "PASS"), ("ip_forward", "PASS"), ("disk", "SKIP"), ("npu_free", "SKIP")]
+
+
+def test_unknown_host_key_fails_ssh_with_fingerprint_and_trust_command(bed, deployctl, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    code, doc = deployctl.json("doctor", "--host", "root@10.200.0.12", "--identity-file", bed.hosts[0].identity_file,
+                               "--known-hosts", str(empty))
+    assert code == 3
+    (ssh,) = doc["hosts"][0]["checks"]
+    assert ssh["status"] == "FAIL" and "unknown host key ssh-ed25519 SHA256:" in ssh["observed"]
+    assert f"ssh-keyscan -p 22 -t ed25519 10.200.0.12 >> {empty}" in ssh["fix"]
+    assert empty.read_text() == ""  # never trusted silently
+
+
+def test_up_refuses_with_exit_3_and_changes_nothing_when_a_check_fails(bed, deployctl, restore_profiles):
+    bed.set_ip_forward("tb3", 0)
+    path = write_spec(bed, deployctl, "doc-up", mixed("tb3", "6, 7", 8382), ["tb3"])
+    try:
+        code, out, err = deployctl("up", path, "--skip", "weights", "--yes")
+        assert code == 3, err
+        assert "tb3 ip_forward: 0 (expected 1)" in err and "nothing was changed" in err
+        assert container_ids(bed, "tb3", "doc-up") == {}
+        assert bed.run_on("tb3", ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip() == "0"
+    finally:
+        deployctl("down", path, "--yes")
+
+
+def test_host_outside_the_spec_is_a_usage_error(bed, deployctl):
+    path = write_spec(bed, deployctl, "doc-usage", mixed("tb1"), ["tb1"])
+    code, out, err = deployctl("doctor", path, "--host", "tb9")
+    assert code == 2 and "not a host of doc-usage" in err
