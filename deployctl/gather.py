@@ -56,6 +56,10 @@ def on_hosts(transports: Mapping[str, Transport], work: Callable[[Transport], T]
 def gather_deploy_facts(spec: Spec, transport: Transport) -> DeployFacts:
     """Containers (all, with labels and devices), the spec image's ID, and hashes of deployctl's files."""
     directories = (ranktable_dir(spec), f"{spec.remote_state_dir}/env")
+    if spec.server == "triton":  # the model repository's files (config.pbtxt, 1/model.json), one level each
+        from deployctl.plan.triton import model_dir
+
+        directories += (model_dir(spec), f"{model_dir(spec)}/1")
     ports = [str(i.port) for i in spec.instances if i.host == transport.name]
     command = Command(("sh", "-c", _DEPLOY_SCRIPT, "sh", spec.image.name or "", *directories, "--", *ports))
     result = transport.run(command, timeout=60)

@@ -40,17 +40,28 @@ def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False):
             facts.update(gather_facts(plan, transports, on_host=progress.answered))
             # an unknown or changed host key: the fix is the exact command that trusts (or forgets) it
             ssh_fixes = {n: e.hint for n, e in errors.items() if isinstance(e, HostKeyError) and e.hint}
-            reports = host_reports(plan, facts, ssh_fixes)
+            weights = _weights_digests(plan, transports)
+            reports = host_reports(plan, facts, ssh_fixes, weights)
             outcomes = None
             if fix:
                 chosen = {n: transports[n] for n in hosts_to_fix(reports)}
                 outcomes = [on_hosts(chosen, fix_ip_forward)[n] for n in chosen]
                 if chosen:  # check again: the table shows the state after the repair
                     facts.update(gather_facts(plan, transports))
-                    reports = host_reports(plan, facts, ssh_fixes)
+                    reports = host_reports(plan, facts, ssh_fixes, weights)
         finally:
             close_all(transports)
     return reports, outcomes
+
+
+def _weights_digests(plan, transports):
+    """Each reachable host's weights manifest digest, when the spec's weights are synced by deployctl."""
+    if not plan.weights_dest or len(transports) < 1:
+        return None
+    from deployctl.gather import on_hosts
+    from deployctl.weights.sync import read_manifest_digest
+
+    return on_hosts(transports, lambda t: read_manifest_digest(t, plan.weights_dest))
 
 
 def _connect(plan, progress, accept_new_host_keys: bool):

@@ -7,7 +7,7 @@ from typing import Mapping, Optional
 
 from deployctl.doctor.targets import DoctorPlan
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks import check_host, check_tls_consistency
+from deployctl.plan.checks import check_host, check_tls_consistency, check_weights_identity
 from deployctl.plan.findings import FAIL, WARN, Finding
 
 
@@ -34,9 +34,11 @@ class HostReport:
 
 
 def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
-                 ssh_fixes: Optional[Mapping[str, str]] = None) -> tuple[HostReport, ...]:
+                 ssh_fixes: Optional[Mapping[str, str]] = None,
+                 weights: Optional[Mapping[str, Optional[str]]] = None) -> tuple[HostReport, ...]:
     """One report per target, in plan order; `ssh_fixes` replaces the generic fix of an `ssh` FAIL
     (an unknown host key's fix is the exact trust command)."""
+    identity = check_weights_identity(weights) if weights else {}
     tls = check_tls_consistency({n: f for n, f in facts.items() if f.reachable}) if plan.disaggregated else {}
     reports = []
     for target in plan.targets:
@@ -49,6 +51,8 @@ def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
         if ssh_fixes and name in ssh_fixes:
             findings = tuple(replace(f, fix=ssh_fixes[name]) if f.name == "ssh" and f.status == FAIL else f
                              for f in findings)
+        if name in identity:
+            findings += (identity[name],)
         reports.append(HostReport(name, target.host.address, host_facts.reachable, findings))
     return tuple(reports)
 

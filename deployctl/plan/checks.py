@@ -5,7 +5,7 @@ so a None fact) is a FAIL with an install fix, never a crash."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
 from deployctl.facts.compat import rows_for_driver
 from deployctl.facts.model import HostFacts, NpuBoard
@@ -269,3 +269,21 @@ def _npu_problem(facts, running, ours, npu, own_deployment) -> Optional[tuple[st
                 f"stop pid {process.pid} (or the container running it) or give the instance other devices")
     return None
 
+
+
+def check_weights_identity(digests: Mapping[str, Optional[str]]) -> dict[str, Finding]:
+    """`weights`: every host holds the same synced weights (manifest digest); hosts missing a manifest WARN."""
+    synced = {d for d in digests.values() if d}
+    if not synced:
+        return {h: Finding("weights", SKIP, "not synced by deployctl", "one manifest digest on every host",
+                           "deployctl weights sync SPEC") for h in digests}
+    findings = {}
+    for host, digest in digests.items():
+        observed = (digest or "no manifest")[:19]
+        if len(synced) > 1:
+            status = FAIL
+        else:
+            status = PASS if digest else WARN
+        fix = "" if status == PASS else "deployctl weights sync SPEC (hosts must serve identical weights)"
+        findings[host] = Finding("weights", status, observed, "identical on every host", fix)
+    return findings

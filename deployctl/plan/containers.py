@@ -49,7 +49,7 @@ class Container:
     secret_env: tuple[EnvVar, ...]
     labels: tuple[tuple[str, str], ...]  # without the digest
     command: tuple[str, ...]
-    gpus: Optional[str] = None  # `--gpus device=0,1` on GPU hosts
+    gpus: Optional[str] = None  # `--gpus device=0` / `--gpus "device=0,1"` on GPU hosts
 
 
 def ranktable_dir(spec: Spec) -> str:
@@ -82,6 +82,10 @@ def serve_args(spec: Spec, instance: Instance) -> tuple[str, ...]:
 
 
 def server_command(spec: Spec, instance: Instance) -> tuple[str, ...]:
+    if spec.server == "triton":
+        from deployctl.plan.triton import tritonserver_command
+
+        return tritonserver_command(spec, instance)
     if spec.mode == "disaggregated":
         return ("sh", START_SERVERS) + serve_args(spec, instance)
     return VLLM_OPENAI + serve_args(spec, instance)
@@ -142,7 +146,15 @@ def container_for(spec: Spec, instance: Instance, ranktables: Optional[Ranktable
     if spec.platform == "gpu":
         devices: tuple[str, ...] = ()
         gpus = "device=" + ",".join(str(d) for d in instance.devices)
+        if len(instance.devices) > 1:
+            # docker reads --gpus as CSV: unquoted, `device=0,1` is device 0 plus a count of 1, and the
+            # daemon refuses "cannot set both Count and DeviceIDs". Docker's documented form quotes it.
+            gpus = f'"{gpus}"'
         mounts = (Mount(spec.weights.dest, spec.weights.dest),) if spec.weights.dest else ()
+        if spec.server == "triton":
+            from deployctl.plan.triton import repository_dir
+
+            mounts += (Mount(repository_dir(spec), repository_dir(spec)),)
     else:
         devices = tuple(f"/dev/davinci{d}" for d in instance.devices) + MANAGER_DEVICES
         mounts = ascend_mounts(spec)
@@ -174,8 +186,9 @@ def env_file_content(container: Container) -> bytes:
     return b"".join(var.name.encode() + b"=" + _secret_bytes(var) + b"\n" for var in container.secret_env)
 
 
-def container_digest(container: Container, image_id: str, ranktable_digest: str = "") -> str:
-    """sha256 over image ID, run arguments, env (secrets by hash), mounts and ranktable content."""
+def container_digest(container: Container, image_id: str, ranktable_digest: str = "",
+                     repository_digest: str = "") -> str:
+    """sha256 over image ID, run arguments, env (secrets by hash), mounts, ranktable and model-repository content."""
     secret_hashes = [
         (v.name, hashlib.sha256(_secret_bytes(v)).hexdigest()) for v in container.secret_env
     ]
@@ -187,6 +200,8 @@ def container_digest(container: Container, image_id: str, ranktable_digest: str 
         "mounts": [m.volume() for m in container.mounts],
         "ranktables": ranktable_digest,
     }
+    if repository_digest:  # only Triton containers read one; Ascend digests stay as they were
+        document["triton_repository"] = repository_digest
     blob = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()
 
@@ -210,7 +225,10 @@ def _run_words(container: Container) -> tuple[str, ...]:
         words += ["--env", f"{var.name}={var.value}"]
     if container.env_file:
         words += ["--env-file", container.env_file]
-    return tuple(words) + (container.image,) + container.command
+    # The server's first word replaces the image's ENTRYPOINT (vllm/vllm-openai has one), so the command runs
+    # the same on every image.
+    words += ["--entrypoint", container.command[0]]
+    return tuple(words) + (container.image,) + container.command[1:]
 
 
 def docker_run(container: Container, digest: str) -> tuple[str, ...]:

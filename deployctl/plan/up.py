@@ -26,6 +26,7 @@ from deployctl.plan.containers import (
     env_file_content,
     ranktable_dir,
 )
+from deployctl.plan import triton
 from deployctl.plan.model import Command, HealthCheck, Plan, PutFile, Secret, Stage, Step
 from deployctl.spec.model import Instance, Spec
 
@@ -97,9 +98,36 @@ def desired_containers(spec: Spec, ranktables: Optional[RanktableFiles]) -> tupl
     return tuple(container_for(spec, instance, ranktables) for instance in spec.instances)
 
 
-def digest_of(container: Container, image_id: str, ranktables: Optional[RanktableFiles]) -> str:
+def digest_of(container: Container, image_id: str, ranktables: Optional[RanktableFiles],
+              spec: Optional[Spec] = None) -> str:
     ranktable_digest = ranktables.digest_for(container.name) if ranktables and container.name in ranktables.local_names else ""
-    return container_digest(container, image_id, ranktable_digest)
+    repository = ""
+    if spec is not None and spec.server == "triton":
+        repository = triton.repository_digest(triton.repository_files(spec, container.instance))
+    return container_digest(container, image_id, ranktable_digest, repository)
+
+
+def health_path(spec: Spec) -> str:
+    """What answers 200 once an instance serves: vLLM's /health; Triton's model-ready (implies server ready)."""
+    if spec.server == "triton":
+        return f"/v2/models/{spec.model.served_name}/ready"
+    return "/health"
+
+
+def triton_repository_puts(spec: Spec) -> dict[str, list[PutFile]]:
+    """Each host's model-repository files; instances on one host must agree on them (one directory)."""
+    wanted: dict[str, dict[str, bytes]] = {}
+    for instance in spec.instances:
+        files = wanted.setdefault(instance.host, {})
+        for path, content in triton.repository_files(spec, instance).items():
+            if files.setdefault(path, content) != content:
+                raise PlanError(
+                    f"{instance.host}: Triton instances of {spec.name!r} need different {path} "
+                    f"(GPU counts differ), but share one model repository on the host",
+                    hint="give every Triton instance on a host the same number of GPUs",
+                )
+    return {host: [PutFile(path, content, 0o644) for path, content in files.items()]
+            for host, files in wanted.items()}
 
 
 def plan_image(spec: Spec, facts: Mapping[str, DeployFacts]) -> Stage:
@@ -122,6 +150,9 @@ def plan_files(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Optiona
         for host in spec.used_hosts:
             for name, content in ranktables.contents.items():
                 wanted[host.name].append(PutFile(f"{ranktable_dir(spec)}/{name}", content, 0o644))
+    if spec.server == "triton":
+        for host, puts in triton_repository_puts(spec).items():
+            wanted[host].extend(puts)
     for container in containers:
         if container.env_file:
             wanted[container.instance.host].append(
@@ -142,11 +173,12 @@ def _content_bytes(put: PutFile) -> bytes:
     return content.encode() if isinstance(content, str) else content
 
 
-def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[int] = None) -> Step:
+def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[int] = None,
+               path: str = "/health") -> Step:
     previous = name + PREVIOUS_SUFFIX
     return Step(
         host, "stop", action, reason, container=name,
-        undo_health=HealthCheck(name, port) if port else None,
+        undo_health=HealthCheck(name, port, path) if port else None,
         commands=(
             Command(("docker", "rm", "--force", previous), check=False),
             Command(("docker", "stop", "--time", "30", name)),
@@ -171,7 +203,7 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Op
         instance = container.instance
         host_facts = facts[instance.host]
         image_id = host_facts.image_id or ""
-        digest = digest_of(container, image_id, ranktables)
+        digest = digest_of(container, image_id, ranktables, spec)
         current = host_facts.container(container.name)
         wave = "scheduler" if instance.role == "scheduler" else "workers"
         action, reason = _decide(current, digest, image_id)
@@ -180,12 +212,13 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Op
             continue
         if action == "replace":
             stops.append(_stop_step(instance.host, container.name, "replace", reason,
-                                    port=instance.port if current and current.running else None))
+                                    port=instance.port if current and current.running else None,
+                                    path=health_path(spec)))
         starts[wave].append(Step(
             instance.host, wave, action, reason, container=container.name,
             commands=(Command(docker_run(container, digest)),),
             undo=(Command(("docker", "rm", "--force", container.name)),),
-            health=HealthCheck(container.name, instance.port),
+            health=HealthCheck(container.name, instance.port, health_path(spec)),
         ))
     wanted = {c.name for c in desired}
     for host in spec.hosts:
@@ -232,7 +265,19 @@ def smoke_targets(spec: Spec) -> tuple[Instance, ...]:
     return spec.instances
 
 
+def triton_smoke_body() -> bytes:
+    """Triton's generate extension: the vLLM backend's inputs as top-level keys, greedy."""
+    return json.dumps({"text_input": SMOKE_PROMPT, "parameters": {"stream": False, "temperature": 0}}).encode()
+
+
 def smoke_command(spec: Spec, instance: Instance) -> Command:
+    if spec.server == "triton":
+        url = f"http://127.0.0.1:{instance.port}/v2/models/{spec.model.served_name}/generate"
+        return Command(
+            ("curl", "--silent", "--show-error", "--fail-with-body", "--max-time", "120",
+             "--header", "Content-Type: application/json", "--data-binary", "@-", url),
+            stdin=triton_smoke_body(),
+        )
     url = f"http://127.0.0.1:{instance.port}/v1/chat/completions"
     return Command(
         ("curl", "--silent", "--show-error", "--fail-with-body", "--max-time", "120",
@@ -241,10 +286,17 @@ def smoke_command(spec: Spec, instance: Instance) -> Command:
     )
 
 
+def server_ready_command(instance: Instance) -> Command:
+    """Triton's server-wide readiness, checked before its smoke request."""
+    return Command(("curl", "--silent", "--show-error", "--fail", "--max-time", "10", "--output", "/dev/null",
+                    f"http://127.0.0.1:{instance.port}/v2/health/ready"))
+
+
 def plan_verify(spec: Spec) -> Stage:
+    ready = spec.server == "triton"
     return Stage("verify", tuple(
         Step(i.host, "verify", "run", f"smoke request to {i.name}", container=i.name,
-             commands=(smoke_command(spec, i),))
+             commands=((server_ready_command(i),) if ready else ()) + (smoke_command(spec, i),))
         for i in smoke_targets(spec)
     ))
 

@@ -169,15 +169,15 @@ def manifest_digests(spec: Spec, transports: Mapping[str, Transport]) -> dict[st
     if not dest:
         return {name: None for name in weights_hosts(spec)}
     hosts = {name: transports[name] for name in weights_hosts(spec) if name in transports}
-    command = Command(("cat", f"{dest}/{MANIFEST_NAME}"), check=False)
+    return on_hosts(hosts, lambda transport: read_manifest_digest(transport, dest))
 
-    def digest(transport: Transport) -> Optional[str]:
-        from deployctl.weights.manifest import parse_manifest
 
-        result = transport.run(command, timeout=60)
-        return manifest_digest(parse_manifest(result.stdout)) if result.ok else None
+def read_manifest_digest(transport: Transport, dest: str) -> Optional[str]:
+    """The digest of the manifest a sync left in `dest` on one host; None when there is none."""
+    from deployctl.weights.manifest import parse_manifest
 
-    return on_hosts(hosts, digest)
+    result = transport.run(Command(("cat", f"{dest}/{MANIFEST_NAME}"), check=False), timeout=60)
+    return manifest_digest(parse_manifest(result.stdout)) if result.ok else None
 
 
 def sync_for_up(spec: Spec, transports: Mapping[str, Transport], ui) -> None:

@@ -124,6 +124,9 @@ def test_sync_three_hosts_rerun_change_and_no_secret(testbed, uploaded, s3_env, 
         code, out, err = deployctl("status", path, "--output", "json")
         assert json.loads(out)["weights"] == {"identical": True,
                                               "hosts": {h: doc["hosts"][0]["manifest_digest"] for h in HOSTS}}
+        code, out, err = deployctl("doctor", path, "--output", "json")
+        checks = {h["host"]: {c["name"]: c["status"] for c in h["checks"]} for h in json.loads(out)["hosts"]}
+        assert {h: c["weights"] for h, c in checks.items()} == {h: "PASS" for h in HOSTS}
     finally:
         testbed.s3.client().put_object(Bucket=testbed.s3.bucket, Key=PREFIX + "config.json",
                                        Body=uploaded["config.json"])

@@ -319,3 +319,15 @@ def test_every_fail_has_a_one_line_fix():
     fails = [f for f in findings if f.status == "FAIL"]
     assert len(fails) >= 10
     assert all(f.fix and "\n" not in f.fix for f in fails), [f for f in fails if not f.fix]
+
+
+def test_weights_identity_pass_skip_warn_fail():
+    from deployctl.plan.checks import check_weights_identity
+
+    same = check_weights_identity({"a": "sha256:1", "b": "sha256:1"})
+    assert {h: f.status for h, f in same.items()} == {"a": "PASS", "b": "PASS"}
+    assert {f.status for f in check_weights_identity({"a": None, "b": None}).values()} == {"SKIP"}
+    partial = check_weights_identity({"a": "sha256:1", "b": None})
+    assert (partial["a"].status, partial["b"].status) == ("PASS", "WARN")
+    differ = check_weights_identity({"a": "sha256:1", "b": "sha256:2"})
+    assert {f.status for f in differ.values()} == {"FAIL"} and "weights sync" in differ["b"].fix

@@ -111,3 +111,11 @@ def test_secret_change_changes_digest_but_value_never_appears_in_it():
     c1 = container_for(s, s.role("prefill")[0], ranktables(s))
     c2 = container_for(s2, s2.role("prefill")[0], ranktables(s2))
     assert container_digest(c1, "i", "r") != container_digest(c2, "i", "r")
+
+
+def test_the_server_command_overrides_the_image_entrypoint():
+    s = spec()
+    argv = docker_run(container_for(s, s.role("prefill")[0], ranktables(s)), "d")
+    image_at = argv.index("deployctl/vllm-ascend:6.3.909")
+    assert argv[image_at - 2:image_at] == ("--entrypoint", "sh")
+    assert argv[image_at + 1] == START_SERVERS

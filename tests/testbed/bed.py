@@ -218,7 +218,7 @@ class Testbed:
             pid = int(pid_file.read_text())
             _signal(pid, signal.SIGTERM)
             deadline = time.monotonic() + 20
-            while _dockerd_alive(pid) and time.monotonic() < deadline:
+            while _alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
         hosts.start_dockerd(host, extra_args)
         hosts.wait_ready(host)
@@ -372,11 +372,3 @@ def _unmount_under(root: Path) -> None:
         targets = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
     for target in sorted(targets, key=len, reverse=True):
         subprocess.run(["umount", "-l", target], capture_output=True)
-
-
-def _dockerd_alive(pid: int) -> bool:
-    """Running (a zombie left for its Popen to reap counts as gone)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False

@@ -201,7 +201,8 @@ def start_sshd(host: TestHost) -> None:
     start_daemon(host, "sshd", ["/usr/sbin/sshd", "-D", "-f", str(config), "-E", str(host.dir / "sshd.log")])
 
 
-def start_dockerd(host: TestHost) -> None:
+def start_dockerd(host: TestHost, extra_args: tuple = ()) -> None:
+    """extra_args: e.g. `--add-runtime nvidia=runc` for a GPU host (the `nvidia` runtime of its daemon config)."""
     docker = host.dir / "docker"
     start_daemon(host, "dockerd", [
         "dockerd", "--data-root", str(docker / "data"), "--exec-root", str(docker / "exec"),
@@ -209,6 +210,7 @@ def start_dockerd(host: TestHost) -> None:
         "--storage-driver", "overlay2", "--iptables=false", "--ip6tables=false",
         # Without --ip-forward=false dockerd sets ip_forward=1 and hides doctor's check.
         "--ip-forward=false", "--bridge=none", "--cgroup-parent", f"/{layout.CGROUP_PREFIX}{host.name}",
+        *extra_args,
     ])
 
 

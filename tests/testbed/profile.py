@@ -104,3 +104,41 @@ def _sync_devices(dev: Path, cards: int) -> None:
     for name in sorted(wanted):
         if not (dev / name).exists():
             os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+
+
+# -- GPU hosts (profile kind "gpu") ---------------------------------------------------------------
+# /usr/bin is shared with the machine; /usr/local is each host's own overlay and on sshd's and dockerd's PATH.
+NVIDIA_SMI = "usr/local/bin/nvidia-smi"
+# dockerd registers its `--gpus` driver only when this prestart hook is on its PATH at start; the fake
+# one reads the OCI state runc writes to it and exits 0, so `--gpus device=N` runs without a GPU.
+NVIDIA_HOOK = "usr/local/bin/nvidia-container-runtime-hook"
+NVIDIA_HOOK_SCRIPT = "#!/bin/sh\ncat > /dev/null\nexit 0\n"
+
+
+def gpu_profile(profile: dict, changes: dict) -> dict:
+    """A GPU host's profile: kind gpu, no NPUs, the fake nvidia-smi's keys (fake_nvidia_smi.GPU_DEFAULTS)."""
+    from tests.testbed import fake_nvidia_smi
+
+    updated = changed(profile, {"cards": 0, **changes})
+    return {**fake_nvidia_smi.GPU_DEFAULTS, **updated, "kind": "gpu"}
+
+
+def nvidia_smi_script() -> str:
+    from tests.testbed import fake_nvidia_smi
+
+    source = Path(fake_nvidia_smi.__file__).read_text()
+    return "#!/usr/bin/python3\n" + source + "\n\nif __name__ == '__main__':\n    sys.exit(main(sys.argv[1:]))\n"
+
+
+def install_gpu_tools(root: Path, runtime: bool) -> None:
+    _write(root, NVIDIA_SMI, nvidia_smi_script(), 0o755)
+    if runtime:
+        _write(root, NVIDIA_HOOK, NVIDIA_HOOK_SCRIPT, 0o755)
+    elif (root / NVIDIA_HOOK).exists():
+        os.unlink(root / NVIDIA_HOOK)
+
+
+def remove_gpu_tools(root: Path) -> None:
+    for relative in (NVIDIA_SMI, NVIDIA_HOOK):
+        if (root / relative).exists():
+            os.unlink(root / relative)

@@ -128,7 +128,13 @@ def load_config(argv, launcher: str, env: Mapping[str, str]) -> Config:
             raise Refusal(str(exc)) from None
     role = layout.role if layout else "mixed"
     devices = _devices(env.get("STANDIN_DEV_DIR") or "/dev")
-    if role != "scheduler":
+    gpus = [d.strip() for d in env.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if gpus and gpus != ["all"] and role == "mixed":
+        # `docker run --gpus device=...` on a GPU host: dockerd's NVIDIA driver sets NVIDIA_VISIBLE_DEVICES.
+        if len(gpus) != args.tp:
+            raise Refusal(f"--tensor-parallel-size {args.tp} but {len(gpus)} GPU(s) visible "
+                          f"(NVIDIA_VISIBLE_DEVICES={','.join(gpus)})")
+    elif role != "scheduler":
         if len(devices) != args.tp:
             raise Refusal(f"--tensor-parallel-size {args.tp} but {len(devices)} NPU device(s) visible "
                           f"({', '.join('davinci' + d for d in devices) or 'none'})")
