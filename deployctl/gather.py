@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Mapping, TypeVar
 
 from deployctl.errors import HostError
-from deployctl.facts.containers import parse_docker_inspect
+from deployctl.facts.docker import parse_docker_inspect
 from deployctl.plan.containers import ranktable_dir
 from deployctl.plan.model import Command
 from deployctl.plan.up import DeployFacts

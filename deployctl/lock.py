@@ -51,6 +51,11 @@ class DeployLock:
                 return self
             if result.exit_code != _LOCKED:
                 raise HostError(self.transport.name, f"cannot take the deploy lock: {result.stderr.strip()}")
+            if holder_is_dead(result.stdout):
+                # Left by a deploy from this machine whose process is gone (killed, or its host dropped
+                # before it could release): nobody holds it any more.
+                self.transport.run(Command(("rm", "-rf", f"{self.state_dir}/lock")), timeout=30)
+                continue
             if time.monotonic() >= deadline:
                 raise HostError(
                     self.transport.name,
@@ -70,6 +75,20 @@ class DeployLock:
         else:
             self.transport.run(Command(("rm", "-rf", f"{self.state_dir}/lock")), timeout=30)
         self.held = False
+
+
+def holder_is_dead(holder_text: str) -> bool:
+    """True when the holder ran on this machine and its process no longer exists."""
+    try:
+        holder = json.loads(holder_text)
+        if holder["host"] != socket.gethostname():
+            return False
+        os.kill(int(holder["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, KeyError, TypeError, PermissionError, OSError):
+        return False
+    return False
 
 
 def _describe(holder_text: str) -> str:

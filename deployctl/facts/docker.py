@@ -130,14 +130,19 @@ def _container_devices(item: dict) -> ContainerDevices:
     paths = tuple(d.get("PathOnHost", "") for d in host_config.get("Devices") or ())
     npus = {int(m.group(1)) for m in map(_DAVINCI.match, paths) if m}
     npus.update(_visible_devices(config.get("Env")))
+    state = item.get("State") or {}
     return ContainerDevices(
         id=item["Id"],
         name=str(item.get("Name", "")).lstrip("/"),
-        running=bool((item.get("State") or {}).get("Running")),
+        running=bool(state.get("Running")),
         labels=tuple(sorted((config.get("Labels") or {}).items())),
         device_paths=paths,
         npu_ids=tuple(sorted(npus)),
         gpu_ids=_gpu_ids(host_config.get("DeviceRequests")),
+        state=str(state.get("Status", "unknown")),
+        exit_code=int(state.get("ExitCode") or 0),
+        image_id=str(item.get("Image", "")),
+        image=str(config.get("Image", "")),
     )
 
 

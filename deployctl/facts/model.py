@@ -324,7 +324,7 @@ class ContainerSummary:
 
 @dataclass(frozen=True)
 class ContainerDevices:
-    """From `docker inspect`: which accelerators a container holds, and its labels."""
+    """From `docker inspect`: a container's state, image, labels and the accelerators it holds."""
 
     id: str
     name: str
@@ -333,6 +333,10 @@ class ContainerDevices:
     device_paths: tuple[str, ...]  # HostConfig.Devices[].PathOnHost
     npu_ids: tuple[int, ...]  # from /dev/davinciN and ASCEND_VISIBLE_DEVICES
     gpu_ids: tuple[str, ...] = ()  # HostConfig.DeviceRequests ids; ("all",) for --gpus all
+    state: str = "unknown"  # running | exited | created | restarting | paused | dead
+    exit_code: int = 0
+    image_id: str = ""
+    image: str = ""  # the name it was started from
 
     def label(self, key: str) -> Optional[str]:
         for name, value in self.labels:

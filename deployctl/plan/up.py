@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from deployctl.errors import PlanError
-from deployctl.facts.containers import ContainerFact
+from deployctl.facts.model import ContainerDevices
 from deployctl.plan.containers import (
     LABEL_DEPLOYMENT,
     LABEL_DIGEST,
@@ -37,12 +37,12 @@ SMOKE_PROMPT = "Say hello in one short sentence."
 class DeployFacts:
     """What `up` needs to know about one host before planning."""
 
-    containers: tuple[ContainerFact, ...] = ()
+    containers: tuple[ContainerDevices, ...] = ()
     image_id: Optional[str] = None  # ID of spec.image.name on the host; None when missing
     file_hashes: Mapping[str, str] = field(default_factory=dict)  # remote path -> sha256 of its content
     health: Mapping[int, bool] = field(default_factory=dict)  # port -> GET /health answered 200
 
-    def container(self, name: str) -> Optional[ContainerFact]:
+    def container(self, name: str) -> Optional[ContainerDevices]:
         for container in self.containers:
             if container.name == name:
                 return container
@@ -55,7 +55,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def owned_containers(spec: Spec, facts: DeployFacts) -> tuple[ContainerFact, ...]:
+def owned_containers(spec: Spec, facts: DeployFacts) -> tuple[ContainerDevices, ...]:
     return tuple(c for c in facts.containers if c.label(LABEL_DEPLOYMENT) == spec.name)
 
 
@@ -83,15 +83,13 @@ def check_devices_free(spec: Spec, facts: Mapping[str, DeployFacts]) -> None:
         )
 
 
-def _held_devices(spec: Spec, container: ContainerFact) -> set[int]:
+def _held_devices(spec: Spec, container: ContainerDevices) -> set[int]:
+    """The NPU (or GPU) ids a container holds; `--gpus all` holds every GPU of the spec's instances."""
     if spec.platform == "gpu":
-        return {int(g) for g in container.gpus if g.isdigit()}
-    held = set()
-    for path in container.devices:
-        suffix = path.rsplit("davinci", 1)[-1] if "/davinci" in path else ""
-        if suffix.isdigit():
-            held.add(int(suffix))
-    return held
+        if "all" in container.gpu_ids:
+            return {d for i in spec.instances for d in i.devices}
+        return {int(g) for g in container.gpu_ids if g.isdigit()}
+    return set(container.npu_ids)
 
 
 def desired_containers(spec: Spec, ranktables: Optional[RanktableFiles]) -> tuple[Container, ...]:
@@ -222,20 +220,26 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Op
         ))
     wanted = {c.name for c in desired}
     for host in spec.hosts:
-        for current in owned_containers(spec, facts.get(host.name, DeployFacts())):
-            if current.name.endswith(PREVIOUS_SUFFIX):
+        owned = owned_containers(spec, facts.get(host.name, DeployFacts()))
+        for current in owned:
+            if not current.name.endswith(PREVIOUS_SUFFIX) and current.name not in wanted:
+                stops.append(_stop_step(host.name, current.name, "remove", "no longer in the spec"))
+        # A stop step removes an old `.previous` itself before renaming; a leftover beside a container that
+        # stays (or is only created now) is removed here — never both, they would race in one stage.
+        stopping = {step.container for step in stops if step.host == host.name}
+        for current in owned:
+            base = current.name[: -len(PREVIOUS_SUFFIX)]
+            if current.name.endswith(PREVIOUS_SUFFIX) and base not in stopping:
                 stops.append(Step(host.name, "stop", "remove", "left over from an interrupted deploy",
                                   container=current.name,
                                   commands=(Command(("docker", "rm", "--force", current.name)),)))
-            elif current.name not in wanted:
-                stops.append(_stop_step(host.name, current.name, "remove", "no longer in the spec"))
     stages = [Stage("stop", tuple(stops)), Stage("workers", tuple(starts["workers"]))]
     if spec.scheduler:
         stages.append(Stage("scheduler", tuple(starts["scheduler"])))
     return tuple(stages)
 
 
-def _decide(current: Optional[ContainerFact], digest: str, image_id: str) -> tuple[str, str]:
+def _decide(current: Optional[ContainerDevices], digest: str, image_id: str) -> tuple[str, str]:
     if current is None:
         return "create", "not running"
     if not image_id:

@@ -115,3 +115,22 @@ def test_a_base_image_that_cannot_be_had_fails_naming_host_and_image(clean, depl
     assert code == 1
     assert "base image deployctl/no-such-base:9 is missing and cannot be pulled" in err and "tb1" in err
     assert image_label(bed, "tb1") is None
+
+
+def test_up_builds_the_image_as_its_image_stage_then_serves(clean, deployctl):
+    bed = clean
+    (deployctl.tmp_path / package_name()).write_bytes(package())
+    extra = (f"image:\n  name: {IMAGE}\n  build: {{base: '{bed.standin_image}', packages: {package_name()}}}\n"
+             "weights: {source: s3://models/tiny/, dest: /srv/weights/tiny}\n"
+             "model: {served_name: tiny, max_model_len: 2048, max_num_batched_tokens: 2048}\n")
+    path = deployctl.write(bed.spec_yaml("e2e-img-up", TOPOLOGY.replace("8310", "8312").replace("8311", "8313"),
+                                         hosts_used=["tb1", "tb2"], extra=extra))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        assert all(i["healthy"] for i in doc["instances"]) and len(doc["smoke"]) == 2
+        assert image_label(bed, "tb1") == image_label(bed, "tb2") is not None
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["changed"] is False
+    finally:
+        deployctl("down", path, "--yes")

@@ -172,3 +172,20 @@ def test_secret_env_reaches_the_container_only_through_a_0600_file(bed, deployct
         assert not any("tok-4f9a1c" in a for a in args)
     finally:
         deployctl("down", path, "--yes")
+
+
+def test_logs_prefix_each_line_with_its_instance_and_up_bench_measures(bed, deployctl, tmp_path):
+    path = deployctl.write(spec(bed, "e2e-logs", MIXED.replace("8180", "8185").replace("[0, 1]", "[6, 7]"), ["tb3"]))
+    try:
+        code, out, err = deployctl("up", path, "--skip", "weights", "--bench")
+        assert code == 0, err
+        assert "ttft" in (out + err).lower()  # the short bench after the deploy printed its table
+        code, out, err = deployctl("logs", path, "--tail", "5")
+        assert code == 0
+        lines = out.splitlines()
+        assert lines and all(line.startswith("e2e-logs-mixed-0 | ") for line in lines)
+        assert any("startup complete" in line for line in lines) or len(lines) == 5
+        code, out, err = deployctl("logs", path, "no-such-instance")
+        assert code == 2 and "instances: e2e-logs-mixed-0" in err
+    finally:
+        deployctl("down", path, "--yes")

@@ -87,3 +87,46 @@ def test_container_that_crashes_at_start_fails_at_once_with_its_log(bed, deployc
     assert "e2e-crash-mixed-0 exited while starting" in err
     assert "refusing to start" in err  # the container's own last log lines
     assert container_ids(bed, "tb4", "e2e-crash") == {}
+
+
+def sshd_pids(bed, host: str) -> list[int]:
+    """sshd processes (listener and sessions) inside one host's network namespace only."""
+    pids = subprocess.run(["ip", "netns", "pids", bed.host(host).netns], capture_output=True, text=True).stdout.split()
+    found = []
+    for pid in pids:
+        try:
+            if open(f"/proc/{pid}/comm").read().strip() == "sshd":
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_host_that_drops_mid_up_is_named_and_a_rerun_converges(bed, deployctl):
+    from tests.testbed import hosts
+
+    good = spec(bed, "e2e-drop")
+    path = deployctl.write(good)
+    try:
+        assert deployctl("up", path, "--skip", "weights")[0] == 0
+        path.write_text(spec(bed, "e2e-drop", env="env: {STANDIN_STARTUP_S: '60'}\n"))
+        process = subprocess.Popen([sys.executable, "-m", "deployctl", "up", str(path), "--skip", "weights", "--yes"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "NO_COLOR": "1"})
+        assert wait_for(lambda: "e2e-drop-mixed-0.previous" in container_ids(bed, "tb4", "e2e-drop"))
+        for pid in sshd_pids(bed, "tb4"):  # the host drops off the network mid-deploy
+            os.kill(pid, signal.SIGKILL)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 1, err
+        assert "tb4 (10.200.0.14)" in err and "Traceback" not in err
+    finally:
+        hosts.start_sshd(bed.host("tb4"))
+        assert wait_for(lambda: hosts._tcp_open("10.200.0.14", 22))
+    try:
+        path.write_text(good)  # the host is back: the re-run converges on the spec
+        code, doc = deployctl.json("up", path, "--skip", "weights", "--yes")
+        assert code == 0, doc
+        assert [(i["state"], i["healthy"]) for i in doc["instances"]] == [("running", True)]
+        assert list(container_ids(bed, "tb4", "e2e-drop")) == ["e2e-drop-mixed-0"]
+    finally:
+        deployctl("down", path, "--yes")

@@ -10,7 +10,7 @@ import pytest
 
 from deployctl.commands.up import smoke_answers
 from deployctl.errors import PlanError
-from deployctl.facts.containers import ContainerFact
+from tests.plan.test_up import container_fact
 from deployctl.plan import triton
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for, docker_run
 from deployctl.plan.up import DeployFacts, digest_of, plan_up
@@ -124,7 +124,7 @@ def running(s, image_id="sha256:img"):
     instance = s.instances[0]
     labels = {LABEL_DEPLOYMENT: s.name, "deployctl.role": "mixed",
               LABEL_DIGEST: digest_of(container_for(s, instance), image_id, None, s)}
-    return (ContainerFact("id1", instance.name, "running", 0, image_id, s.image.name, labels, (), ("0",)),)
+    return (container_fact("id1", instance.name, "running", image_id, labels, gpus=("0",)),)
 
 
 def test_fresh_plan_writes_the_repository_before_starting_and_checks_triton_health():

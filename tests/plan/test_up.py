@@ -3,10 +3,17 @@
 import pytest
 
 from deployctl.errors import PlanError
-from deployctl.facts.containers import ContainerFact
-from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
+from deployctl.facts.model import ContainerDevices
+from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, RanktableFiles, container_for
 from deployctl.plan.up import DeployFacts, digest_of, plan_down, plan_up
 from tests.plan.test_containers import PD, ranktables, spec
+
+
+def container_fact(id_, name, state, image_id, labels, npus=(), gpus=()):
+    """A container as `docker inspect` describes it (facts.docker.parse_docker_inspect)."""
+    return ContainerDevices(id_, name, state == "running", tuple(sorted(labels.items())),
+                            tuple(f"/dev/davinci{n}" for n in npus), tuple(npus), tuple(gpus),
+                            state=state, image_id=image_id, image="img")
 
 
 def running(s, rts, image_id="sha256:img", **overrides):
@@ -17,9 +24,8 @@ def running(s, rts, image_id="sha256:img", **overrides):
         labels = {LABEL_DEPLOYMENT: s.name, "deployctl.role": instance.role,
                   LABEL_DIGEST: digest_of(container, image_id, rts)}
         state = overrides.get(instance.name, "running")
-        devices = tuple(f"/dev/davinci{d}" for d in instance.devices)
-        containers.append(ContainerFact("id-" + instance.name, instance.name, state, 0, image_id, s.image.name,
-                                        labels, devices))
+        containers.append(container_fact("id-" + instance.name, instance.name, state, image_id, labels,
+                                         instance.devices))
     return containers
 
 
@@ -89,7 +95,7 @@ def test_exited_container_is_recreated():
 def test_npu_held_by_someone_else_is_refused_naming_the_holder():
     s = spec()
     rts = ranktables(s)
-    stranger = ContainerFact("x", "someone-elses", "running", 0, "i", "img", {}, ("/dev/davinci5",))
+    stranger = container_fact("x", "someone-elses", "running", "i", {}, (5,))
     with pytest.raises(PlanError, match="NPU 5 .* held by container 'someone-elses'"):
         plan_up(s, facts_for(s, rts, [stranger]), rts)
 
@@ -97,8 +103,8 @@ def test_npu_held_by_someone_else_is_refused_naming_the_holder():
 def test_container_no_longer_in_spec_is_retired_and_strangers_untouched():
     s = spec()
     rts = ranktables(s)
-    stray = ContainerFact("y", "llama2-13b-pd-decode-1", "running", 0, "i", "img", {LABEL_DEPLOYMENT: s.name}, ())
-    other = ContainerFact("z", "other-app", "running", 0, "i", "img", {LABEL_DEPLOYMENT: "other"}, ())
+    stray = container_fact("y", "llama2-13b-pd-decode-1", "running", "i", {LABEL_DEPLOYMENT: s.name})
+    other = container_fact("z", "other-app", "running", "i", {LABEL_DEPLOYMENT: "other"})
     plan = plan_up(s, facts_for(s, rts, running(s, rts) + [stray, other]), rts)
     assert actions(plan)[("stop", "llama2-13b-pd-decode-1")] == "remove"
     assert not any(step.container == "other-app" for step in plan.steps)
@@ -116,3 +122,30 @@ def test_missing_image_is_pulled_and_plan_json_has_argv():
     assert document["deployment"] == "llama2-13b-pd"
     assert any(entry["argv"][:2] == ["docker", "run"] for entry in document["steps"])
     assert "hf_sekrit_value" not in str(document)
+
+
+def test_a_changed_global_ranktable_replaces_every_pd_container():
+    s = spec()
+    rts = ranktables(s)
+    hashes = {**file_hashes(s, rts), **env_hashes(s, rts)}
+    moved = RanktableFiles(rts.global_name, rts.local_names,
+                           {**rts.contents, rts.global_name: b'{"an instance moved": true}'})
+    plan = plan_up(s, facts_for(s, moved, running(s, rts), hashes=hashes), moved)
+    replaced = {c for (stage, c), a in actions(plan).items() if a == "replace" and stage != "stop"}
+    assert replaced == {i.name for i in s.instances}
+    files = next(stage for stage in plan.stages if stage.name == "files").steps[0]
+    assert [p.path for p in files.puts] == [f"/var/lib/deployctl/{s.name}/ranktables/{rts.global_name}"]
+
+
+def test_leftover_previous_is_removed_once_never_beside_its_own_replacement():
+    s = spec()
+    rts = ranktables(s)
+    hashes = {**file_hashes(s, rts), **env_hashes(s, rts)}
+    leftovers = [container_fact(f"p{n}", f"{i.name}.previous", "exited", "i", {LABEL_DEPLOYMENT: s.name})
+                 for n, i in enumerate(s.instances)]
+    containers = running(s, rts, **{"llama2-13b-pd-prefill-0": "exited"}) + leftovers
+    plan = plan_up(s, facts_for(s, rts, containers, hashes=hashes), rts)
+    stop = [(step.container, step.action) for step in plan.steps if step.stage == "stop"]
+    assert ("llama2-13b-pd-prefill-0", "replace") in stop
+    assert ("llama2-13b-pd-prefill-0.previous", "remove") not in stop  # the replace step removes it first
+    assert ("llama2-13b-pd-decode-0.previous", "remove") in stop

@@ -130,8 +130,8 @@ def render(argv, profile):
 
 
 def main(argv):
-    try:
-        with open(PROFILE_PATH) as handle:
+    try:  # $DEPLOYCTL_FAKE_DIR: see fakes.load_profile
+        with open(os.environ.get("DEPLOYCTL_FAKE_DIR", "/etc/deployctl-fake") + "/profile.json") as handle:
             profile = json.load(handle)
     except OSError:
         profile = {}

@@ -13,7 +13,8 @@ import os
 import sys
 import time
 
-PROFILE_PATH = "/etc/deployctl-fake/profile.json"
+FAKE_DIR = "/etc/deployctl-fake"
+PROFILE_PATH = FAKE_DIR + "/profile.json"
 HCCN_CONF_PATH = "/etc/hccn.conf"
 
 # Per-card readings of an idle Atlas 800T A2 (the values of the formats' 910B3 sample), so a
@@ -349,8 +350,9 @@ def _profile_from_hccn_conf():
 
 
 def load_profile(tool):
+    # $DEPLOYCTL_FAKE_DIR: unit tests run the installed tools against a profile in a temporary directory.
     try:
-        with open(PROFILE_PATH) as handle:
+        with open(os.environ.get("DEPLOYCTL_FAKE_DIR", FAKE_DIR) + "/profile.json") as handle:
             return json.load(handle)
     except OSError:
         return _profile_from_hccn_conf() if tool == "hccn_tool" else {}

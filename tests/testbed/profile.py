@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
-from tests.testbed import fakes, layout
+from tests.testbed import fakes, layout, prerender
 
 FAKE_TOOLS = {
     "usr/local/sbin/npu-smi": "npu-smi",
@@ -62,10 +64,8 @@ def changed(profile: dict, changes: dict) -> dict:
 
 
 def tool_script(tool: str) -> str:
-    """The fake tool's file: fakes.py itself plus a shebang and an entry point."""
-    source = Path(fakes.__file__).read_text()
-    entry = f"\n\nif __name__ == '__main__':\n    sys.exit(main({tool!r}, sys.argv[1:]))\n"
-    return "#!/usr/bin/python3\n" + source + entry
+    """The fake tool's file: a sh script printing pre-rendered answers, fakes.py as its fallback."""
+    return prerender.fakes_tool(tool)
 
 
 def _write(root: Path, relative: str, text: str, mode: int = 0o644) -> None:
@@ -88,11 +88,33 @@ def apply_profile(root: Path, profile: dict) -> None:
     """Write the profile and everything derived from it (files, /dev nodes) under a host's root."""
     full = fakes.with_defaults(profile)
     _write(root, fakes.PROFILE_PATH.lstrip("/"), json.dumps(full, indent=2) + "\n")
+    write_outputs(root / prerender.FAKE_DIR.lstrip("/"), full)
     _write(root, "etc/hccn.conf", fakes.render_hccn_conf(full))
     _write(root, "usr/local/Ascend/driver/version.info", VERSION_INFO.format(driver=full["driver"]))
     status = "incomplete" if full["trailing_warning"] else "complete"
     _write(root, "etc/ascend_install.info", ASCEND_INSTALL_INFO.format(status=status))
     _sync_devices(root / "dev", int(full["cards"]))
+
+
+_generation = itertools.count()
+
+
+def write_outputs(fake_dir: Path, profile: dict) -> None:
+    """Pre-render the tools' answers into out-<n>/, point the `out` link at it (atomic), drop older ones."""
+    fake_dir.mkdir(parents=True, exist_ok=True)
+    name = f"{prerender.OUT_LINK}-{os.getpid()}-{next(_generation)}"
+    target = fake_dir / name
+    for relative, text in prerender.files(profile).items():
+        path = target / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    link = fake_dir / prerender.OUT_LINK
+    tmp = fake_dir / (name + ".link")
+    os.symlink(name, tmp)  # relative: resolves inside the host's own mount namespace
+    os.replace(tmp, link)
+    for old in fake_dir.glob(f"{prerender.OUT_LINK}-*"):
+        if old.name != name and old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _sync_devices(dev: Path, cards: int) -> None:
@@ -124,10 +146,7 @@ def gpu_profile(profile: dict, changes: dict) -> dict:
 
 
 def nvidia_smi_script() -> str:
-    from tests.testbed import fake_nvidia_smi
-
-    source = Path(fake_nvidia_smi.__file__).read_text()
-    return "#!/usr/bin/python3\n" + source + "\n\nif __name__ == '__main__':\n    sys.exit(main(sys.argv[1:]))\n"
+    return prerender.nvidia_smi_tool()
 
 
 def install_gpu_tools(root: Path, runtime: bool) -> None:
