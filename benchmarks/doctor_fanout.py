@@ -1,14 +1,19 @@
-"""`deployctl doctor` on 32 hosts vs 1 host, beside the same checks as an ansible-core playbook (forks = hosts).
+"""`deployctl doctor` on 32 hosts vs 1 host, beside the same commands run by ansible-core (forks = hosts) and by
+the SSH libraries asyncssh (known_hosts checked) and parallel-ssh (libssh2; it has no host-key checking).
 
 Run as root, inside the bed lock (the script does not take it: flock(1) already holds it):
     flock /tmp/dctl-bed.lock python -m benchmarks.doctor_fanout [--hosts 32] [--rounds 3]
-Installs ansible-core with pip when it is missing. Prints each figure (median of the rounds) and the ratios.
+Installs ansible-core, asyncssh and parallel-ssh with pip when missing. Prints each figure (median of the rounds),
+the ratios, and the CPU seconds deployctl's own process spent on the N-host doctor.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib.util
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -30,6 +35,55 @@ COMMANDS = (
     "docker ps --no-trunc --format '{{ '{{' }}json .{{ '}}' }}'", "df -Pk /",
     "/usr/local/Ascend/driver/tools/hccn_tool -i 0 -ip -g",
 )
+
+
+# the same commands without the Jinja escaping ansible needs
+RAW_COMMANDS = tuple(c.replace("{{ '{{' }}", "{{").replace("{{ '}}' }}", "}}") for c in COMMANDS)
+
+
+def ensure_libraries() -> None:
+    missing = [pkg for pkg, module in (("asyncssh", "asyncssh"), ("parallel-ssh", "pssh")) if not importlib.util.find_spec(module)]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+
+
+def run_asyncssh(hosts) -> float:
+    """One connection per host (host key checked against known_hosts), the commands one after another on it."""
+    import asyncssh
+
+    async def one(host):
+        async with asyncssh.connect(host.address, username="root", client_keys=[host.identity_file],
+                                    known_hosts=host.known_hosts, agent_path=None) as conn:
+            return [(await conn.run(command, check=False)).exit_status for command in RAW_COMMANDS]
+
+    async def everyone():
+        return await asyncio.gather(*(one(h) for h in hosts))
+
+    started = time.monotonic()
+    codes = asyncio.run(everyone())
+    elapsed = time.monotonic() - started
+    if any(code is None for host_codes in codes for code in host_codes):
+        raise SystemExit(f"asyncssh: a command did not finish: {codes}")
+    return elapsed
+
+
+def run_pssh(hosts) -> float:
+    """ParallelSSHClient (native libssh2 client): each command on all hosts at once, output read, then the next."""
+    from pssh.clients import ParallelSSHClient
+
+    started = time.monotonic()
+    client = ParallelSSHClient([h.address for h in hosts], user="root", pkey=hosts[0].identity_file,
+                               pool_size=len(hosts), num_retries=1, timeout=30)
+    for command in RAW_COMMANDS:
+        output = client.run_command(command, stop_on_errors=True)
+        client.join(output)
+        for host_output in output:
+            list(host_output.stdout)
+            if host_output.exit_code is None:
+                raise SystemExit(f"parallel-ssh: {command!r} did not finish on {host_output.host}")
+    elapsed = time.monotonic() - started
+    del client  # closes the sessions
+    return elapsed
 
 
 def ensure_ansible() -> str:
@@ -71,12 +125,21 @@ def run_ansible(binary: str, work: Path, hosts) -> float:
     return elapsed
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+CPU_OF_LAST_DOCTOR = [0.0]  # this process's CPU seconds during the last run_doctor
+
+
 def run_doctor(hosts) -> float:
     first = hosts[0]
     plan = plan_for_hosts(tuple(f"root@{h.address}" for h in hosts), first.identity_file, first.known_hosts)
-    started = time.monotonic()
+    started, cpu = time.monotonic(), _cpu()
     reports, _ = examine(plan, UI(output="json", quiet=True))
     elapsed = time.monotonic() - started
+    CPU_OF_LAST_DOCTOR[0] = _cpu() - cpu
     unreachable = [r.host for r in reports if not r.reachable]
     if unreachable:
         raise SystemExit(f"doctor could not reach {unreachable}")
@@ -89,6 +152,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     binary = ensure_ansible()
+    ensure_libraries()
     mark = time.monotonic()
     bed = Testbed(args.hosts).up(args.hosts, with_images=False)
     print(f"test bed: {args.hosts} hosts up in {time.monotonic() - mark:.1f} s", flush=True)
@@ -96,21 +160,35 @@ def main() -> None:
     try:
         (work / "doctor.yml").write_text(playbook())
         one, many = bed.hosts[:1], bed.hosts
-        run_doctor(one), run_ansible(binary, work, one)  # warm caches (python imports, ssh binaries)
-        figures = {key: [] for key in ("doctor-1", "doctor-N", "ansible-1", "ansible-N")}
+        # warm caches (python imports, ssh binaries)
+        run_doctor(one), run_ansible(binary, work, one), run_asyncssh(one), run_pssh(one)
+        runners = {"doctor": run_doctor, "ansible": lambda hs: run_ansible(binary, work, hs),
+                   "asyncssh": run_asyncssh, "pssh": run_pssh}
+        figures = {f"{name}-{size}": [] for name in runners for size in ("1", "N")}
+        doctor_cpu = []
         for _ in range(args.rounds):
-            figures["doctor-1"].append(run_doctor(one))
-            figures["doctor-N"].append(run_doctor(many))
-            figures["ansible-1"].append(run_ansible(binary, work, one))
-            figures["ansible-N"].append(run_ansible(binary, work, many))
+            for name, runner in runners.items():
+                figures[f"{name}-1"].append(runner(one))
+                figures[f"{name}-N"].append(runner(many))
+                if name == "doctor":
+                    doctor_cpu.append(CPU_OF_LAST_DOCTOR[0])
         median = {key: statistics.median(values) for key, values in figures.items()}
         n = args.hosts
-        print(f"deployctl doctor:   1 host {median['doctor-1']:.2f} s, {n} hosts {median['doctor-N']:.2f} s, "
-              f"ratio {median['doctor-N'] / median['doctor-1']:.2f}x (target <= 1.5x)")
-        print(f"ansible-core (forks={n}, pipelining, {len(COMMANDS)} shell tasks): 1 host {median['ansible-1']:.2f} s, "
-              f"{n} hosts {median['ansible-N']:.2f} s, ratio {median['ansible-N'] / median['ansible-1']:.2f}x")
+        labels = {
+            "doctor": "deployctl doctor (one round trip per host)",
+            "ansible": f"ansible-core (forks={n}, pipelining, {len(COMMANDS)} shell tasks)",
+            "asyncssh": "asyncssh (known_hosts checked, commands in turn on one connection per host)",
+            "pssh": "parallel-ssh (libssh2, NO host-key check, each command on all hosts, then the next)",
+        }
+        for name, label in labels.items():
+            one_s, many_s = median[f"{name}-1"], median[f"{name}-N"]
+            print(f"{label}: 1 host {one_s:.2f} s, {n} hosts {many_s:.2f} s, ratio {many_s / one_s:.2f}x"
+                  + (" (target <= 1.5x)" if name == "doctor" else ""))
+        best = min(("asyncssh", "pssh"), key=lambda name: median[f"{name}-N"])
+        print(f"deployctl's own CPU on {n} hosts (median): {statistics.median(doctor_cpu):.2f} s")
         print(f"{n} hosts: doctor {median['doctor-N']:.2f} s vs ansible {median['ansible-N']:.2f} s "
-              f"({median['ansible-N'] / median['doctor-N']:.1f}x faster)")
+              f"({median['ansible-N'] / median['doctor-N']:.1f}x faster), vs the faster library ({best}) "
+              f"{median[best + '-N']:.2f} s ({median[best + '-N'] / median['doctor-N']:.1f}x faster)")
         print("all rounds (s): " + ", ".join(f"{k}={[round(v, 2) for v in vals]}" for k, vals in figures.items()))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -98,7 +98,7 @@ def render_status(ui: UI, spec, rows: list, title: str = "") -> None:
 
     table = Table(title=title or None, title_justify="left")
     for column in ("instance", "role", "host", "devices", "port", "state", "health", "image"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column == "instance")
     for row in rows:
         health = "[green]healthy[/]" if row["healthy"] else "[red]unhealthy[/]"
         state_style = "green" if row["state"] == "running" else "red"

@@ -46,10 +46,11 @@ def test_healthy_hosts_pass_with_the_contract_shape(bed, deployctl):
     assert [(h["host"], h["address"], h["reachable"]) for h in doc["hosts"]] == [
         ("tb1", "10.200.0.11", True), ("tb2", "10.200.0.12", True)]
     for host in ("tb1", "tb2"):
-        assert statuses(doc, host) == [(name, "PASS") for name in ASCEND_CHECKS]
-        for check in checks(doc, host):
+        # the weights were placed by hand, not synced: nothing to compare yet
+        assert statuses(doc, host) == [(name, "PASS") for name in ASCEND_CHECKS] + [("weights", "SKIP")]
+        for check in checks(doc, host)[:-1]:
             assert set(check) == {"name", "status", "observed", "expected", "fix"} and check["fix"] is None
-    assert checks(doc, "tb2")[-1]["observed"] == "NPU 2,3 free"
+    assert checks(doc, "tb2")[-2]["observed"] == "NPU 2,3 free"
     assert checks(doc, "tb1")[4]["observed"] == "23.0.6"
 
     code, out, err = deployctl("doctor", path)

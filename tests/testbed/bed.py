@@ -60,6 +60,7 @@ class Testbed:
         self.base_image = layout.BASE_IMAGE
         self.standin_image = layout.STANDIN_IMAGE
         self.timings: dict = {}
+        self._wanted = None  # Future of {image: hash}, computed while the hosts come up
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -71,6 +72,9 @@ class Testbed:
         self.timings["install"] = time.monotonic() - started
         if n_hosts is not None:
             self.hosts = [hosts.describe(i) for i in range(1, n_hosts + 1)]
+        hashing = ThreadPoolExecutor(max_workers=1)
+        self._wanted = hashing.submit(images.wanted_hashes) if with_images else None
+        hashing.shutdown(wait=False)
         cleanup_leftovers()
         mark = time.monotonic()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -98,9 +102,18 @@ class Testbed:
         return time.monotonic() - started
 
     def load_images(self) -> None:
+        """Build on the first engine and ship to the others what the cache did not already seed."""
+        wanted = self._wanted.result() if self._wanted else images.wanted_hashes()
         first = self.hosts[0].docker_socket
-        wanted = images.build_on(first)
-        images.ship(first, [h.docker_socket for h in self.hosts[1:]], wanted)
+        needy = images.lacking([h.docker_socket for h in self.hosts], wanted)
+        if not needy:
+            return
+        images.build_on(first, wanted)
+        images.ship(first, [s for s in needy if s != first], wanted)
+        # An engine that only `docker load` wrote (not the builder) becomes the cache for the next bed.
+        loaded = [h for h in self.hosts[1:] if h.docker_socket in needy]
+        if loaded:
+            images.save_engine(loaded[0].docker_data, images.engine_key(wanted))
 
     def _client_keys(self) -> None:
         ssh = layout.ssh_dir()
@@ -119,6 +132,8 @@ class Testbed:
         self.reset_profile(host.name)
         self._write_etc_hosts(root)
         hosts.start_sshd(host)
+        if self._wanted is not None:  # before dockerd starts: it reads its image store only then
+            images.seed_engine(host.docker_data, images.engine_key(self._wanted.result()))
         hosts.start_dockerd(host)
         hosts.wait_ready(host)
 

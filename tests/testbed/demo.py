@@ -36,22 +36,15 @@ def run(tear_down: bool = False) -> int:
         for name, data in files.items():
             client.put_object(Bucket=bed.s3.bucket, Key=MODEL_PREFIX + name, Body=data)
         print(f"uploaded {len(files)} files to s3://{bed.s3.bucket}/{MODEL_PREFIX}")
-        for host in bed.hosts:
-            # Until `deployctl weights sync` exists, place the weights on each host by hand.
-            target = host.dir / "srv" / "weights" / "demo-tiny"
-            target.mkdir(parents=True, exist_ok=True)
-            for name, data in files.items():
-                (target / name).write_bytes(data)
-        print("placed the model at /srv/weights/demo-tiny on " + ", ".join(h.name for h in bed.hosts))
-        argv = [sys.executable, "-m", "deployctl", "up", str(PLAYBOOK), "--yes", "--skip", "image,weights"]
+        # The whole flow: checks, weights from S3 to both hosts, ranktables, containers, health, smoke request.
+        argv = [sys.executable, "-m", "deployctl", "up", str(PLAYBOOK), "--yes"]
         print("$ " + " ".join(argv[2:]).replace("-m deployctl", "deployctl"), flush=True)
         result = subprocess.run(argv, env={**os.environ, **bed.s3.env()}, capture_output=True, text=True)
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
         if result.returncode != 0:
-            missing = "not implemented yet" in (result.stdout + result.stderr)
-            step = "`deployctl up` is not built yet" if missing else f"`deployctl up` failed (exit {result.returncode})"
-            print(f"demo stopped: {step}; the test bed is {'down' if tear_down else 'still up'}.", file=sys.stderr)
+            print(f"demo stopped: `deployctl up` failed (exit {result.returncode}); the test bed is "
+                  f"{'down' if tear_down else 'still up'}.", file=sys.stderr)
             return result.returncode or 1
         answer = chat(bed)
         print(f"answer from {ENDPOINT}: {answer}")

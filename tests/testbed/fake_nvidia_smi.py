@@ -1,7 +1,7 @@
 """Fake `nvidia-smi` for GPU test hosts: renders the real formats (tests/fixtures/formats/nvidia-smi/) from a profile.
 
-Copied verbatim (with a shebang and an entry point) to a GPU host's /usr/local/bin/nvidia-smi, so it stays
-standalone: stdlib only, Python >= 3.7. The renderer is pure (argv, profile -> stdout, exit code).
+Embedded verbatim (with an entry point) as the fallback of the sh tool at a GPU host's /usr/local/bin/nvidia-smi
+(prerender.py), so it stays standalone: stdlib only, Python >= 3.7. The renderer is pure (argv, profile -> stdout, exit code).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Fake `npu-smi` and `hccn_tool`: render the real vendor formats from a host profile.
 
-This file is copied verbatim (with a shebang and an entry point) to each test host's
-/usr/local/sbin/npu-smi and /usr/local/Ascend/driver/tools/hccn_tool, so it must stay
+This file is embedded verbatim (with an entry point) as the fallback of the sh tools installed at each test
+host's /usr/local/sbin/npu-smi and /usr/local/Ascend/driver/tools/hccn_tool (prerender.py), so it must stay
 standalone: stdlib only, Python >= 3.7 (containers and hosts run whatever python3 they have).
 The renderers are pure (profile dict in, (stdout, stderr, exit code) out); only `main` does I/O.
 """

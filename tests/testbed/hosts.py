@@ -88,6 +88,11 @@ class TestHost:
         return self.dir / "docker" / "docker.sock"
 
     @property
+    def docker_data(self) -> Path:
+        """The engine's --data-root."""
+        return self.dir / "docker" / "data"
+
+    @property
     def calls_log(self) -> Path:
         return self.dir / "calls.log"
 
@@ -205,7 +210,7 @@ def start_dockerd(host: TestHost, extra_args: tuple = ()) -> None:
     """extra_args: e.g. `--add-runtime nvidia=runc` for a GPU host (the `nvidia` runtime of its daemon config)."""
     docker = host.dir / "docker"
     start_daemon(host, "dockerd", [
-        "dockerd", "--data-root", str(docker / "data"), "--exec-root", str(docker / "exec"),
+        "dockerd", "--data-root", str(host.docker_data), "--exec-root", str(docker / "exec"),
         "--pidfile", str(docker / "dockerd.pid"), "-H", f"unix://{host.docker_socket}",
         "--storage-driver", "overlay2", "--iptables=false", "--ip6tables=false",
         # Without --ip-forward=false dockerd sets ip_forward=1 and hides doctor's check.

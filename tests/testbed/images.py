@@ -144,26 +144,43 @@ def standin_hash(base: str) -> str | None:
     return digest.hexdigest()[:16]
 
 
-def build_on(socket: Path) -> dict:
-    """Make sure one engine holds the base and stand-in images; return {image: hash} it holds."""
+def wanted_hashes() -> dict:
+    """{image: content hash} the bed's engines must hold."""
     base = base_hash()
-    if image_hash(socket, layout.BASE_IMAGE) != base:
-        docker(socket, "import", "--change", f"LABEL {layout.HASH_LABEL}={base}",
-               "--change", 'CMD ["/bin/sh"]', "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-               "-", layout.BASE_IMAGE, input=base_tar())
     wanted = {layout.BASE_IMAGE: base}
     standin = standin_hash(base)
     if standin is not None:
-        if image_hash(socket, layout.STANDIN_IMAGE) != standin:
-            docker(socket, "build", "-q", "--label", f"{layout.HASH_LABEL}={standin}",
-                   "--build-arg", f"BASE_IMAGE={layout.BASE_IMAGE}", "-t", layout.STANDIN_IMAGE, str(STANDIN_DIR))
         wanted[layout.STANDIN_IMAGE] = standin
     return wanted
 
 
+def build_on(socket: Path, wanted: dict | None = None) -> dict:
+    """Make sure one engine holds the base and stand-in images; return {image: hash} it holds."""
+    wanted = wanted or wanted_hashes()
+    base = wanted[layout.BASE_IMAGE]
+    if image_hash(socket, layout.BASE_IMAGE) != base:
+        docker(socket, "import", "--change", f"LABEL {layout.HASH_LABEL}={base}",
+               "--change", 'CMD ["/bin/sh"]', "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "-", layout.BASE_IMAGE, input=base_tar())
+    standin = wanted.get(layout.STANDIN_IMAGE)
+    if standin is not None and image_hash(socket, layout.STANDIN_IMAGE) != standin:
+        docker(socket, "build", "-q", "--label", f"{layout.HASH_LABEL}={standin}",
+               "--build-arg", f"BASE_IMAGE={layout.BASE_IMAGE}", "-t", layout.STANDIN_IMAGE, str(STANDIN_DIR))
+    return wanted
+
+
+def lacking(sockets: list, wanted: dict) -> list:
+    """The engines that lack one of the wanted images (by hash label); asked in parallel."""
+    def lacks(socket: Path) -> bool:
+        return any(image_hash(socket, image) != h for image, h in wanted.items())
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return [s for s, missing in zip(sockets, pool.map(lacks, sockets)) if missing]
+
+
 def ship(source: Path, targets: list, wanted: dict) -> None:
     """Copy the images an engine lacks (by hash label) from the source engine, in parallel."""
-    needy = [t for t in targets if any(image_hash(t, image) != h for image, h in wanted.items())]
+    needy = lacking(targets, wanted)
     if not needy:
         return
     bundle = layout.state_dir() / "images" / "bundle.tar"
@@ -177,3 +194,52 @@ def ship(source: Path, targets: list, wanted: dict) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(load, needy))
     bundle.unlink()
+
+
+# -- the engine cache: image stores shared by hard links --------------------------------------------
+# `docker load` of ~50 MB into each of N engines costs ~1 s CPU apiece. Instead, once per content hash, the
+# image part of an engine's data root (image/ + overlay2/, written only by `docker load`) is copied into the
+# cache dir, and each new host's data root starts as hard links to it before its dockerd starts. That is safe
+# because image layers are never written after commit: containers write their own upper dirs (overlayfs copy-up),
+# and `docker rmi` only unlinks the host's own names. The labels are still checked after start (ship()).
+ENGINE_PARTS = ("image", "overlay2")
+
+
+def engine_key(wanted: dict) -> str:
+    """The cache entry's name: the images' content hashes and the dockerd binary (its on-disk format)."""
+    dockerd = Path(shutil.which("dockerd") or "/usr/bin/dockerd")
+    info = dockerd.stat() if dockerd.exists() else None
+    digest = hashlib.sha256(f"{sorted(wanted.items())}\0{dockerd}\0{info and info.st_size}\0"
+                            f"{info and info.st_mtime_ns}".encode())
+    return "engine-" + digest.hexdigest()[:16]
+
+
+def seed_engine(data_root: Path, key: str) -> bool:
+    """Hard-link a cached image store into an engine's (empty, stopped) data root; False when not cached."""
+    template = layout.cache_dir() / key
+    if not template.is_dir():
+        return False
+    data_root.mkdir(parents=True, exist_ok=True)
+    linked = subprocess.run(["cp", "-al", f"{template}/.", str(data_root)], capture_output=True)
+    if linked.returncode != 0:  # e.g. the cache on another filesystem: a plain copy still beats docker load
+        subprocess.run(["cp", "-a", f"{template}/.", str(data_root)], capture_output=True, check=True)
+    return True
+
+
+def save_engine(data_root: Path, key: str) -> None:
+    """Copy an engine's image store (one that only `docker load` wrote) into the cache; drop older entries."""
+    cache = layout.cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f"{key}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    subprocess.run(["cp", "-a", *(str(data_root / part) for part in ENGINE_PARTS), str(tmp)],
+                   capture_output=True, check=True)
+    shutil.rmtree(tmp / "image" / "overlay2" / "layerdb" / "mounts", ignore_errors=True)  # containers: none
+    try:
+        os.rename(tmp, cache / key)  # atomic: a bed starting now sees the whole entry or none
+    except OSError:  # another bed saved it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    for old in cache.glob("engine-*"):
+        if old.name != key:
+            shutil.rmtree(old, ignore_errors=True)

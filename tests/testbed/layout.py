@@ -24,6 +24,11 @@ def state_dir() -> Path:
     return Path(os.environ.get("DEPLOYCTL_TESTBED_DIR", "/tmp/deployctl-testbed"))
 
 
+def cache_dir() -> Path:
+    """Kept across beds (safe to delete): engine image stores keyed by content, so a new bed does not rebuild."""
+    return Path(os.environ.get("DEPLOYCTL_TESTBED_CACHE", "/var/cache/deployctl-testbed"))
+
+
 def host_name(index: int) -> str:
     return f"tb{index}"
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testbed import fakes, profile
+from tests.testbed import fakes, prerender, profile
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 # The samples' facts as a profile: documentation addresses here are printed DATA, never contacted.
@@ -90,8 +90,10 @@ def test_unknown_device_id_is_refused_on_stderr():
     assert fakes.render_hccn_tool(["-i", "8", "-ip", "-g"], {}) == ("", "Get invalid device id.\n", 1)
 
 
-def test_tool_script_is_standalone_python(tmp_path):
-    script = tmp_path / "npu-smi"
-    script.write_text(profile.tool_script("npu-smi"))
-    compile(script.read_text(), str(script), "exec")
-    assert script.read_text().startswith("#!/usr/bin/python3\n")
+def test_tool_script_is_sh_with_standalone_python_fallback():
+    script = profile.tool_script("npu-smi")
+    assert script.startswith("#!/bin/sh\n")
+    start = script.index(f"<<'{prerender.PY_END}'\n") + len(prerender.PY_END) + 4
+    python = script[start:script.rindex(f"\n{prerender.PY_END}\n")]
+    compile(python, "npu-smi", "exec")
+    assert python.endswith("sys.exit(main('npu-smi', sys.argv[1:]))")
