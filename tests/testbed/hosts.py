@@ -46,6 +46,9 @@ mkdir -p /srv /var/lib/deployctl /var/log/npu $HD/srv $HD/var-lib-deployctl $HD/
 mount --bind $HD/srv /srv
 mount --bind $HD/var-lib-deployctl /var/lib/deployctl
 mount --bind $HD/var-log-npu /var/log/npu
+# Its own (empty) home: this machine's ~/.bashrc (pyenv, cargo) must not run on every SSH command.
+mkdir -p $HD/root
+mount --bind $HD/root /root
 touch $HD/mounted
 exec sleep infinity
 """
