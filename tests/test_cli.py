@@ -44,3 +44,23 @@ def test_help_imports_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _complete(line: str) -> list[str]:
+    """Ask the console entry point for completions the way bash/zsh (argcomplete) do: output on fd 8."""
+    import os
+
+    read_fd, write_fd = os.pipe()
+    env = {**os.environ, "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n", "COMP_LINE": line,
+           "COMP_POINT": str(len(line)), "_ARGCOMPLETE_SHELL": "bash"}
+    code = "import os; os.dup2(%d, 8); from deployctl.cli import main; main()" % write_fd
+    subprocess.run([sys.executable, "-c", code], env=env, pass_fds=(write_fd,), capture_output=True, timeout=30)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        return [word.strip() for word in pipe.read().split("\n")]
+
+
+def test_shell_completion_offers_commands_and_flags():
+    assert "ranktable" in _complete("deployctl ra")
+    assert {"gen", "merge", "validate"} <= set(_complete("deployctl ranktable "))
+    assert "--dry-run" in _complete("deployctl up --dr")
