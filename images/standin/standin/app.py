@@ -12,7 +12,7 @@ from urllib.parse import parse_qs
 
 from standin.config import Config
 from standin.generation import ApiError, GenRequest, parse_request
-from standin.httpio import BadRequest, Request, json_response, read_request, response_bytes
+from standin.httpio import Request, json_response, response_bytes, serve_keep_alive
 from standin.trace import TraceLog, TraceRecord
 
 GENERATION_PATHS = {"/v1/completions": False, "/v1/chat/completions": True}
@@ -53,23 +53,7 @@ class App:
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Requests one after the other on a keep-alive connection."""
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                try:
-                    req = await read_request(reader, loop)
-                except BadRequest as exc:
-                    writer.write(json_response(exc.status, {"detail": str(exc)}, False))
-                    break
-                if req is None:
-                    break
-                await self.handle(req, writer)
-                if not req.keep_alive:
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client went away; nothing to answer
-        finally:
-            writer.close()
+        await serve_keep_alive(reader, writer, self.handle, "detail")
 
     async def handle(self, req: Request, writer: asyncio.StreamWriter) -> None:
         methods = ROUTES.get(req.path)

@@ -139,3 +139,24 @@ def chunk(data: bytes) -> bytes:
 
 
 LAST_CHUNK = b"0\r\n\r\n"
+
+
+async def serve_keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handle, error_key: str) -> None:
+    """Requests one after the other on a keep-alive connection; `handle(req, writer)` answers each."""
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            try:
+                req = await read_request(reader, loop)
+            except BadRequest as exc:
+                writer.write(json_response(exc.status, {error_key: str(exc)}, False))
+                break
+            if req is None:
+                break
+            await handle(req, writer)
+            if not req.keep_alive:
+                break
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass  # the client went away; nothing to answer
+    finally:
+        writer.close()

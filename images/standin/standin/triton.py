@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from standin.generation import tokens
-from standin.httpio import BadRequest, read_request, json_response, response_bytes
+from standin.httpio import BadRequest, json_response, read_request, response_bytes, serve_keep_alive
 
 DEFAULT_MAX_TOKENS = 16
 USAGE = """usage: tritonserver --model-repository DIR [--model-control-mode explicit --load-model NAME]
@@ -151,24 +151,11 @@ class TritonApp:
         self.requests = 0
 
     async def serve_http(self, reader, writer) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                try:
-                    req = await read_request(reader, loop)
-                except BadRequest as exc:
-                    writer.write(json_response(exc.status, {"error": str(exc)}, False))
-                    break
-                if req is None:
-                    break
-                writer.write(self.answer(req.method, req.path, req.body, req.keep_alive))
-                await writer.drain()
-                if not req.keep_alive:
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+        await serve_keep_alive(reader, writer, self._respond, "error")
+
+    async def _respond(self, req, writer) -> None:
+        writer.write(self.answer(req.method, req.path, req.body, req.keep_alive))
+        await writer.drain()
 
     def answer(self, method: str, path: str, body: bytes, keep_alive: bool) -> bytes:
         if path in ("/v2/health/ready", "/v2/health/live") and method == "GET":
