@@ -23,6 +23,7 @@ MANIFEST = ".deployctl-manifest.json"
 PARTIAL = ".deployctl-partial"
 RETRY_STATUS = (429, 500, 502, 503, 504)
 CHUNK = 1 << 20
+STATE_EVERY = 1 << 20  # save a file's resume state after every 1 MiB written
 
 
 class Fatal(Exception):
@@ -76,8 +77,9 @@ def s3_code(body):
     return match.group(1).decode("ascii", "replace") if match else ""
 
 
-def fetch_range(conns, entry, start, end, fd, progress, attempts):
-    """GET bytes [start, end) of one object into fd at the same offset, retrying throttling, 5xx and resets."""
+def fetch_range(conns, entry, start, end, fd, progress, attempts, on_written=None):
+    """GET bytes [start, end) of one object into fd at the same offset, retrying throttling, 5xx and resets;
+    `on_written(offset)` after each chunk on disk (resume state)."""
     offset = start
     delay = 0.2
     for attempt in range(attempts):
@@ -104,6 +106,8 @@ def fetch_range(conns, entry, start, end, fd, progress, attempts):
                     raise IOError("connection closed early")
                 os.pwrite(fd, view[:got], offset)
                 offset += got
+                if on_written is not None:
+                    on_written(offset)
                 progress.add(got)
             if resp.length:  # more than asked for: drain so the connection stays usable
                 resp.read()
@@ -131,6 +135,8 @@ class FileJob(object):
         size = entry["size"]
         self.parts = [(s, min(s + part_size, size)) for s in range(0, size, part_size)] or [(0, 0)]
         self.done = [False] * len(self.parts)
+        self.written = [0] * len(self.parts)  # bytes on disk from each part's start (resume point)
+        self.saved_at = 0  # bytes written when the state was last saved
         self.hashed = 0  # parts hashed so far (a prefix)
         self.sha = hashlib.sha256()
         self.md5 = hashlib.md5() if want_md5(entry) else None
@@ -145,24 +151,41 @@ class FileJob(object):
                 state = json.load(handle)
             if state.get("etag") == self.entry["etag"] and state.get("size") == self.entry["size"]:
                 previous = state.get("done", [])
-        except (OSError, ValueError):
+                written = state.get("written") or []
+                if len(written) == len(self.parts):
+                    self.written = [max(0, min(int(w), e - s)) for w, (s, e) in zip(written, self.parts)]
+        except (OSError, ValueError, TypeError):
             pass
-        if not previous and os.path.exists(self.partial):
+        if not previous and not any(self.written) and os.path.exists(self.partial):
             os.unlink(self.partial)  # unknown partial content: start over
         self.fd = os.open(self.partial, os.O_RDWR | os.O_CREAT, 0o644)
         for index in previous:
             if 0 <= index < len(self.done):
                 self.done[index] = True
+                self.written[index] = self.parts[index][1] - self.parts[index][0]
         self.write_state()
         return [i for i, d in enumerate(self.done) if d]
 
+    def resume_offset(self, index):
+        """Where fetching part `index` starts again: after the bytes already on disk."""
+        return self.parts[index][0] + self.written[index]
+
+    def note_written(self, index, offset):
+        """Record part progress; saved every few MiB so a killed sync resumes close to where it stopped."""
+        with self.lock:
+            self.written[index] = offset - self.parts[index][0]
+            total = sum(self.written)
+            if total - self.saved_at >= STATE_EVERY:
+                self.write_state()
+
     def write_state(self):
-        if len(self.parts) < 2:
-            return  # a one-part file restarts from zero: no state worth a write per small file
+        if len(self.parts) < 2 and self.entry["size"] < STATE_EVERY:
+            return  # a small one-part file restarts from zero: no state worth a write per small file
+        self.saved_at = sum(self.written)
         tmp = self.state_path + ".tmp"
         with open(tmp, "w") as handle:
             json.dump({"etag": self.entry["etag"], "size": self.entry["size"],
-                       "done": [i for i, d in enumerate(self.done) if d]}, handle)
+                       "done": [i for i, d in enumerate(self.done) if d], "written": self.written}, handle)
         os.replace(tmp, self.state_path)
 
     def part_done(self, index):
@@ -276,6 +299,7 @@ def run(job):
             progress.add(end - start, transferred=False)
         for index, done in enumerate(file_job.done):
             if not done:
+                progress.add(file_job.written[index], transferred=False)
                 tasks.put((file_job, index))
     # Files whose parts were all done before (killed between last part and rename): finish them first.
     errors = []
@@ -292,9 +316,10 @@ def run(job):
                 file_job, index = tasks.get_nowait()
             except queue.Empty:
                 return
-            start, end = file_job.parts[index]
+            end = file_job.parts[index][1]
             try:
-                fetch_range(conns, file_job.entry, start, end, file_job.fd, progress, attempts)
+                fetch_range(conns, file_job.entry, file_job.resume_offset(index), end, file_job.fd, progress,
+                            attempts, lambda offset, f=file_job, i=index: f.note_written(i, offset))
                 if file_job.part_done(index):
                     manifest.record(file_job.entry, file_job.finish())
             except Fatal as exc:

@@ -162,3 +162,26 @@ def test_fetcher_rejects_content_that_does_not_match_its_md5_etag(tmp_path):
     assert "X-Sig" not in proc.stdout + proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [".deployctl-manifest.json"]
     server.shutdown()
+
+
+
+def test_a_one_part_file_resumes_inside_its_part(tmp_path):
+    """A kill in the middle of one large part loses at most the bytes since the last saved state (1 MiB)."""
+    import hashlib
+
+    data = bytes(range(256)) * (48 * 1024)  # 12 MiB: a single 32 MiB part
+    server, _ = _serve({"/b/one": data}, fail_first=0)
+    files = [{"key": "m/one", "path": "one.bin", "size": len(data), "etag": "x-1",
+              "url": f"http://127.0.0.1:{server.server_port}/b/one?X-Sig=s"}]
+    job = {"dest": str(tmp_path / "dest"), "source": "s3://b/m/", "files": files, "remove": [],
+           "stop_after_bytes": 9 << 20}
+    try:
+        proc, _ = _run_fetcher(job)
+        assert proc.returncode == 75
+        del job["stop_after_bytes"]
+        proc, outcome = _run_fetcher(job)
+        assert proc.returncode == 0, proc.stderr
+        assert outcome["transferred_bytes"] <= len(data) - (8 << 20)  # state saved every MiB up to the kill
+        assert hashlib.sha256((tmp_path / "dest/one.bin").read_bytes()).digest() == hashlib.sha256(data).digest()
+    finally:
+        server.shutdown()
