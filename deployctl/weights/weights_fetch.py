@@ -23,7 +23,7 @@ MANIFEST = ".deployctl-manifest.json"
 PARTIAL = ".deployctl-partial"
 RETRY_STATUS = (429, 500, 502, 503, 504)
 CHUNK = 1 << 20
-STATE_EVERY = 1 << 20  # save a file's resume state after every 1 MiB written
+STATE_EVERY = 1 << 20  # save a file's resume state after each MiB written (at most 4 times a second)
 
 
 class Fatal(Exception):
@@ -136,11 +136,13 @@ class FileJob(object):
         self.parts = [(s, min(s + part_size, size)) for s in range(0, size, part_size)] or [(0, 0)]
         self.done = [False] * len(self.parts)
         self.written = [0] * len(self.parts)  # bytes on disk from each part's start (resume point)
-        self.saved_at = 0  # bytes written when the state was last saved
+        self.saved_at, self.saved_time = 0, 0.0  # bytes written, and when, at the last save of the state
         self.hashed = 0  # parts hashed so far (a prefix)
+        self.completed = False  # handed to finish()
         self.sha = hashlib.sha256()
         self.md5 = hashlib.md5() if want_md5(entry) else None
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the hash of the done prefix
+        self.state_lock = threading.Lock()  # done/written and the state file: never waits on hashing
         self.fd = None
 
     def open(self):
@@ -164,6 +166,7 @@ class FileJob(object):
                 self.done[index] = True
                 self.written[index] = self.parts[index][1] - self.parts[index][0]
         self.write_state()
+        self.saved_time = 0.0  # the first MiB of new data is saved at once
         return [i for i, d in enumerate(self.done) if d]
 
     def resume_offset(self, index):
@@ -172,16 +175,16 @@ class FileJob(object):
 
     def note_written(self, index, offset):
         """Record part progress; saved every few MiB so a killed sync resumes close to where it stopped."""
-        with self.lock:
+        with self.state_lock:
             self.written[index] = offset - self.parts[index][0]
-            total = sum(self.written)
-            if total - self.saved_at >= STATE_EVERY:
+            # At most a few saves a second: each is a file create + rename, costly at full speed.
+            if sum(self.written) - self.saved_at >= STATE_EVERY and time.monotonic() - self.saved_time >= 0.25:
                 self.write_state()
 
     def write_state(self):
         if len(self.parts) < 2 and self.entry["size"] < STATE_EVERY:
             return  # a small one-part file restarts from zero: no state worth a write per small file
-        self.saved_at = sum(self.written)
+        self.saved_at, self.saved_time = sum(self.written), time.monotonic()
         tmp = self.state_path + ".tmp"
         with open(tmp, "w") as handle:
             json.dump({"etag": self.entry["etag"], "size": self.entry["size"],
@@ -190,9 +193,10 @@ class FileJob(object):
 
     def part_done(self, index):
         """Mark a part done and hash every newly contiguous part (reads from the page cache)."""
-        with self.lock:
+        with self.state_lock:
             self.done[index] = True
             self.write_state()
+        with self.lock:
             while self.hashed < len(self.parts) and self.done[self.hashed]:
                 start, end = self.parts[self.hashed]
                 pos = start
@@ -205,7 +209,10 @@ class FileJob(object):
                         self.md5.update(data)
                     pos += len(data)
                 self.hashed += 1
-            return self.hashed == len(self.parts)
+            # Exactly one caller finishes the file (another may have hashed the parts this one marked done).
+            complete = self.hashed == len(self.parts) and not self.completed
+            self.completed = self.completed or complete
+            return complete
 
     def finish(self):
         """Verify size (and MD5 where the ETag is one), then rename into place."""
