@@ -12,7 +12,7 @@ STATIC_DEFAULT_OUTPUT = (128, 256)
 
 
 def run(args, ui) -> int:
-    from deployctl.bench.runner import BenchSettings, dynamic_runs, run_bench, static_runs
+    from deployctl.bench.runner import BenchSettings, dynamic_runs, static_runs
     from deployctl.bench.target import resolve, served_model
 
     mode = args.bench_mode

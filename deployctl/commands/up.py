@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from deployctl.errors import DeployctlError, ExitStatus, HostError, UsageError
+from deployctl.errors import ExitStatus, HostError, UsageError
 
 STAGES = ("checks", "image", "weights")
 

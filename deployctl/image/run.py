@@ -110,7 +110,7 @@ def pull_bases(spec: Spec, transports: Mapping[str, Transport], hosts, ui) -> di
     if failed:
         raise HostError(", ".join(failed), f"base image {base} is missing and cannot be pulled",
                         stderr_tail=results[failed[0]].stderr,
-                        hint=f"load it on the host (docker load -i <file>) or make the registry reachable")
+                        hint="load it on the host (docker load -i <file>) or make the registry reachable")
     return {h: probe(spec, transports[h]).base_id or "" for h in hosts}
 
 

@@ -15,7 +15,7 @@ from deployctl.plan.model import Command, Secret
 from deployctl.spec.model import Spec
 from deployctl.transport import Transport
 from deployctl.weights.host_state import read_host_state
-from deployctl.weights.manifest import MANIFEST_NAME, HostPlan, HostState, SourceObject, manifest_digest, plan_host
+from deployctl.weights.manifest import MANIFEST_NAME, HostPlan, HostState, manifest_digest, plan_host
 from deployctl.weights.source import Source, parse_source
 
 PART_SIZE = 32 << 20

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from tests.e2e.conftest import MODEL, container_ids, http_json
 

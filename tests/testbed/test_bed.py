@@ -2,7 +2,6 @@
 
 import io
 import json
-import subprocess
 import time
 from pathlib import Path
 

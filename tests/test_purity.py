@@ -1,0 +1,34 @@
+"""The pure core (spec, facts, plan, ranktable building and checking) imports nothing that touches the world."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import deployctl
+
+PACKAGE = Path(deployctl.__file__).parent
+PURE = ["spec", "facts", "plan", "ranktable/model.py", "ranktable/build.py", "ranktable/merge.py",
+        "ranktable/check.py", "ranktable/rules.py", "ranktable/rules_pd.py", "ranktable/rules_hccl.py",
+        "ranktable/device_ips.py", "image/plan.py", "weights/manifest.py", "bench/metrics.py", "bench/stats.py"]
+FORBIDDEN = ("subprocess", "socket", "paramiko", "boto3", "botocore", "docker", "rich", "requests",
+             "deployctl.transport", "deployctl.execute", "deployctl.gather", "deployctl.deploy", "deployctl.ui")
+
+
+def pure_modules():
+    for entry in PURE:
+        path = PACKAGE / entry
+        yield from (sorted(path.rglob("*.py")) if path.is_dir() else [path])
+
+
+@pytest.mark.parametrize("path", list(pure_modules()), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_pure_module_imports_no_io(path):
+    tree = ast.parse(path.read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+    bad = sorted(name for name in imported if any(name == f or name.startswith(f + ".") for f in FORBIDDEN))
+    assert bad == [], f"{path.name} imports {bad}"
