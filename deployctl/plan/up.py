@@ -8,7 +8,7 @@ before any new container starts, so an NPU is never held by two containers, and 
 
 from __future__ import annotations
 
-import json
+import hashlib
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
@@ -28,10 +28,8 @@ from deployctl.plan.containers import (
 )
 from deployctl.plan import triton
 from deployctl.plan.model import Command, HealthCheck, Plan, PutFile, Secret, Stage, Step
-from deployctl.spec.model import Instance, Spec
-
-SMOKE_PROMPT = "Say hello in one short sentence."
-
+from deployctl.plan.verify import plan_verify
+from deployctl.spec.model import Spec
 
 @dataclass(frozen=True)
 class DeployFacts:
@@ -50,8 +48,6 @@ class DeployFacts:
 
 
 def _sha256(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
 
 
@@ -249,60 +245,6 @@ def _decide(current: Optional[ContainerDevices], digest: str, image_id: str) -> 
     if not current.running:
         return "replace", f"container {current.state} (exit code {current.exit_code})"
     return "keep", "running with this configuration"
-
-
-def smoke_request_body(spec: Spec) -> bytes:
-    """`/v1/chat/completions`, temperature 0: what the runbook's curl sends."""
-    return json.dumps({
-        "model": spec.model.served_name,
-        "messages": [{"role": "user", "content": SMOKE_PROMPT}],
-        "max_tokens": 32,
-        "temperature": 0,
-        "stream": False,
-    }).encode()
-
-
-def smoke_targets(spec: Spec) -> tuple[Instance, ...]:
-    """The endpoint (scheduler, or first instance), plus every instance for mixed."""
-    if spec.scheduler:
-        return (spec.scheduler,)
-    return spec.instances
-
-
-def triton_smoke_body() -> bytes:
-    """Triton's generate extension: the vLLM backend's inputs as top-level keys, greedy."""
-    return json.dumps({"text_input": SMOKE_PROMPT, "parameters": {"stream": False, "temperature": 0}}).encode()
-
-
-def smoke_command(spec: Spec, instance: Instance) -> Command:
-    if spec.server == "triton":
-        url = f"http://127.0.0.1:{instance.port}/v2/models/{spec.model.served_name}/generate"
-        return Command(
-            ("curl", "--silent", "--show-error", "--fail-with-body", "--max-time", "120",
-             "--header", "Content-Type: application/json", "--data-binary", "@-", url),
-            stdin=triton_smoke_body(),
-        )
-    url = f"http://127.0.0.1:{instance.port}/v1/chat/completions"
-    return Command(
-        ("curl", "--silent", "--show-error", "--fail-with-body", "--max-time", "120",
-         "--header", "Content-Type: application/json", "--data-binary", "@-", url),
-        stdin=smoke_request_body(spec),
-    )
-
-
-def server_ready_command(instance: Instance) -> Command:
-    """Triton's server-wide readiness, checked before its smoke request."""
-    return Command(("curl", "--silent", "--show-error", "--fail", "--max-time", "10", "--output", "/dev/null",
-                    f"http://127.0.0.1:{instance.port}/v2/health/ready"))
-
-
-def plan_verify(spec: Spec) -> Stage:
-    ready = spec.server == "triton"
-    return Stage("verify", tuple(
-        Step(i.host, "verify", "run", f"smoke request to {i.name}", container=i.name,
-             commands=((server_ready_command(i),) if ready else ()) + (smoke_command(spec, i),))
-        for i in smoke_targets(spec)
-    ))
 
 
 def plan_up(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Optional[RanktableFiles] = None,

@@ -1,0 +1,61 @@
+"""The verify stage of `up`: a smoke request through the endpoint (and, for mixed, every instance)."""
+
+from __future__ import annotations
+
+import json
+
+from deployctl.plan.model import Command, Stage, Step
+from deployctl.spec.model import Instance, Spec
+
+SMOKE_PROMPT = "Say hello in one short sentence."
+
+
+def smoke_request_body(spec: Spec) -> bytes:
+    """`/v1/chat/completions`, temperature 0: what the runbook's curl sends."""
+    return json.dumps({
+        "model": spec.model.served_name,
+        "messages": [{"role": "user", "content": SMOKE_PROMPT}],
+        "max_tokens": 32,
+        "temperature": 0,
+        "stream": False,
+    }).encode()
+
+
+def triton_smoke_body() -> bytes:
+    """Triton's generate extension: the vLLM backend's inputs as top-level keys, greedy."""
+    return json.dumps({"text_input": SMOKE_PROMPT, "parameters": {"stream": False, "temperature": 0}}).encode()
+
+
+def smoke_targets(spec: Spec) -> tuple[Instance, ...]:
+    """The endpoint (scheduler, or first instance), plus every instance for mixed."""
+    if spec.scheduler:
+        return (spec.scheduler,)
+    return spec.instances
+
+
+def smoke_command(spec: Spec, instance: Instance) -> Command:
+    """POST the smoke request on the host's loopback; the body goes on stdin."""
+    if spec.server == "triton":
+        path, body = f"/v2/models/{spec.model.served_name}/generate", triton_smoke_body()
+    else:
+        path, body = "/v1/chat/completions", smoke_request_body(spec)
+    return Command(
+        ("curl", "--silent", "--show-error", "--fail-with-body", "--max-time", "120",
+         "--header", "Content-Type: application/json", "--data-binary", "@-", f"http://127.0.0.1:{instance.port}{path}"),
+        stdin=body,
+    )
+
+
+def server_ready_command(instance: Instance) -> Command:
+    """Triton's server-wide readiness, checked before its smoke request."""
+    return Command(("curl", "--silent", "--show-error", "--fail", "--max-time", "10", "--output", "/dev/null",
+                    f"http://127.0.0.1:{instance.port}/v2/health/ready"))
+
+
+def plan_verify(spec: Spec) -> Stage:
+    ready = spec.server == "triton"
+    return Stage("verify", tuple(
+        Step(i.host, "verify", "run", f"smoke request to {i.name}", container=i.name,
+             commands=((server_ready_command(i),) if ready else ()) + (smoke_command(spec, i),))
+        for i in smoke_targets(spec)
+    ))
