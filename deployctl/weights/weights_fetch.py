@@ -24,6 +24,7 @@ PARTIAL = ".deployctl-partial"
 RETRY_STATUS = (429, 500, 502, 503, 504)
 CHUNK = 1 << 20
 STATE_EVERY = 1 << 20  # save a file's resume state after each MiB written (at most 4 times a second)
+HASH_CHUNK = 8 << 20
 
 
 class Fatal(Exception):
@@ -77,9 +78,9 @@ def s3_code(body):
     return match.group(1).decode("ascii", "replace") if match else ""
 
 
-def fetch_range(conns, entry, start, end, fd, progress, attempts, on_written=None):
+def fetch_range(conns, entry, start, end, fd, progress, attempts, on_written=None, on_data=None):
     """GET bytes [start, end) of one object into fd at the same offset, retrying throttling, 5xx and resets;
-    `on_written(offset)` after each chunk on disk (resume state)."""
+    `on_data(bytes)` then `on_written(offset)` after each chunk on disk (hash, resume state)."""
     offset = start
     delay = 0.2
     for attempt in range(attempts):
@@ -105,6 +106,8 @@ def fetch_range(conns, entry, start, end, fd, progress, attempts, on_written=Non
                 if not got:
                     raise IOError("connection closed early")
                 os.pwrite(fd, view[:got], offset)
+                if on_data is not None:
+                    on_data(view[:got])
                 offset += got
                 if on_written is not None:
                     on_written(offset)
@@ -137,11 +140,10 @@ class FileJob(object):
         self.done = [False] * len(self.parts)
         self.written = [0] * len(self.parts)  # bytes on disk from each part's start (resume point)
         self.saved_at, self.saved_time = 0, 0.0  # bytes written, and when, at the last save of the state
-        self.hashed = 0  # parts hashed so far (a prefix)
-        self.completed = False  # handed to finish()
+        self.hashed_to = 0  # the sha256 (and MD5) cover bytes [0, hashed_to)
+        self.hashed_part = 0  # parts before this one are done (a cursor for contiguous())
         self.sha = hashlib.sha256()
         self.md5 = hashlib.md5() if want_md5(entry) else None
-        self.lock = threading.Lock()  # the hash of the done prefix
         self.state_lock = threading.Lock()  # done/written and the state file: never waits on hashing
         self.fd = None
 
@@ -192,27 +194,39 @@ class FileJob(object):
         os.replace(tmp, self.state_path)
 
     def part_done(self, index):
-        """Mark a part done and hash every newly contiguous part (reads from the page cache)."""
+        """Mark a part done (saved at once: a resumed sync skips it)."""
         with self.state_lock:
             self.done[index] = True
             self.write_state()
-        with self.lock:
-            while self.hashed < len(self.parts) and self.done[self.hashed]:
-                start, end = self.parts[self.hashed]
-                pos = start
-                while pos < end:
-                    data = os.pread(self.fd, min(8 * CHUNK, end - pos), pos)
-                    if not data:
-                        raise Fatal("%s: short partial file" % self.entry["key"])
-                    self.sha.update(data)
-                    if self.md5 is not None:
-                        self.md5.update(data)
-                    pos += len(data)
-                self.hashed += 1
-            # Exactly one caller finishes the file (another may have hashed the parts this one marked done).
-            complete = self.hashed == len(self.parts) and not self.completed
-            self.completed = self.completed or complete
-            return complete
+
+    def contiguous(self):
+        """Bytes on disk from offset 0 without a gap: what can be hashed now."""
+        index = self.hashed_part
+        while index < len(self.parts) and self.done[index]:
+            index += 1
+        self.hashed_part = index  # done parts stay done: later calls start here
+        if index == len(self.parts):
+            return self.entry["size"]
+        return self.parts[index][0] + self.written[index]
+
+    def hash_bytes(self, data):
+        self.sha.update(data)
+        if self.md5 is not None:
+            self.md5.update(data)
+
+    def hash_from_disk(self, upto, view):
+        """Hash [hashed_to, upto) read back from the file (the page cache) through a reused buffer."""
+        while self.hashed_to < upto:
+            got = os.preadv(self.fd, [view[:min(len(view), upto - self.hashed_to)]], self.hashed_to)
+            if not got:
+                raise Fatal("%s: short partial file" % self.entry["key"])
+            self.hash_bytes(view[:got])
+            self.hashed_to += got
+
+    def hash_received(self, data):
+        """Inline hash of a one-part file's bytes as they arrive (no read-back)."""
+        self.hash_bytes(data)
+        self.hashed_to += len(data)
 
     def finish(self):
         """Verify size (and MD5 where the ETag is one), then rename into place."""
@@ -308,14 +322,25 @@ def run(job):
             if not done:
                 progress.add(file_job.written[index], transferred=False)
                 tasks.put((file_job, index))
-    # Files whose parts were all done before (killed between last part and rename): finish them first.
     errors = []
+    # Files whose parts were all done before (killed between last part and rename): finish them first.
     for file_job in files:
         if all(file_job.done):
-            if file_job.part_done(0):
-                manifest.record(file_job.entry, file_job.finish())
+            file_job.hash_from_disk(file_job.entry["size"], memoryview(bytearray(HASH_CHUNK)))
+            manifest.record(file_job.entry, file_job.finish())
     conns = Connections()
     attempts = int(job.get("attempts", 8))
+    # Multi-part files are hashed by one hasher thread that follows each file's contiguous prefix while the
+    # workers keep fetching; a one-part file is hashed by its worker from the received bytes.
+    hashed = [f for f in files if len(f.parts) > 1 and not all(f.done)]
+    wake = threading.Condition()  # a worker wrote bytes the hasher may be waiting for
+    to_finish = queue.Queue()  # hashed multi-part files to verify and rename (None: no more)
+    workers_gone = threading.Event()
+
+    def fetched(file_job, index, offset):
+        file_job.note_written(index, offset)
+        with wake:
+            wake.notify()
 
     def worker():
         while not errors:
@@ -324,24 +349,75 @@ def run(job):
             except queue.Empty:
                 return
             end = file_job.parts[index][1]
+            one_part = len(file_job.parts) == 1
             try:
+                if one_part and file_job.resume_offset(index):
+                    file_job.hash_from_disk(file_job.resume_offset(index), memoryview(bytearray(HASH_CHUNK)))
                 fetch_range(conns, file_job.entry, file_job.resume_offset(index), end, file_job.fd, progress,
-                            attempts, lambda offset, f=file_job, i=index: f.note_written(i, offset))
-                if file_job.part_done(index):
+                            attempts, lambda offset, f=file_job, i=index: fetched(f, i, offset),
+                            file_job.hash_received if one_part else None)
+                file_job.part_done(index)
+                if one_part:
                     manifest.record(file_job.entry, file_job.finish())
+                else:
+                    with wake:
+                        wake.notify()
+            except Fatal as exc:
+                errors.append(str(exc))
+            except OSError as exc:
+                errors.append("%s: %s" % (file_job.entry["key"], exc.strerror or exc))
+
+    def hasher():
+        view = memoryview(bytearray(HASH_CHUNK))
+        try:
+            for file_job in hashed:
+                size = file_job.entry["size"]
+                while file_job.hashed_to < size:
+                    with wake:
+                        upto = file_job.contiguous()
+                        while upto <= file_job.hashed_to and not errors:
+                            if workers_gone.is_set():
+                                raise Fatal("%s: parts missing after all fetches ended" % file_job.entry["key"])
+                            wake.wait(0.5)
+                            upto = file_job.contiguous()
+                    if errors:
+                        return
+                    file_job.hash_from_disk(upto, view)
+                to_finish.put(file_job)
+        except Fatal as exc:
+            errors.append(str(exc))
+        except OSError as exc:
+            errors.append("hashing: %s" % (exc.strerror or exc))
+        finally:
+            to_finish.put(None)
+
+    def finisher():
+        # Verify + fsync + rename off the hasher's thread: the fsync waits for the disk, the hasher need not.
+        while True:
+            file_job = to_finish.get()
+            if file_job is None:
+                return
+            try:
+                manifest.record(file_job.entry, file_job.finish())
             except Fatal as exc:
                 errors.append(str(exc))
             except OSError as exc:
                 errors.append("%s: %s" % (file_job.entry["key"], exc.strerror or exc))
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(int(job.get("concurrency", 16)))]
-    for thread in threads:
+    helpers = [threading.Thread(target=hasher, daemon=True), threading.Thread(target=finisher, daemon=True)]
+    for thread in threads + helpers:
         thread.start()
-    while any(t.is_alive() for t in threads):
+    while any(t.is_alive() for t in threads + helpers):
         progress.report()
-        for thread in threads:
-            thread.join(0.5)
-            break
+        if not any(t.is_alive() for t in threads):
+            workers_gone.set()
+            with wake:
+                wake.notify()
+        for thread in threads + helpers:
+            if thread.is_alive():
+                thread.join(0.5)
+                break
     progress.report()
     manifest.save()
     result = {"transferred_bytes": progress.transferred, "manifest": manifest.doc["files"], "errors": errors}
