@@ -45,6 +45,19 @@ class UI:
         sys.stdout.flush()
 
 
+def confirm_or_refuse(what: str, yes: bool) -> None:
+    """Ask before a destructive change: `--yes` answers yes; without a terminal the change is refused (exit 2)."""
+    from deployctl.errors import UsageError
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"this would {what}; refusing without a terminal",
+                         hint="re-run with --yes to allow replacing or removing containers")
+    if input(f"This will {what}. Continue? [y/N] ").strip().lower() not in ("y", "yes"):
+        raise UsageError("cancelled: nothing was changed")
+
+
 def render_error(ui: UI, error: Exception) -> None:
     """Render an expected failure (DeployctlError) once, without a traceback."""
     from rich.markup import escape

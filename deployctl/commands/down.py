@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 
-from deployctl.errors import ExitStatus, UsageError
+from deployctl.errors import ExitStatus
 
 
 def run(args, ui) -> int:
@@ -13,19 +12,15 @@ def run(args, ui) -> int:
     from deployctl.lock import DeployLock
     from deployctl.plan.up import plan_down
     from deployctl.spec.load import load_spec
-    from deployctl.ui import progress_printer, render_report
+    from deployctl.ui import confirm_or_refuse, progress_printer, render_report
 
     spec = load_spec(args.spec)
     with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "down") as lock:
             plan = plan_down(spec, deploy.gather_all(spec, transports))
-            if plan.changed and not args.yes:
-                if not sys.stdin.isatty():
-                    raise UsageError(f"this would remove {len(plan.steps)} container(s); refusing without a terminal",
-                                     hint="re-run with --yes")
-                if input(f"Remove {len(plan.steps)} container(s) of {spec.name}? [y/N] ").strip().lower() not in ("y", "yes"):
-                    raise UsageError("cancelled: nothing was changed")
+            if plan.changed:
+                confirm_or_refuse(f"remove {len(plan.steps)} container(s) of {spec.name}", args.yes)
             report = Executor(transports, on_event=progress_printer(ui)).execute(plan)
             lock.history = {"action": "down", "spec_digest": spec.digest,
                             "result": "failed" if report.failed else "ok"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from deployctl.errors import ExitStatus, HostError, UsageError
 
@@ -20,16 +19,12 @@ def parse_skip(text: str) -> frozenset[str]:
 
 def confirm(plan, args, ui) -> None:
     """Replacing or removing running containers needs --yes, or a yes at a terminal."""
+    from deployctl.ui import confirm_or_refuse
+
     risky = [s for s in plan.steps if s.action in ("replace", "remove") and s.stage == "stop"]
-    if not risky or getattr(args, "yes", False):
-        return
-    names = ", ".join(f"{s.container} on {s.host} ({s.action}: {s.reason})" for s in risky)
-    if not sys.stdin.isatty():
-        raise UsageError(f"this would {names}; refusing without a terminal",
-                         hint="re-run with --yes to allow replacing or removing containers")
-    answer = input(f"This will {names}. Continue? [y/N] ")
-    if answer.strip().lower() not in ("y", "yes"):
-        raise UsageError("cancelled: nothing was changed")
+    if risky:
+        names = ", ".join(f"{s.container} on {s.host} ({s.action}: {s.reason})" for s in risky)
+        confirm_or_refuse(names, getattr(args, "yes", False))
 
 
 def run(args, ui) -> int:
