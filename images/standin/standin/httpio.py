@@ -32,22 +32,29 @@ class Request:
     arrival_mono: float  # the event loop's clock at the same moment, for deadlines
 
 
-async def read_chunked(reader: asyncio.StreamReader) -> bytes:
-    """De-chunk a body sent with Transfer-Encoding: chunked (trailers are dropped)."""
-    parts = []
-    size = 0
+async def iter_chunks(reader: asyncio.StreamReader):
+    """Each chunk's payload of a Transfer-Encoding: chunked body as it arrives (trailers are dropped)."""
     while True:
         line = await reader.readuntil(b"\r\n")
         n = int(line.split(b";", 1)[0].strip() or b"0", 16)
         if n == 0:
             while (await reader.readuntil(b"\r\n")) != b"\r\n":
                 pass
-            return b"".join(parts)
-        size += n
+            return
+        data = await reader.readexactly(n)
+        await reader.readexactly(2)
+        yield data
+
+
+async def read_chunked(reader: asyncio.StreamReader) -> bytes:
+    """De-chunk a whole request body, refusing one over MAX_BODY."""
+    parts, size = [], 0
+    async for data in iter_chunks(reader):
+        size += len(data)
         if size > MAX_BODY:
             raise BadRequest(413, "request body too large")
-        parts.append(await reader.readexactly(n))
-        await reader.readexactly(2)
+        parts.append(data)
+    return b"".join(parts)
 
 
 def parse_header_lines(lines) -> Dict[str, str]:

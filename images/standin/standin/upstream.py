@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Dict, List, Tuple
 
-from standin.httpio import parse_status_head
+from standin.httpio import iter_chunks, parse_status_head
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -41,17 +41,8 @@ class Response:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Each chunk's payload as it arrives (a stand-in instance writes one SSE event per chunk)."""
-        reader = self._reader
         try:
-            while True:
-                line = await reader.readuntil(b"\r\n")
-                size = int(line.split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                        pass
-                    break
-                data = await reader.readexactly(size)
-                await reader.readexactly(2)
+            async for data in iter_chunks(self._reader):
                 yield data
         except BaseException:
             self._release(False)
