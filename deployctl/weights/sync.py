@@ -18,8 +18,8 @@ from deployctl.weights.host_state import read_host_state
 from deployctl.weights.manifest import MANIFEST_NAME, HostPlan, HostState, manifest_digest, plan_host
 from deployctl.weights.source import Source, parse_source
 
-PART_SIZE = 32 << 20
-CONCURRENCY = 16
+PART_SIZE = 8 << 20
+CONCURRENCY = 8
 # Test-only: the fetcher stops abruptly after this many bytes, like a killed process.
 STOP_AFTER_ENV = "DEPLOYCTL_WEIGHTS_TEST_STOP_AFTER_BYTES"
 

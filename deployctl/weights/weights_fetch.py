@@ -7,9 +7,12 @@ parts into `<file>.deployctl-partial`, hashes it, renames it when complete and v
 A URL is a bearer token: it is never printed, only the object's key.
 """
 
+import errno
+import fcntl
 import hashlib
 import http.client
 import json
+import mmap
 import os
 import queue
 import random
@@ -25,6 +28,19 @@ RETRY_STATUS = (429, 500, 502, 503, 504)
 CHUNK = 1 << 20
 STATE_EVERY = 1 << 20  # save a file's resume state after each MiB written (at most 4 times a second)
 HASH_CHUNK = 8 << 20
+# Large files are written with O_DIRECT: no copy into the page cache (the costliest part of a buffered write),
+# no dirty pages to flush before the rename. Direct I/O needs block-aligned offsets, lengths and buffers.
+DIRECT_MIN = 8 << 20
+ALIGN = 4096
+
+
+def aligned_buffer(size):
+    """A page-aligned buffer (private anonymous mmap, faulted in at once) usable for O_DIRECT reads and writes."""
+    return memoryview(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0x8000)))
+
+
+def round_up(count):
+    return (count + ALIGN - 1) // ALIGN * ALIGN
 
 
 class Fatal(Exception):
@@ -78,18 +94,19 @@ def s3_code(body):
     return match.group(1).decode("ascii", "replace") if match else ""
 
 
-def fetch_range(conns, entry, start, end, fd, progress, attempts, on_written=None, on_data=None):
-    """GET bytes [start, end) of one object into fd at the same offset, retrying throttling, 5xx and resets;
-    `on_data(bytes)` then `on_written(offset)` after each chunk on disk (hash, resume state)."""
+def fetch_range(conns, file_job, start, end, progress, attempts, into, base, on_received, on_written):
+    """GET bytes [start, end) of one object into `into` (which holds the file from offset `base`) and into the
+    partial file, retrying throttling, 5xx and resets. After each chunk: `on_received(offset)` while its bytes
+    are still in this core's cache (hashing), then `on_written(offset)` once it is on disk (resume state)."""
+    entry = file_job.entry
     offset = start
     delay = 0.2
     for attempt in range(attempts):
+        if offset >= end:
+            return
         key, conn, path = conns.get(entry["url"])
         try:
-            headers = {"Range": "bytes=%d-%d" % (offset, end - 1)} if end > offset else {}
-            if end == offset:
-                return
-            conn.request("GET", path, headers=headers)
+            conn.request("GET", path, headers={"Range": "bytes=%d-%d" % (offset, end - 1)})
             resp = conn.getresponse()
             if resp.status in RETRY_STATUS:
                 resp.read()
@@ -99,18 +116,19 @@ def fetch_range(conns, entry, start, end, fd, progress, attempts, on_written=Non
                 raise Fatal("%s: HTTP %d %s" % (entry["key"], resp.status, code))
             if resp.status == 200 and offset != 0:
                 raise Fatal("%s: the server ignored the byte range" % entry["key"])
-            buf = bytearray(CHUNK)
-            view = memoryview(buf)
             while offset < end:
-                got = resp.readinto(view[:min(CHUNK, end - offset)])
-                if not got:
-                    raise IOError("connection closed early")
-                os.pwrite(fd, view[:got], offset)
-                if on_data is not None:
-                    on_data(view[:got])
+                view = into[offset - base:]
+                # Whole chunks only: a direct write must be block-aligned (only the file's tail is not).
+                want, got = min(CHUNK, end - offset), 0
+                while got < want:
+                    count = resp.readinto(view[got:want])
+                    if not count:
+                        raise IOError("connection closed early")
+                    got += count
+                on_received(offset + got)
+                file_job.write(view, got, offset)
                 offset += got
-                if on_written is not None:
-                    on_written(offset)
+                on_written(offset)
                 progress.add(got)
             if resp.length:  # more than asked for: drain so the connection stays usable
                 resp.read()
@@ -119,33 +137,67 @@ def fetch_range(conns, entry, start, end, fd, progress, attempts, on_written=Non
             raise
         except (IOError, OSError, http.client.HTTPException) as exc:
             conns.drop(key)
-            if isinstance(exc, OSError) and getattr(exc, "errno", None) == 28:
-                raise Fatal("%s: no space left on device" % entry["key"])
             if attempt == attempts - 1:
                 raise Fatal("%s: gave up after %d attempts (last: %s)" % (entry["key"], attempts, exc))
             time.sleep(delay + random.random() * delay)
             delay = min(delay * 2, 5.0)
 
 
-class FileJob(object):
-    """One object being written: its parts, which are done, and the hash that follows the done prefix."""
+class BufferPool(object):
+    """At most `count` part-sized aligned buffers, made on first need and reused."""
 
-    def __init__(self, dest, entry, part_size):
+    def __init__(self, size, count):
+        self.size, self.count, self.made, self.free = size, count, 0, []
+        self.cond = threading.Condition()
+
+    def get(self, errors):
+        """A free buffer, waiting for one if all are in use; None once `errors` is not empty."""
+        with self.cond:
+            while not self.free and self.made >= self.count:
+                if errors:
+                    return None
+                self.cond.wait(0.5)
+            if self.free:
+                return self.free.pop()
+            self.made += 1
+        return aligned_buffer(self.size)
+
+    def put(self, buf):
+        with self.cond:
+            self.free.append(buf)
+            self.cond.notify()
+
+
+class FileJob(object):
+    """One object being written: its parts, which are done, and the sha256 that follows them in order.
+
+    The hash cursor (`hashed_to`) is advanced by one thread at a time: the worker whose part holds it hashes each
+    chunk as it lands (still in the CPU cache), and a worker that completes the part before a parked one hashes
+    that from memory (under `lock`). Nothing is read back from disk except parts an earlier run left there.
+    """
+
+    def __init__(self, dest, entry, part_size, direct_min=DIRECT_MIN):
         self.entry = entry
+        self.direct_min = direct_min
         self.final = os.path.join(dest, entry["path"])
         self.partial = self.final + PARTIAL
         self.state_path = self.partial + ".json"
         size = entry["size"]
+        self.part_size = part_size
         self.parts = [(s, min(s + part_size, size)) for s in range(0, size, part_size)] or [(0, 0)]
         self.done = [False] * len(self.parts)
         self.written = [0] * len(self.parts)  # bytes on disk from each part's start (resume point)
         self.saved_at, self.saved_time = 0, 0.0  # bytes written, and when, at the last save of the state
         self.hashed_to = 0  # the sha256 (and MD5) cover bytes [0, hashed_to)
-        self.hashed_part = 0  # parts before this one are done (a cursor for contiguous())
+        self.parked = {}  # part index -> buffer: fetched before the cursor reached it
+        self.on_disk = set()  # parts done by an earlier run: hashed from the file
+        self.completed = 0  # parts fetched by this run and handed to complete_part
         self.sha = hashlib.sha256()
         self.md5 = hashlib.md5() if want_md5(entry) else None
+        self.lock = threading.Lock()  # the cursor's hand-over and `parked`
         self.state_lock = threading.Lock()  # done/written and the state file: never waits on hashing
         self.fd = None
+        self.direct = False
 
     def open(self):
         os.makedirs(os.path.dirname(self.final), exist_ok=True)
@@ -162,18 +214,56 @@ class FileJob(object):
             pass
         if not previous and not any(self.written) and os.path.exists(self.partial):
             os.unlink(self.partial)  # unknown partial content: start over
-        self.fd = os.open(self.partial, os.O_RDWR | os.O_CREAT, 0o644)
+        flags = os.O_RDWR | os.O_CREAT
+        if self.entry["size"] >= self.direct_min and hasattr(os, "O_DIRECT"):
+            try:
+                self.fd = os.open(self.partial, flags | os.O_DIRECT, 0o644)
+                self.direct = True
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:  # tmpfs and some network filesystems refuse O_DIRECT
+                    raise
+        if self.fd is None:
+            self.fd = os.open(self.partial, flags, 0o644)
         for index in previous:
             if 0 <= index < len(self.done):
                 self.done[index] = True
                 self.written[index] = self.parts[index][1] - self.parts[index][0]
         self.write_state()
         self.saved_time = 0.0  # the first MiB of new data is saved at once
-        return [i for i, d in enumerate(self.done) if d]
+        self.on_disk = {i for i, d in enumerate(self.done) if d}
+        return sorted(self.on_disk)
 
     def resume_offset(self, index):
-        """Where fetching part `index` starts again: after the bytes already on disk."""
-        return self.parts[index][0] + self.written[index]
+        """Where fetching part `index` starts again: after the bytes already on disk, block-aligned."""
+        start, end = self.parts[index]
+        written = start + self.written[index]
+        return written if written == end else start + self.written[index] // ALIGN * ALIGN
+
+    def write(self, view, count, offset):
+        """Write view[:count] at offset; a direct write of the file's tail is padded (finish() truncates).
+        A failed write is fatal: the bytes are hashed already, and a disk error is no network hiccup to retry."""
+        try:
+            self.write_once(view, count, offset)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise Fatal("%s: no space left on device" % self.entry["key"])
+            raise Fatal("%s: cannot write %s: %s" % (self.entry["key"], self.partial, exc.strerror or exc))
+
+    def write_once(self, view, count, offset):
+        if self.direct:
+            try:
+                os.pwrite(self.fd, view[:round_up(count)], offset)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                self.buffered()
+        os.pwrite(self.fd, view[:count], offset)
+
+    def buffered(self):
+        """The filesystem refused a direct write after all: go on through the page cache."""
+        fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+        self.direct = False
 
     def note_written(self, index, offset):
         """Record part progress; saved every few MiB so a killed sync resumes close to where it stopped."""
@@ -199,34 +289,71 @@ class FileJob(object):
             self.done[index] = True
             self.write_state()
 
-    def contiguous(self):
-        """Bytes on disk from offset 0 without a gap: what can be hashed now."""
-        index = self.hashed_part
-        while index < len(self.parts) and self.done[index]:
-            index += 1
-        self.hashed_part = index  # done parts stay done: later calls start here
-        if index == len(self.parts):
-            return self.entry["size"]
-        return self.parts[index][0] + self.written[index]
-
     def hash_bytes(self, data):
         self.sha.update(data)
         if self.md5 is not None:
             self.md5.update(data)
 
+    def hash_landed(self, buf, start, upto):
+        """The worker of the part starting at `start`: hash its bytes up to `upto` if the cursor has reached it.
+        Only that worker moves the cursor while it is inside the part (a drain stops at a part in flight)."""
+        if start <= self.hashed_to < upto:
+            self.hash_bytes(buf[self.hashed_to - start:upto - start])
+            self.hashed_to = upto
+
+    def complete_part(self, index, buf, pool):
+        """After part `index` is on disk: hash what is left of it, or park it for whoever reaches it; then hash
+        the parked (and earlier-run) parts that follow. True for exactly one caller: the last part, when the
+        whole file is on disk and hashed (the cursor cannot stop short then: every other part is parked or hashed)."""
+        start, end = self.parts[index]
+        with self.lock:
+            self.completed += 1
+            if self.hashed_to < start:
+                self.parked[index] = buf
+                return False
+            self.hash_landed(buf, start, end)
+            pool.put(buf)
+            hashed = self.drain(pool)
+            return hashed and self.completed + len(self.on_disk) == len(self.parts)
+
+    def drain(self, pool):
+        """Move the cursor over parts already fetched (parked) or left by an earlier run (on disk); stop at a
+        part still in flight or queued (its worker takes over). Called with `lock` held, or before any worker."""
+        size = self.entry["size"]
+        view = None
+        while self.hashed_to < size:
+            index = self.hashed_to // self.part_size
+            end = self.parts[index][1]
+            if index in self.parked:
+                buf = self.parked.pop(index)
+                self.hash_landed(buf, self.parts[index][0], end)
+                pool.put(buf)
+            elif index in self.on_disk:
+                view = view or aligned_buffer(HASH_CHUNK)
+                self.hash_from_disk(end, view)
+            else:
+                return False
+        return True
+
     def hash_from_disk(self, upto, view):
-        """Hash [hashed_to, upto) read back from the file (the page cache) through a reused buffer."""
+        """Hash [hashed_to, upto) read back from the file through a reused aligned buffer."""
         while self.hashed_to < upto:
-            got = os.preadv(self.fd, [view[:min(len(view), upto - self.hashed_to)]], self.hashed_to)
+            want = min(len(view), upto - self.hashed_to)
+            got = os.preadv(self.fd, [view[:round_up(want) if self.direct else want]], self.hashed_to)
             if not got:
                 raise Fatal("%s: short partial file" % self.entry["key"])
+            got = min(got, want)  # a direct read may run into the tail's padding
             self.hash_bytes(view[:got])
             self.hashed_to += got
 
-    def hash_received(self, data):
-        """Inline hash of a one-part file's bytes as they arrive (no read-back)."""
-        self.hash_bytes(data)
-        self.hashed_to += len(data)
+    def read_into(self, view, start, end):
+        """Read [start, end) of the partial file into view (a part resumed mid-way: its first bytes)."""
+        done = 0
+        while done < end - start:
+            got = os.preadv(self.fd, [view[done:end - start]], start + done)
+            if not got:
+                raise Fatal("%s: short partial file" % self.entry["key"])
+            done += got
 
     def finish(self):
         """Verify size (and MD5 where the ETag is one), then rename into place."""
@@ -293,6 +420,17 @@ class Manifest(object):
         self.written = time.monotonic()
 
 
+def queue_order(files, spread):
+    """Pending parts, round-robin over groups of `spread` files (each file's parts stay in order): with as many
+    files as connections, each file streams on about one connection and is hashed as its bytes land."""
+    order = []
+    for first in range(0, len(files), spread):
+        group = [[(f, i) for i, d in enumerate(f.done) if not d] for f in files[first:first + spread]]
+        for index in range(max([len(g) for g in group] or [0])):
+            order.extend(pending[index] for pending in group if index < len(pending))
+    return order
+
+
 def run(job):
     dest = job["dest"]
     os.makedirs(dest, exist_ok=True)
@@ -305,120 +443,77 @@ def run(job):
             except OSError:
                 pass
             manifest.forget(path)
-    part_size = int(job.get("part_size", 32 << 20))
+    part_size = round_up(int(job.get("part_size", 8 << 20)))
+    concurrency = int(job.get("concurrency", 8))
+    attempts = int(job.get("attempts", 8))
     entries = job.get("files", [])
     progress = Progress(sum(e["size"] for e in entries))
     progress.stop_after = job.get("stop_after_bytes")
-    tasks = queue.Queue()
     files = []
     for entry in entries:
-        file_job = FileJob(dest, entry, part_size)
-        already = file_job.open()
-        files.append(file_job)
-        for index in already:
+        file_job = FileJob(dest, entry, part_size, int(job.get("direct_min", DIRECT_MIN)))
+        for index in file_job.open():
             start, end = file_job.parts[index]
             progress.add(end - start, transferred=False)
-        for index, done in enumerate(file_job.done):
-            if not done:
-                progress.add(file_job.written[index], transferred=False)
-                tasks.put((file_job, index))
+        progress.add(sum(file_job.resume_offset(i) - file_job.parts[i][0] for i, d in enumerate(file_job.done)
+                         if not d), transferred=False)
+        files.append(file_job)
+    tasks = queue.Queue()
+    for task in queue_order(files, int(job.get("spread", concurrency))):
+        tasks.put(task)
+    # A worker holds a part-sized buffer before it takes a part, and parts are taken in order: the part the
+    # cursor waits for is always in flight or done, so parked parts (bounded by the pool) never block it.
+    largest = max([end - start for f in files for start, end in f.parts] or [0])
+    pool = BufferPool(round_up(max(1, largest)), concurrency + 4)
     errors = []
-    # Files whose parts were all done before (killed between last part and rename): finish them first.
-    for file_job in files:
-        if all(file_job.done):
-            file_job.hash_from_disk(file_job.entry["size"], memoryview(bytearray(HASH_CHUNK)))
-            manifest.record(file_job.entry, file_job.finish())
     conns = Connections()
-    attempts = int(job.get("attempts", 8))
-    # Multi-part files are hashed by one hasher thread that follows each file's contiguous prefix while the
-    # workers keep fetching; a one-part file is hashed by its worker from the received bytes.
-    hashed = [f for f in files if len(f.parts) > 1 and not all(f.done)]
-    wake = threading.Condition()  # a worker wrote bytes the hasher may be waiting for
-    to_finish = queue.Queue()  # hashed multi-part files to verify and rename (None: no more)
-    workers_gone = threading.Event()
 
-    def fetched(file_job, index, offset):
-        file_job.note_written(index, offset)
-        with wake:
-            wake.notify()
+    def finish(file_job):
+        manifest.record(file_job.entry, file_job.finish())
+
+    # Parts an earlier run left on disk at the start of a file: hash them now (a file may be complete already).
+    for file_job in files:
+        if file_job.on_disk and file_job.drain(pool) and all(file_job.done):
+            finish(file_job)
 
     def worker():
         while not errors:
+            buf = pool.get(errors)
+            if buf is None:
+                return
             try:
                 file_job, index = tasks.get_nowait()
             except queue.Empty:
+                pool.put(buf)
                 return
-            end = file_job.parts[index][1]
-            one_part = len(file_job.parts) == 1
+            start, end = file_job.parts[index]
             try:
-                if one_part and file_job.resume_offset(index):
-                    file_job.hash_from_disk(file_job.resume_offset(index), memoryview(bytearray(HASH_CHUNK)))
-                fetch_range(conns, file_job.entry, file_job.resume_offset(index), end, file_job.fd, progress,
-                            attempts, lambda offset, f=file_job, i=index: fetched(f, i, offset),
-                            file_job.hash_received if one_part else None)
+                resume = file_job.resume_offset(index)
+                file_job.read_into(buf, start, resume)
+                fetch_range(conns, file_job, resume, end, progress, attempts, buf, start,
+                            lambda offset, f=file_job, b=buf, s=start: f.hash_landed(b, s, offset),
+                            lambda offset, f=file_job, i=index: f.note_written(i, offset))
                 file_job.part_done(index)
-                if one_part:
-                    manifest.record(file_job.entry, file_job.finish())
-                else:
-                    with wake:
-                        wake.notify()
+                if file_job.complete_part(index, buf, pool):
+                    finish(file_job)
             except Fatal as exc:
                 errors.append(str(exc))
             except OSError as exc:
                 errors.append("%s: %s" % (file_job.entry["key"], exc.strerror or exc))
 
-    def hasher():
-        view = memoryview(bytearray(HASH_CHUNK))
-        try:
-            for file_job in hashed:
-                size = file_job.entry["size"]
-                while file_job.hashed_to < size:
-                    with wake:
-                        upto = file_job.contiguous()
-                        while upto <= file_job.hashed_to and not errors:
-                            if workers_gone.is_set():
-                                raise Fatal("%s: parts missing after all fetches ended" % file_job.entry["key"])
-                            wake.wait(0.5)
-                            upto = file_job.contiguous()
-                    if errors:
-                        return
-                    file_job.hash_from_disk(upto, view)
-                to_finish.put(file_job)
-        except Fatal as exc:
-            errors.append(str(exc))
-        except OSError as exc:
-            errors.append("hashing: %s" % (exc.strerror or exc))
-        finally:
-            to_finish.put(None)
-
-    def finisher():
-        # Verify + fsync + rename off the hasher's thread: the fsync waits for the disk, the hasher need not.
-        while True:
-            file_job = to_finish.get()
-            if file_job is None:
-                return
-            try:
-                manifest.record(file_job.entry, file_job.finish())
-            except Fatal as exc:
-                errors.append(str(exc))
-            except OSError as exc:
-                errors.append("%s: %s" % (file_job.entry["key"], exc.strerror or exc))
-
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(int(job.get("concurrency", 16)))]
-    helpers = [threading.Thread(target=hasher, daemon=True), threading.Thread(target=finisher, daemon=True)]
-    for thread in threads + helpers:
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for thread in threads:
         thread.start()
-    while any(t.is_alive() for t in threads + helpers):
+    while any(t.is_alive() for t in threads):
         progress.report()
-        if not any(t.is_alive() for t in threads):
-            workers_gone.set()
-            with wake:
-                wake.notify()
-        for thread in threads + helpers:
+        for thread in threads:
             if thread.is_alive():
                 thread.join(0.5)
                 break
     progress.report()
+    if not errors:
+        errors.extend("%s: parts missing after all fetches ended" % f.entry["key"]
+                      for f in files if f.hashed_to < f.entry["size"])
     manifest.save()
     result = {"transferred_bytes": progress.transferred, "manifest": manifest.doc["files"], "errors": errors}
     sys.stdout.write(json.dumps(result) + "\n")

@@ -1,0 +1,261 @@
+"""The host-side fetcher (deployctl/weights/weights_fetch.py), run as the hosts run it, against a local HTTP server:
+ranged parts, retries, resume, parts finishing out of order, direct I/O, verification, the manifest."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import http.server
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+FETCHER = Path(__file__).resolve().parents[2] / "deployctl" / "weights" / "weights_fetch.py"
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
+def _serve(blobs: dict, fail_first: int = 0, delays: dict | None = None):
+    """An S3-like server for pre-signed GETs; `delays` maps (path, range start) to seconds to wait before answering."""
+    state = {"fails": fail_first, "requests": 0, "ranges": [], "answered": []}
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            with lock:
+                state["requests"] += 1
+                failing = state["fails"] > 0
+                state["fails"] -= failing
+            if failing:
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            path = self.path.split("?")[0]
+            data = blobs[path]
+            start, end = 0, len(data) - 1
+            if "Range" in self.headers:
+                first, last = self.headers["Range"].split("=")[1].split("-")
+                start, end = int(first), int(last)
+            with lock:
+                state["ranges"].append((path, start, end + 1))
+            time.sleep((delays or {}).get((path, start), 0))
+            self.send_response(206 if "Range" in self.headers else 200)
+            self.send_header("Content-Length", str(end - start + 1))
+            self.end_headers()
+            self.wfile.write(data[start:end + 1])
+            with lock:
+                state["answered"].append((path, start))
+
+    server = _Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, state
+
+
+def _run_fetcher(job: dict):
+    proc = subprocess.run([sys.executable, str(FETCHER)], input=json.dumps(job), capture_output=True, text=True,
+                          timeout=120)
+    return proc, (json.loads(proc.stdout.splitlines()[-1]) if proc.stdout.strip() else None)
+
+
+def _fetcher_module():
+    spec = importlib.util.spec_from_file_location("weights_fetch_under_test", FETCHER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _entry(server, key: str, path: str, data: bytes, etag: str = "x-2") -> dict:
+    return {"key": key, "path": path, "size": len(data), "etag": etag,
+            "url": f"http://127.0.0.1:{server.server_port}/b/{key}?X-Sig=s"}
+
+
+def test_fetcher_parts_retries_resume_and_manifest(tmp_path):
+    big = bytes(range(256)) * 4000  # 1 024 000 bytes, 8 parts of 128 KiB
+    small = b'{"a": 1}'
+    server, state = _serve({"/b/m/big": big, "/b/m/small": small}, fail_first=3)
+    files = [_entry(server, "m/big", "w/big.bin", big),
+             _entry(server, "m/small", "c.json", small, etag=hashlib.md5(small).hexdigest())]
+    job = {"dest": str(tmp_path / "dest"), "source": "s3://b/m/", "part_size": 131072, "concurrency": 1,
+           "files": files, "remove": [], "stop_after_bytes": 300000}
+    proc, _ = _run_fetcher(job)
+    assert proc.returncode == 75
+    assert not (tmp_path / "dest/w/big.bin").exists() and (tmp_path / "dest/w/big.bin.deployctl-partial").exists()
+
+    del job["stop_after_bytes"]
+    proc, outcome = _run_fetcher(job)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "dest/w/big.bin").read_bytes() == big
+    assert (tmp_path / "dest/c.json").read_bytes() == small
+    # The first run finished 2 parts (262144 bytes) before stopping: only the rest moved now.
+    assert outcome["transferred_bytes"] == len(big) + len(small) - 262144
+    assert outcome["manifest"]["w/big.bin"]["sha256"] == hashlib.sha256(big).hexdigest()
+    assert sorted(p.name for p in (tmp_path / "dest").rglob("*")) == [".deployctl-manifest.json", "big.bin",
+                                                                        "c.json", "w"]
+    server.shutdown()
+
+
+def test_fetcher_rejects_content_that_does_not_match_its_md5_etag(tmp_path):
+    server, _ = _serve({"/b/x": b"hello"})
+    files = [{"key": "m/x", "path": "x", "size": 5, "etag": "0" * 32,
+              "url": f"http://127.0.0.1:{server.server_port}/b/x?X-Sig=s"}]
+    proc, outcome = _run_fetcher({"dest": str(tmp_path), "files": files, "part_size": 1 << 20})
+    assert proc.returncode == 1 and "does not match its ETag" in outcome["errors"][0]
+    assert "X-Sig" not in proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".deployctl-manifest.json"]
+    server.shutdown()
+
+
+def test_a_one_part_file_resumes_inside_its_part(tmp_path):
+    """A kill in the middle of one large part resumes after the bytes its last saved state records."""
+    data = bytes(range(256)) * (48 * 1024)  # 12 MiB: a single 16 MiB part
+    server, _ = _serve({"/b/m/one": data})
+    job = {"dest": str(tmp_path / "dest"), "source": "s3://b/m/", "files": [_entry(server, "m/one", "one.bin", data)],
+           "remove": [], "part_size": 16 << 20, "stop_after_bytes": 9 << 20}
+    try:
+        proc, _ = _run_fetcher(job)
+        assert proc.returncode == 75
+        del job["stop_after_bytes"]
+        proc, outcome = _run_fetcher(job)
+        assert proc.returncode == 0, proc.stderr
+        assert outcome["transferred_bytes"] <= len(data) - (1 << 20)  # resumed inside the part, not at 0
+        assert hashlib.sha256((tmp_path / "dest/one.bin").read_bytes()).digest() == hashlib.sha256(data).digest()
+    finally:
+        server.shutdown()
+
+
+def test_parts_finishing_out_of_order_wait_in_memory_and_are_hashed_in_order(tmp_path):
+    """The first parts answer late: the later ones land first, wait in the (bounded) buffer pool, and the sha256
+    still covers the bytes in file order. Two files share the connections; nothing deadlocks."""
+    part = 64 << 10
+    one = os.urandom(40 * part + 1000)
+    two = os.urandom(17 * part)
+    server, state = _serve({"/b/m/one": one, "/b/m/two": two},
+                           delays={("/b/m/one", 0): 0.6, ("/b/m/one", 3 * part): 0.3, ("/b/m/two", 0): 0.4})
+    files = [_entry(server, "m/one", "one.bin", one), _entry(server, "m/two", "sub/two.bin", two)]
+    job = {"dest": str(tmp_path), "source": "s3://b/m/", "files": files, "part_size": part, "concurrency": 6,
+           "spread": 1, "direct_min": 0}
+    try:
+        proc, outcome = _run_fetcher(job)
+        assert proc.returncode == 0, proc.stderr
+        for name, data in (("one.bin", one), ("sub/two.bin", two)):
+            assert (tmp_path / name).read_bytes() == data
+            assert outcome["manifest"][name]["sha256"] == hashlib.sha256(data).hexdigest()
+        assert outcome["transferred_bytes"] == len(one) + len(two)
+        starts = [(path, start) for path, start, _ in state["ranges"]]
+        assert sorted(starts) == sorted(set(starts)) and len(starts) == 41 + 17  # each part exactly once
+        # Many later parts landed before the first one: they waited in memory (the pool holds 10 buffers).
+        assert state["answered"].index(("/b/m/one", 0)) >= 5
+    finally:
+        server.shutdown()
+
+
+def test_direct_io_with_an_unaligned_tail_resumes_and_ends_at_the_exact_size(tmp_path):
+    data = os.urandom(3 * (1 << 20) + 1234)
+    server, _ = _serve({"/b/m/w": data})
+    job = {"dest": str(tmp_path), "source": "s3://b/m/", "files": [_entry(server, "m/w", "w.bin", data)],
+           "part_size": 1 << 20, "concurrency": 2, "direct_min": 0, "stop_after_bytes": 2 << 20}
+    try:
+        proc, _ = _run_fetcher(job)
+        assert proc.returncode == 75 and not (tmp_path / "w.bin").exists()
+        del job["stop_after_bytes"]
+        proc, outcome = _run_fetcher(job)
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / "w.bin").stat().st_size == len(data)  # the padded direct write of the tail is cut
+        assert (tmp_path / "w.bin").read_bytes() == data
+        assert outcome["manifest"]["w.bin"]["sha256"] == hashlib.sha256(data).hexdigest()
+        assert outcome["transferred_bytes"] < len(data)
+    finally:
+        server.shutdown()
+
+
+def test_parts_an_earlier_run_left_mid_file_are_hashed_from_disk_not_fetched(tmp_path):
+    part = 1 << 20
+    data = os.urandom(5 * part)
+    partial = tmp_path / "w.bin.deployctl-partial"
+    with open(partial, "wb") as handle:
+        for index in (1, 3):
+            handle.seek(index * part)
+            handle.write(data[index * part:(index + 1) * part])
+    (tmp_path / "w.bin.deployctl-partial.json").write_text(json.dumps(
+        {"etag": "x-2", "size": len(data), "done": [1, 3], "written": [0, part, 0, part, 0]}))
+    server, state = _serve({"/b/m/w": data})
+    job = {"dest": str(tmp_path), "source": "s3://b/m/", "files": [_entry(server, "m/w", "w.bin", data)],
+           "part_size": part, "concurrency": 3, "direct_min": 0}
+    try:
+        proc, outcome = _run_fetcher(job)
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(start for _, start, _ in state["ranges"]) == [0, 2 * part, 4 * part]
+        assert outcome["transferred_bytes"] == 3 * part
+        assert (tmp_path / "w.bin").read_bytes() == data
+        assert outcome["manifest"]["w.bin"]["sha256"] == hashlib.sha256(data).hexdigest()
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".deployctl-manifest.json", "w.bin"]
+    finally:
+        server.shutdown()
+
+
+def test_a_refused_direct_write_goes_on_through_the_page_cache(tmp_path, monkeypatch):
+    """Some filesystems accept O_DIRECT at open and refuse the writes (EINVAL): the file goes on buffered."""
+    fetch = _fetcher_module()
+    entry = {"key": "m/w", "path": "w.bin", "size": 3 * 4096 + 5, "etag": "x-1", "url": "http://unused"}
+    job = fetch.FileJob(str(tmp_path), entry, 1 << 20, direct_min=0)
+    job.open()
+    assert job.direct and fcntl.fcntl(job.fd, fcntl.F_GETFL) & os.O_DIRECT
+    real_pwrite = os.pwrite
+
+    def refusing_pwrite(fd, data, offset):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", refusing_pwrite)
+    view = fetch.aligned_buffer(1 << 20)
+    view[:entry["size"]] = b"a" * entry["size"]
+    job.write(view, entry["size"], 0)
+    assert not job.direct and not fcntl.fcntl(job.fd, fcntl.F_GETFL) & os.O_DIRECT
+    job.hash_bytes(view[:entry["size"]])
+    job.hashed_to = entry["size"]
+    assert job.finish() == hashlib.sha256(b"a" * entry["size"]).hexdigest()
+    assert (tmp_path / "w.bin").read_bytes() == b"a" * entry["size"]
+
+
+def test_a_disk_error_is_fatal_and_names_the_file(tmp_path, monkeypatch):
+    fetch = _fetcher_module()
+    entry = {"key": "m/w", "path": "w.bin", "size": 10, "etag": "x-1", "url": "http://unused"}
+    job = fetch.FileJob(str(tmp_path), entry, 1 << 20)
+    job.open()
+
+    def full(fd, data, offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    try:
+        job.write(fetch.aligned_buffer(4096), 10, 0)
+    except fetch.Fatal as exc:
+        assert str(exc) == "m/w: no space left on device"
+    else:
+        raise AssertionError("a full disk must stop the fetch")
+
+
+def test_the_fetcher_is_python_37_and_stdlib_only():
+    """DevServers have Python 3.9 and nothing installed: the fetcher must parse as 3.7 and import only stdlib."""
+    import ast
+
+    tree = ast.parse(FETCHER.read_text(), feature_version=(3, 7))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
