@@ -1,4 +1,5 @@
-"""The one round trip that tells what a host already holds: manifest, file sizes under dest, free space."""
+"""The one round trip that tells what a host already holds: manifest, file sizes under dest, free space, and the
+digest of the fetcher program left by an earlier sync (so an unchanged one is not sent again)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ from deployctl.plan.model import Command
 from deployctl.transport import Transport
 from deployctl.weights.manifest import MANIFEST_NAME, HostState
 
-# A constant program; dest reaches it as an argument. Runs on the host's python3 (>= 3.7).
+# A constant program; dest and the fetcher's path reach it as arguments. Runs on the host's python3 (>= 3.7).
 STATE_SCRIPT = r"""
-import json, os, sys
+import hashlib, json, os, sys
 dest = sys.argv[1]
-out = {"manifest": None, "sizes": {}}
+out = {"manifest": None, "sizes": {}, "fetcher": None}
+try:
+    with open(sys.argv[3], "rb") as f:
+        out["fetcher"] = hashlib.sha256(f.read()).hexdigest()
+except OSError:
+    pass
 try:
     with open(os.path.join(dest, sys.argv[2])) as f:
         out["manifest"] = json.load(f).get("files", {})
@@ -35,12 +41,13 @@ sys.stdout.write(json.dumps(out))
 """
 
 
-def state_command(dest: str) -> Command:
-    return Command(("python3", "-c", STATE_SCRIPT, dest, MANIFEST_NAME))
+def state_command(dest: str, fetcher: str) -> Command:
+    return Command(("python3", "-c", STATE_SCRIPT, dest, MANIFEST_NAME, fetcher))
 
 
-def read_host_state(transport: Transport, dest: str) -> HostState:
-    result = transport.run(state_command(dest), timeout=120)
+def read_host_state(transport: Transport, dest: str, fetcher: str) -> HostState:
+    """What `dest` holds on one host (and the digest of the fetcher at path `fetcher`, if any)."""
+    result = transport.run(state_command(dest, fetcher), timeout=120)
     if result.exit_code == 127 or "python3: not found" in result.stderr or "No such file" in result.stderr[:200]:
         raise HostError(transport.name, "python3 is not installed; weights sync runs its fetcher with python3",
                         address=getattr(transport, "address", None), hint="install python3 (>= 3.7) on the host")
@@ -54,4 +61,5 @@ def read_host_state(transport: Transport, dest: str) -> HostState:
 
 def parse_state(doc: dict) -> HostState:
     return HostState(manifest=doc.get("manifest") or {}, sizes=doc.get("sizes") or {},
-                     free_bytes=int(doc.get("free", 0)), free_path=str(doc.get("free_path", "/")))
+                     free_bytes=int(doc.get("free", 0)), free_path=str(doc.get("free_path", "/")),
+                     fetcher_digest=doc.get("fetcher"))

@@ -29,6 +29,7 @@ class HostState:
     sizes: Mapping[str, int]
     free_bytes: int
     free_path: str
+    fetcher_digest: Optional[str] = None  # sha256 of the fetcher program already on the host
 
 
 @dataclass(frozen=True)

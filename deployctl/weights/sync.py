@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -18,7 +20,9 @@ from deployctl.weights.host_state import read_host_state
 from deployctl.weights.manifest import MANIFEST_NAME, HostPlan, HostState, manifest_digest, plan_host
 from deployctl.weights.source import Source, parse_source
 
-PART_SIZE = 8 << 20
+# 8 connections per host, each on its own file where there are enough files (hashed as the bytes land); 16 MiB
+# parts: few requests per GiB for the server, 12 part buffers (192 MiB) at most on the host.
+PART_SIZE = 16 << 20
 CONCURRENCY = 8
 # Test-only: the fetcher stops abruptly after this many bytes, like a killed process.
 STOP_AFTER_ENV = "DEPLOYCTL_WEIGHTS_TEST_STOP_AFTER_BYTES"
@@ -83,11 +87,14 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
         raise UsageError("weights.dest is not set", hint="set weights.dest: the model directory on every host")
     source = parse_source(spec.weights.source)
     dest = spec.weights.dest
-    client = s3_client(spec.weights) if source.remote else None
-    objects = list_source(client, source, spec.weights.endpoint) if source.remote else list_local(source)
-    total = sum(o.size for o in objects)
     hosts = {name: transports[name] for name in weights_hosts(spec)}
-    states = on_hosts(hosts, lambda t: read_host_state(t, dest))
+    with ThreadPoolExecutor(1) as background:
+        # The hosts' state and the source's listing are independent round trips: overlap them.
+        pending = background.submit(on_hosts, hosts, lambda t: read_host_state(t, dest, fetcher_path(spec)))
+        client = s3_client(spec.weights) if source.remote else None
+        objects = list_source(client, source, spec.weights.endpoint) if source.remote else list_local(source)
+        states = pending.result()
+    total = sum(o.size for o in objects)
     plans = {name: plan_host(objects, state) for name, state in states.items()}
     for name, plan in plans.items():
         check_space(name, getattr(hosts[name], "address", None), dest, states[name], plan)
@@ -111,7 +118,7 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
                 files = state.manifest
                 transferred = 0
             elif source.remote:
-                files, transferred = _fetch_remote(spec, transport, dest, source, plan, urls, stop_after,
+                files, transferred = _fetch_remote(spec, transport, dest, source, plan, state, urls, stop_after,
                                                    for_host(transport.name))
             else:
                 files, transferred = _push_local(transport, dest, source, plan, state)
@@ -122,8 +129,11 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
     return [reports[name] for name in hosts]
 
 
-def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, urls, stop_after, on_line):
-    transport.put(fetcher_path(spec), fetcher_program(), mode=0o644)
+def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, state: HostState, urls, stop_after,
+                  on_line):
+    program = fetcher_program()
+    if state.fetcher_digest != hashlib.sha256(program).hexdigest():
+        transport.put(fetcher_path(spec), program, mode=0o644)
     job = build_job(dest, source.text, plan, urls, stop_after)
     command = Command(("python3", fetcher_path(spec)), stdin=Secret(json.dumps(job), "weights job (pre-signed URLs)"))
     runner = getattr(transport, "run_streaming", None)
@@ -145,8 +155,6 @@ def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, urls, s
 
 def _push_local(transport, dest, source: Source, plan: HostPlan, state: HostState):
     """A local directory: put each changed file (atomic), hashing it here; then the updated manifest."""
-    import hashlib
-
     files = {path: entry for path, entry in state.manifest.items() if path not in plan.remove}
     transferred = 0
     for path in plan.remove:

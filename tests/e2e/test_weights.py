@@ -98,11 +98,14 @@ def test_sync_three_hosts_rerun_change_and_no_secret(testbed, uploaded, s3_env, 
         assert code == 0 and [h["transferred_bytes"] for h in doc["hosts"]] == [0, 0, 0]
         assert {h["manifest_digest"] for h in doc["hosts"]} == {digest}
 
+        fetcher_stamp = testbed.run_on("tb2", ["stat", "-c", "%y", "/var/lib/deployctl/e2e-weights/weights_fetch.py"]).stdout
         changed = b'{"model_type": "llama", "changed": true}'
         testbed.s3.client().put_object(Bucket=testbed.s3.bucket, Key=PREFIX + "config.json", Body=changed)
         code, out, err = deployctl("weights", "sync", path, "--output", "json")
         doc = json.loads(out)
         assert code == 0 and [h["transferred_bytes"] for h in doc["hosts"]] == [len(changed)] * 3
+        # The fetcher program already on the host is the same: it was not sent again.
+        assert testbed.run_on("tb2", ["stat", "-c", "%y", "/var/lib/deployctl/e2e-weights/weights_fetch.py"]).stdout == fetcher_stamp
         assert doc["identical"] is True and doc["hosts"][0]["manifest_digest"] != digest
         assert host_sha256(testbed, "tb2")["config.json"] == hashlib.sha256(changed).hexdigest()
 
