@@ -25,7 +25,8 @@ import urllib.parse
 MANIFEST = ".deployctl-manifest.json"
 PARTIAL = ".deployctl-partial"
 RETRY_STATUS = (429, 500, 502, 503, 504)
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # written (and the resume state noted) a chunk at a time
+RECV = 256 << 10  # read, then hashed at once while the bytes are in this core's cache
 STATE_EVERY = 1 << 20  # save a file's resume state after each MiB written (at most 4 times a second)
 HASH_CHUNK = 8 << 20
 # Large files are written with O_DIRECT: no copy into the page cache (the costliest part of a buffered write),
@@ -96,8 +97,8 @@ def s3_code(body):
 
 def fetch_range(conns, file_job, start, end, progress, attempts, into, base, on_received, on_written):
     """GET bytes [start, end) of one object into `into` (which holds the file from offset `base`) and into the
-    partial file, retrying throttling, 5xx and resets. After each chunk: `on_received(offset)` while its bytes
-    are still in this core's cache (hashing), then `on_written(offset)` once it is on disk (resume state)."""
+    partial file, retrying throttling, 5xx and resets. `on_received(offset)` after each read, while its bytes are
+    still in this core's cache (hashing); `on_written(offset)` after each chunk is on disk (resume state)."""
     entry = file_job.entry
     offset = start
     delay = 0.2
@@ -106,11 +107,17 @@ def fetch_range(conns, file_job, start, end, progress, attempts, into, base, on_
             return
         key, conn, path = conns.get(entry["url"])
         try:
-            conn.request("GET", path, headers={"Range": "bytes=%d-%d" % (offset, end - 1)})
+            # If-Match: every part comes from the same version of the object (the one listed, whose ETag the
+            # manifest records), or the sync stops instead of mixing two versions in one file.
+            conn.request("GET", path, headers={"Range": "bytes=%d-%d" % (offset, end - 1), "If-Match": entry["etag"]})
             resp = conn.getresponse()
             if resp.status in RETRY_STATUS:
                 resp.read()
                 raise IOError("HTTP %d" % resp.status)
+            if resp.status == 412:
+                resp.read()
+                raise Fatal("%s: the object changed during the sync (its ETag is no longer %s); run it again"
+                            % (entry["key"], entry["etag"]))
             if resp.status not in (200, 206):
                 code = s3_code(resp.read())
                 raise Fatal("%s: HTTP %d %s" % (entry["key"], resp.status, code))
@@ -121,11 +128,11 @@ def fetch_range(conns, file_job, start, end, progress, attempts, into, base, on_
                 # Whole chunks only: a direct write must be block-aligned (only the file's tail is not).
                 want, got = min(CHUNK, end - offset), 0
                 while got < want:
-                    count = resp.readinto(view[got:want])
+                    count = resp.readinto(view[got:min(want, got + RECV)])
                     if not count:
                         raise IOError("connection closed early")
                     got += count
-                on_received(offset + got)
+                    on_received(offset + got)
                 file_job.write(view, got, offset)
                 offset += got
                 on_written(offset)
@@ -515,6 +522,7 @@ def run(job):
         errors.extend("%s: parts missing after all fetches ended" % f.entry["key"]
                       for f in files if f.hashed_to < f.entry["size"])
     manifest.save()
+    errors = list(dict.fromkeys(errors))  # several parts of one file may fail the same way: say it once
     result = {"transferred_bytes": progress.transferred, "manifest": manifest.doc["files"], "errors": errors}
     sys.stdout.write(json.dumps(result) + "\n")
     return 1 if errors else 0

@@ -23,8 +23,9 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
 
-def _serve(blobs: dict, fail_first: int = 0, delays: dict | None = None):
-    """An S3-like server for pre-signed GETs; `delays` maps (path, range start) to seconds to wait before answering."""
+def _serve(blobs: dict, fail_first: int = 0, delays: dict | None = None, etags: dict | None = None):
+    """An S3-like server for pre-signed GETs; `delays` maps (path, range start) to seconds to wait before answering,
+    `etags` a path to the ETag its If-Match must carry."""
     state = {"fails": fail_first, "requests": 0, "ranges": [], "answered": []}
     lock = threading.Lock()
 
@@ -46,6 +47,13 @@ def _serve(blobs: dict, fail_first: int = 0, delays: dict | None = None):
                 return
             path = self.path.split("?")[0]
             data = blobs[path]
+            if etags and path in etags and self.headers.get("If-Match") != etags[path]:
+                body = b"<Error><Code>PreconditionFailed</Code></Error>"
+                self.send_response(412)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             start, end = 0, len(data) - 1
             if "Range" in self.headers:
                 first, last = self.headers["Range"].split("=")[1].split("-")
@@ -259,3 +267,20 @@ def test_the_fetcher_is_python_37_and_stdlib_only():
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
+def test_an_object_replaced_during_the_sync_stops_it_instead_of_mixing_versions(tmp_path):
+    data = os.urandom(300000)
+    server, _ = _serve({"/b/m/w": data}, etags={"/b/m/w": '"new-3"'})
+    entry = {**_entry(server, "m/w", "w.bin", data), "etag": '"old-3"'}
+    try:
+        proc, outcome = _run_fetcher({"dest": str(tmp_path), "files": [entry], "part_size": 131072})
+        assert proc.returncode == 1
+        assert outcome["errors"] == ['m/w: the object changed during the sync (its ETag is no longer "old-3"); '
+                                     'run it again']
+        assert not (tmp_path / "w.bin").exists()
+        entry["etag"] = '"new-3"'
+        proc, outcome = _run_fetcher({"dest": str(tmp_path), "files": [entry], "part_size": 131072})
+        assert proc.returncode == 0 and (tmp_path / "w.bin").read_bytes() == data
+    finally:
+        server.shutdown()
