@@ -2,9 +2,10 @@
 """deployctl's host-side weights fetcher: stdlib only, Python >= 3.7 (DevServers have 3.9).
 
 Reads one job (JSON on stdin: pre-signed URLs, sizes, ETags, dest), downloads what is missing in parallel ranged
-parts into `<file>.deployctl-partial`, hashes it, renames it when complete and verified, and keeps the manifest
-`<dest>/.deployctl-manifest.json`. Progress goes to stderr (`P done total`), the result to stdout (one JSON line).
-A URL is a bearer token: it is never printed, only the object's key.
+parts into `<file>.deployctl-partial` (large files with O_DIRECT), hashes the bytes in file order as they land,
+renames each file when complete and verified, and keeps the manifest `<dest>/.deployctl-manifest.json`. Progress
+goes to stderr (`P done total`), the result to stdout (one JSON line). A URL is a bearer token: it is never
+printed, only the object's key.
 """
 
 import errno
@@ -179,7 +180,7 @@ class FileJob(object):
     """One object being written: its parts, which are done, and the sha256 that follows them in order.
 
     The hash cursor (`hashed_to`) is advanced by one thread at a time: the worker whose part holds it hashes each
-    chunk as it lands (still in the CPU cache), and a worker that completes the part before a parked one hashes
+    read as it lands (still in the CPU cache), and a worker that completes the part before a parked one hashes
     that from memory (under `lock`). Nothing is read back from disk except parts an earlier run left there.
     """
 
