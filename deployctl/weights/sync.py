@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -53,8 +54,11 @@ def fetcher_path(spec: Spec) -> str:
     return f"{spec.remote_state_dir}/weights_fetch.py"
 
 
-def fetcher_program() -> bytes:
-    return resources.files("deployctl.weights").joinpath("weights_fetch.py").read_bytes()
+@functools.lru_cache(maxsize=1)
+def fetcher_program() -> tuple[bytes, str]:
+    """The host-side fetcher and its sha256 (read once per process, whatever the number of hosts)."""
+    program = resources.files("deployctl.weights").joinpath("weights_fetch.py").read_bytes()
+    return program, hashlib.sha256(program).hexdigest()
 
 
 def build_job(dest: str, source_text: str, plan: HostPlan, urls: Mapping[str, str],
@@ -131,8 +135,8 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
 
 def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, state: HostState, urls, stop_after,
                   on_line):
-    program = fetcher_program()
-    if state.fetcher_digest != hashlib.sha256(program).hexdigest():
+    program, digest = fetcher_program()
+    if state.fetcher_digest != digest:
         transport.put(fetcher_path(spec), program, mode=0o644)
     job = build_job(dest, source.text, plan, urls, stop_after)
     command = Command(("python3", fetcher_path(spec)), stdin=Secret(json.dumps(job), "weights job (pre-signed URLs)"))

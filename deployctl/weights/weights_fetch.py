@@ -239,13 +239,16 @@ class FileJob(object):
         self.write_state()
         self.saved_time = 0.0  # the first MiB of new data is saved at once
         self.on_disk = {i for i, d in enumerate(self.done) if d}
-        return sorted(self.on_disk)
 
     def resume_offset(self, index):
-        """Where fetching part `index` starts again: after the bytes already on disk, block-aligned."""
-        start, end = self.parts[index]
-        written = start + self.written[index]
-        return written if written == end else start + self.written[index] // ALIGN * ALIGN
+        """Where fetching part `index` starts again: after the bytes already on disk, block-aligned (parts start
+        on a block boundary; only the file's end may not be on one)."""
+        written = self.parts[index][0] + self.written[index]
+        return written if written == self.parts[index][1] else written // ALIGN * ALIGN
+
+    def bytes_kept(self):
+        """Bytes an earlier run left that this one does not fetch again (progress starts there)."""
+        return sum(self.resume_offset(i) - start for i, (start, _) in enumerate(self.parts))
 
     def write(self, view, count, offset):
         """Write view[:count] at offset; a direct write of the file's tail is padded (finish() truncates).
@@ -452,6 +455,7 @@ def run(job):
                 pass
             manifest.forget(path)
     part_size = round_up(int(job.get("part_size", 8 << 20)))
+    direct_min = int(job.get("direct_min", DIRECT_MIN))
     concurrency = int(job.get("concurrency", 8))
     attempts = int(job.get("attempts", 8))
     entries = job.get("files", [])
@@ -459,12 +463,9 @@ def run(job):
     progress.stop_after = job.get("stop_after_bytes")
     files = []
     for entry in entries:
-        file_job = FileJob(dest, entry, part_size, int(job.get("direct_min", DIRECT_MIN)))
-        for index in file_job.open():
-            start, end = file_job.parts[index]
-            progress.add(end - start, transferred=False)
-        progress.add(sum(file_job.resume_offset(i) - file_job.parts[i][0] for i, d in enumerate(file_job.done)
-                         if not d), transferred=False)
+        file_job = FileJob(dest, entry, part_size, direct_min)
+        file_job.open()
+        progress.add(file_job.bytes_kept(), transferred=False)
         files.append(file_job)
     tasks = queue.Queue()
     for task in queue_order(files, int(job.get("spread", concurrency))):
