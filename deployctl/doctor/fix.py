@@ -1,8 +1,12 @@
-"""`doctor --fix`: the safe repairs. Only ip_forward: now (sysctl -w) and after a reboot (/etc/sysctl.d)."""
+"""`doctor --fix`: the safe repairs. Only ip_forward: now (sysctl -w) and after a reboot, under both
+systemd-sysctl and procps `sysctl --system`, whatever other sysctl files say (sysctl_persist.py on the host)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 from deployctl.doctor.report import HostReport
 from deployctl.errors import HostError
@@ -10,8 +14,10 @@ from deployctl.plan.findings import FAIL
 from deployctl.plan.model import Command
 from deployctl.transport import Transport
 
-SYSCTL_FILE = "/etc/sysctl.d/99-deployctl.conf"
-SYSCTL_CONTENT = b"# written by deployctl doctor --fix: vLLM/HCCL serving needs forwarding\nnet.ipv4.ip_forward = 1\n"
+# "zz-" sorts after every numbered file, Debian's 99-sysctl.conf (a link to /etc/sysctl.conf) included.
+SYSCTL_FILE = "/etc/sysctl.d/zz-deployctl.conf"
+OLD_SYSCTL_FILES = ("/etc/sysctl.d/99-deployctl.conf",)  # earlier releases' name: it lost to 99-sysctl.conf
+SYSCTL_CONTENT = "# written by deployctl doctor --fix: vLLM/HCCL serving needs forwarding\nnet.ipv4.ip_forward = 1\n"
 SYSCTL_NOW = ("sysctl", "-w", "net.ipv4.ip_forward=1")
 
 
@@ -21,9 +27,11 @@ class FixOutcome:
     check: str
     actions: tuple[str, ...]
     error: str = ""
+    files: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        out = {"host": self.host, "check": self.check, "changed": bool(self.actions), "actions": list(self.actions)}
+        out = {"host": self.host, "check": self.check, "changed": bool(self.actions), "actions": list(self.actions),
+               "files": list(self.files)}
         if self.error:
             out["error"] = self.error
         return out
@@ -35,17 +43,37 @@ def hosts_to_fix(reports: tuple[HostReport, ...]) -> tuple[str, ...]:
                  if (f := r.finding("ip_forward")) is not None and f.status == FAIL and f.observed == "0")
 
 
+@lru_cache(maxsize=1)
+def persist_program() -> str:
+    return (Path(__file__).parent / "sysctl_persist.py").read_text()
+
+
+def persist_command() -> Command:
+    """The host program that makes 1 the value both loaders end with; idempotent (a second run changes nothing)."""
+    return Command(("python3", "-c", persist_program(), SYSCTL_FILE, SYSCTL_CONTENT, *OLD_SYSCTL_FILES))
+
+
 def fix_ip_forward(transport: Transport) -> FixOutcome:
-    """Set it now and persist it; running both again changes nothing (same value, same file)."""
-    done = []
+    """Set it now, then persist it; says which files changed."""
+    name, done = transport.name, ()
     try:
         result = transport.run(Command(SYSCTL_NOW), timeout=30)
         if not result.ok:
-            return FixOutcome(transport.name, "ip_forward", (),
+            return FixOutcome(name, "ip_forward", (),
                               f"{' '.join(SYSCTL_NOW)} failed: {(result.stderr or result.stdout).strip()}")
-        done.append(" ".join(SYSCTL_NOW))
-        transport.put(SYSCTL_FILE, SYSCTL_CONTENT, mode=0o644)
-        done.append(f"wrote {SYSCTL_FILE} (net.ipv4.ip_forward = 1)")
+        done = (" ".join(SYSCTL_NOW),)
+        result = transport.run(persist_command(), timeout=60)
     except HostError as error:
-        return FixOutcome(transport.name, "ip_forward", tuple(done), error.message)
-    return FixOutcome(transport.name, "ip_forward", tuple(done))
+        return FixOutcome(name, "ip_forward", done, error.message)
+    try:
+        doc = json.loads(result.stdout)
+    except ValueError:
+        tail = (result.stderr or result.stdout).strip().splitlines()
+        why = tail[-1] if tail else f"exit {result.exit_code}"
+        if result.exit_code == 127:
+            why = "python3 is not installed"
+        return FixOutcome(name, "ip_forward", done, f"set for now, but not persisted across a reboot: {why}")
+    actions, files = done + tuple(doc.get("actions", ())), tuple(doc.get("files", ()))
+    if doc.get("error"):
+        return FixOutcome(name, "ip_forward", actions, f"set for now; persisting it failed: {doc['error']}", files)
+    return FixOutcome(name, "ip_forward", actions, files=files)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from deployctl.doctor.fix import SYSCTL_FILE, fix_ip_forward, hosts_to_fix
+from deployctl.doctor import sysctl_persist as persist
+from deployctl.doctor.fix import SYSCTL_CONTENT, SYSCTL_FILE, fix_ip_forward, hosts_to_fix, persist_program
 from deployctl.doctor.gather import CONTAINERS, NEAREST_DF, doctor_probes, ping_probes
 from deployctl.doctor.report import document, failure_lines, host_reports
 from deployctl.doctor.targets import DoctorPlan, PingPair, Target
@@ -106,21 +107,48 @@ def test_unreachable_host_gets_the_host_key_fix():
     assert document((report,))["ok"] is False
 
 
-def test_fix_sets_it_now_and_persistently():
-    transport = FakeTransport("n1")
+PERSISTED = ('{"actions": ["wrote /etc/sysctl.d/zz-deployctl.conf (net.ipv4.ip_forward = 1)", "edited /etc/sysctl.conf: '
+             'net.ipv4.ip_forward was 0, now 1 (backup /etc/sysctl.conf.deployctl.bak)"], '
+             '"files": ["/etc/sysctl.d/zz-deployctl.conf", "/etc/sysctl.conf"]}\n')
+
+
+def test_fix_sets_it_now_then_runs_the_persist_program_as_argv_data():
+    transport = FakeTransport("n1", {r"^python3 -c": PERSISTED})
     outcome = fix_ip_forward(transport)
-    assert [c.argv for c in transport.ran] == [("sysctl", "-w", "net.ipv4.ip_forward=1")]
-    content, mode = transport.files[SYSCTL_FILE]
-    assert content.endswith(b"\nnet.ipv4.ip_forward = 1\n") and mode == 0o644
+    now, persist = transport.ran
+    assert now.argv == ("sysctl", "-w", "net.ipv4.ip_forward=1")
+    assert persist.argv[:2] == ("python3", "-c") and persist.argv[2] == persist_program()
+    assert persist.argv[3:5] == (SYSCTL_FILE, SYSCTL_CONTENT) and "/etc/sysctl.d/99-deployctl.conf" in persist.argv
+    assert SYSCTL_FILE > "/etc/sysctl.d/99-sysctl.conf"  # sorts after Debian's link to /etc/sysctl.conf
     assert outcome.to_json() == {"host": "n1", "check": "ip_forward", "changed": True, "actions": [
-        "sysctl -w net.ipv4.ip_forward=1", f"wrote {SYSCTL_FILE} (net.ipv4.ip_forward = 1)"]}
+        "sysctl -w net.ipv4.ip_forward=1", "wrote /etc/sysctl.d/zz-deployctl.conf (net.ipv4.ip_forward = 1)",
+        "edited /etc/sysctl.conf: net.ipv4.ip_forward was 0, now 1 (backup /etc/sysctl.conf.deployctl.bak)"],
+        "files": ["/etc/sysctl.d/zz-deployctl.conf", "/etc/sysctl.conf"]}
+
+
+def test_fix_without_python3_sets_it_now_and_says_it_is_not_persisted():
+    missing = Result(("python3",), 127, "", "sh: 1: python3: not found\n")
+    outcome = fix_ip_forward(FakeTransport("n1", {r"^python3 -c": missing}))
+    assert outcome.actions == ("sysctl -w net.ipv4.ip_forward=1",)
+    assert outcome.error == "set for now, but not persisted across a reboot: python3 is not installed"
+
+
+def test_persist_program_reads_lines_as_both_loaders_do():
+    assert persist.assignment("  -net/ipv4/ip_forward= 0 ") == ("net.ipv4.ip_forward", "0")
+    assert persist.assignment("# net.ipv4.ip_forward=0") is None and persist.assignment("; x=1") is None
+    assert persist.assignment("net.ipv4.conf.all/forwarding = 1") == ("net.ipv4.conf.all/forwarding", "1")
+    text = "net.ipv4.ip_forward=0\nvm.swappiness = 10\nnet.ipv4.ip_forward = 1\n"
+    assert persist.final_value(text) == "1" and persist.final_value("vm.swappiness=1\n") is None
+    assert persist.final_value(text + "-net.ipv4.ip_forward=0") == "0"
+    assert persist.set_to_one("a = 1\n net.ipv4.ip_forward=0\n") == (
+        "a = 1\n# deployctl doctor --fix (was: net.ipv4.ip_forward=0)\nnet.ipv4.ip_forward = 1\n")
 
 
 def test_fix_that_cannot_run_sysctl_says_why_and_writes_nothing():
     denied = Result(("sysctl",), 255, "", "sysctl: permission denied on key 'net.ipv4.ip_forward'\n")
     transport = FakeTransport("n1", {("sysctl", "-w", "net.ipv4.ip_forward=1"): denied})
     outcome = fix_ip_forward(transport)
-    assert transport.files == {}
-    assert outcome.to_json() == {"host": "n1", "check": "ip_forward", "changed": False, "actions": [],
+    assert len(transport.ran) == 1  # nothing persisted
+    assert outcome.to_json() == {"host": "n1", "check": "ip_forward", "changed": False, "actions": [], "files": [],
                                  "error": "sysctl -w net.ipv4.ip_forward=1 failed: sysctl: permission denied on "
                                           "key 'net.ipv4.ip_forward'"}

@@ -7,7 +7,7 @@ from tests.e2e.conftest import MODEL, container_ids
 REQUIREMENTS = "requirements: {driver: '23.0.6', cards: 8, npu_memory_gb: 64, ip_forward: true, free_disk_gb: 1}\n"
 ASCEND_CHECKS = ["ssh", "npu_count", "npu_health", "npu_memory", "driver", "firmware", "docker", "ip_forward",
                  "disk", "npu_free"]
-SYSCTL_FILE = "/etc/sysctl.d/99-deployctl.conf"
+SYSCTL_FILE = "/etc/sysctl.d/zz-deployctl.conf"
 
 
 def mixed(host: str, devices: str = "0, 1", port: int = 8380) -> str:
@@ -102,7 +102,8 @@ def test_ip_forward_off_then_fix_persists_on_that_host_only_and_is_idempotent(be
         code, doc = deployctl.json("doctor", path, "--fix")
         assert code == 0 and doc["ok"] is True
         assert doc["fixes"] == [{"host": "tb3", "check": "ip_forward", "changed": True, "actions": [
-            "sysctl -w net.ipv4.ip_forward=1", f"wrote {SYSCTL_FILE} (net.ipv4.ip_forward = 1)"]}]
+            "sysctl -w net.ipv4.ip_forward=1", f"wrote {SYSCTL_FILE} (net.ipv4.ip_forward = 1)"],
+            "files": [SYSCTL_FILE]}]
         assert ("ip_forward", "PASS") in statuses(doc, "tb3")
         assert bed.run_on("tb3", ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip() == "1"
         assert "net.ipv4.ip_forward = 1" in bed.run_on("tb3", ["cat", SYSCTL_FILE]).stdout

@@ -16,10 +16,10 @@ from tests.testbed import hosts, images, layout, profile, s3
 from tests.testbed.hosts import TestHost
 from tests.testbed.s3 import S3Endpoint
 
-APT_PACKAGES = ("docker.io", "openssh-server", "busybox-static", "iproute2", "curl")
+APT_PACKAGES = ("docker.io", "openssh-server", "busybox-static", "iproute2", "curl", "procps")
 NEEDED_BINARIES = {"dockerd": "docker.io", "containerd": "docker.io", "runc": "docker.io",
                    "/usr/sbin/sshd": "openssh-server", "busybox": "busybox-static", "ip": "iproute2",
-                   "curl": "curl"}
+                   "curl": "curl", "sysctl": "procps"}
 
 
 class TestbedError(RuntimeError):
