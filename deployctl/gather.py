@@ -14,7 +14,7 @@ from deployctl.errors import HostError
 from deployctl.facts.docker import parse_docker_inspect
 from deployctl.plan.containers import ranktable_dir
 from deployctl.plan.model import Command
-from deployctl.plan.up import DeployFacts
+from deployctl.plan.up import DeployFacts, health_path
 from deployctl.spec.model import Host, Spec
 from deployctl.transport import Transport
 
@@ -29,8 +29,8 @@ _DEPLOY_SCRIPT = (
     f'echo {SEPARATOR}; '
     'shift; while [ "$1" != "--" ]; do [ -d "$1" ] && sha256sum -- "$1"/* 2>/dev/null; shift; done; shift; '
     f'echo {SEPARATOR}; '
-    'for p in "$@"; do printf "%s %s\\n" "$p" "$(curl --silent --max-time 2 --output /dev/null '
-    '--write-out "%{http_code}" "http://127.0.0.1:$p/health")"; done; true'
+    'h=$1; shift; for p in "$@"; do printf "%s %s\\n" "$p" "$(curl --silent --max-time 2 --output /dev/null '
+    '--write-out "%{http_code}" "http://127.0.0.1:$p$h")"; done; true'
 )
 
 _DEVICE_IP_SCRIPT = (
@@ -61,7 +61,9 @@ def gather_deploy_facts(spec: Spec, transport: Transport) -> DeployFacts:
 
         directories += (model_dir(spec), f"{model_dir(spec)}/1")
     ports = [str(i.port) for i in spec.instances if i.host == transport.name]
-    command = Command(("sh", "-c", _DEPLOY_SCRIPT, "sh", spec.image.name or "", *directories, "--", *ports))
+    # health as `up` waits for it (one definition per server), so status and up agree
+    command = Command(("sh", "-c", _DEPLOY_SCRIPT, "sh", spec.image.name or "", *directories, "--", health_path(spec),
+                       *ports))
     result = transport.run(command, timeout=60)
     if result.exit_code == 97:
         raise HostError(transport.name, "the Docker daemon is not reachable",

@@ -102,9 +102,10 @@ def digest_of(container: Container, image_id: str, ranktables: Optional[Ranktabl
 
 
 def health_path(spec: Spec) -> str:
-    """What answers 200 once an instance serves: vLLM's /health; Triton's model-ready (implies server ready)."""
+    """What answers 200 once an instance serves, as each server reports it: vLLM's /health; Triton's readiness
+    (strict by default: ready only once its models are). `up` waits on it and `status` reads it."""
     if spec.server == "triton":
-        return f"/v2/models/{spec.model.served_name}/ready"
+        return "/v2/health/ready"
     return "/health"
 
 

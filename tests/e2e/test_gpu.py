@@ -56,7 +56,12 @@ def test_triton_serves_rerun_is_noop_and_down_removes_it(gpu_host, deployctl):
         assert code == 0 and doc["changed"] is True
         assert doc["endpoint"] == f"http://{ADDRESS}:8480"
         assert doc["smoke"]["e2e-triton-mixed-0"].startswith("Say hello in one short sentence. ")
-        assert [(i["name"], i["state"]) for i in doc["instances"]] == [("e2e-triton-mixed-0", "running")]
+        assert [(i["name"], i["state"], i["healthy"]) for i in doc["instances"]] == [
+            ("e2e-triton-mixed-0", "running", True)]
+        code, status = deployctl.json("status", path)
+        assert code == 0
+        assert [(i["name"], i["state"], i["healthy"]) for i in status["instances"]] == [
+            ("e2e-triton-mixed-0", "running", True)]  # Triton answers /v2/health/ready, not vLLM's /health
         model_json = json.loads(bed.run_on(HOST, ["cat", f"{repo}/tiny/1/model.json"]).stdout)
         assert model_json == {"model": "/srv/weights/tiny", "tensor_parallel_size": 1, "max_model_len": 2048,
                               "max_num_seqs": 16, "max_num_batched_tokens": 2048, "gpu_memory_utilization": 0.9,

@@ -137,7 +137,7 @@ def test_fresh_plan_writes_the_repository_before_starting_and_checks_triton_heal
         f"{REPO}/opt-125m/1/model.json": ((GOLDEN / "model.json").read_bytes(), 0o644),
     }
     [start] = [step for step in plan.steps if step.stage == "workers"]
-    assert (start.health.port, start.health.path) == (8000, "/v2/models/opt-125m/ready")
+    assert (start.health.port, start.health.path) == (8000, "/v2/health/ready")
     [verify] = [step for step in plan.steps if step.stage == "verify"]
     ready, smoke = verify.commands
     assert ready.argv[-1] == "http://127.0.0.1:8000/v2/health/ready"
@@ -165,7 +165,7 @@ def test_changed_engine_args_rewrite_model_json_and_replace_the_container():
     assert {(step.stage, step.action) for step in plan.steps if step.container} == {
         ("stop", "replace"), ("workers", "replace"), ("verify", "run")}
     [stop] = [step for step in plan.steps if step.stage == "stop"]
-    assert stop.undo_health.path == "/v2/models/opt-125m/ready"
+    assert stop.undo_health.path == "/v2/health/ready"
 
 
 def test_instances_sharing_a_host_with_different_gpu_counts_are_refused():
