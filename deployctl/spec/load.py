@@ -13,6 +13,8 @@ from typing import Mapping, Optional
 from deployctl.errors import Problem, SpecError
 from deployctl.spec.model import Spec
 
+MAX_REPORTED = 100
+
 
 def check_spec_text(
     text: str,
@@ -35,7 +37,8 @@ def check_spec_text(
     schema_problems, failed = check_schema(document, filename)
     # A value already reported (an unset ${VAR}, a duplicate key) is not judged again by the schema or rules.
     reported = {problem.path for problem in document.problems}
-    schema_problems = [p for p in schema_problems if not any(p.path[: len(r)] == r for r in reported)]
+    schema_problems = [p for p in schema_problems
+                       if not any(p.path[:length] in reported for length in range(len(p.path) + 1))]
     failed |= reported
     located = [
         replace(problem, file=filename, line=line, column=column)
@@ -43,8 +46,8 @@ def check_spec_text(
         for line, column in [document.locate(problem.path)]
     ]
     problems = document.problems + schema_problems + located
-    errors = _in_order([p for p in problems if p.severity != "warning"])
-    warnings = _in_order([p for p in problems if p.severity == "warning"])
+    errors = _at_most(_in_order([p for p in problems if p.severity != "warning"]))
+    warnings = _at_most(_in_order([p for p in problems if p.severity == "warning"]))
     if errors:
         return None, errors, warnings
     source = (base_dir / filename) if base_dir is not None else None
@@ -68,14 +71,41 @@ def check_spec_file(path: str | Path, environ: Optional[Mapping[str, str]] = Non
     """check_spec_text on a file; an unreadable file is one error (no such file, a directory, ...)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        return None, [Problem((), f"cannot read the spec file: {reason}", file=str(path))], []
+        text = _read_text(path)
+    except OSError as error:
+        return None, [Problem((), f"cannot read the spec file: {error.strerror or error}", file=str(path))], []
+    except _Unreadable as unreadable:
+        return None, [replace(unreadable.problem, file=str(path))], []
     spec, errors, warnings = check_spec_text(text, str(path), path.resolve().parent, environ)
     if spec is not None:
         spec = replace(spec, source=path.resolve())
     return spec, errors, warnings
+
+
+class _Unreadable(Exception):
+    """The file is not a spec to parse at all (too large, not UTF-8); carries the one Problem."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def _read_text(path: Path) -> str:
+    """The file as text, reading at most one byte past the size limit (`/dev/zero` ends at once)."""
+    from deployctl.spec.yaml12 import MAX_BYTES
+
+    with open(path, "rb") as stream:
+        data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise _Unreadable(Problem((), f"the spec file is larger than {MAX_BYTES // (1024 * 1024)} MiB; "
+                                      "a spec is a few KiB of YAML", line=1, column=1))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise _Unreadable(Problem((), f"the spec file is not UTF-8 text (byte 0x{data[error.start]:02x})",
+                                  line=line, column=column))
 
 
 def load_spec(path: str | Path, environ: Optional[Mapping[str, str]] = None) -> Spec:
@@ -84,6 +114,15 @@ def load_spec(path: str | Path, environ: Optional[Mapping[str, str]] = None) -> 
     if errors:
         raise SpecError(errors, warnings)
     return spec
+
+
+def _at_most(problems: list[Problem]) -> list[Problem]:
+    """The first MAX_REPORTED problems and a note saying there are more: a compiler stops, so do we."""
+    if len(problems) <= MAX_REPORTED:
+        return problems
+    last = problems[MAX_REPORTED]
+    more = replace(last, path=(), hint=None, message=f"too many problems: only the first {MAX_REPORTED} are shown")
+    return problems[:MAX_REPORTED] + [more]
 
 
 def _in_order(problems: list[Problem]) -> list[Problem]:

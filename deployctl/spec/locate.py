@@ -1,7 +1,8 @@
 """YAML text -> plain data plus the source position of every value and key, so errors name a line.
 
-Built on `yaml.compose` (every node keeps a start mark); the node tree is turned into dicts/lists here,
-which is where duplicate keys are caught and `${VAR}` references are resolved.
+Built on yaml12.compose (YAML 1.2 core scalars, bounded; every node keeps a start mark); the node tree is
+turned into dicts/lists here, which is where merge keys are applied, duplicate keys caught, alias expansion
+bounded and `${VAR}` references resolved.
 """
 
 from __future__ import annotations
@@ -42,32 +43,40 @@ class Document:
 
 
 def compose_document(text: str, environ: Mapping[str, str], filename: str = "spec.yaml") -> Document:
-    """Parse YAML text; raise SyntaxProblem on a YAML syntax error (pointing at its line)."""
+    """Parse YAML text; raise SyntaxProblem on a YAML syntax error or refused input (pointing at its line)."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's composer when present: ~10x faster
+    from deployctl.spec.yaml12 import Refused, compose
+
     try:
-        root = yaml.compose(text, Loader=loader)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        message = error.problem or str(error)
-        if error.context and error.context not in message:
-            message = f"{error.context}: {message}"
-        source_line = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
-        # `{address: ${HOST}}`: inside { } or [ ] a plain value cannot hold braces, so ${VAR} needs quotes.
-        hint = 'quote a value that holds ${VAR} inside { } or [ ]: "${VAR}"' if "${" in source_line else None
-        raise SyntaxProblem(Problem((), f"YAML syntax error: {message}", hint=hint, file=filename, line=line,
-                                    column=column))
-    except yaml.YAMLError as error:  # e.g. a reader error (bad bytes): no mark to show
-        raise SyntaxProblem(Problem((), f"YAML error: {error}", file=filename, line=1, column=1))
-    document = Document(data=None)
-    if root is None:
-        document.problems.append(Problem((), "the spec is empty", file=filename, line=1, column=1))
+        root = compose(text)
+        document = Document(data=None)
+        if root is None:
+            document.problems.append(Problem((), "the spec is empty", file=filename, line=1, column=1))
+            return document
+        document.data = _Builder(document, environ, filename).build(root, ())
         return document
-    builder = _Builder(document, environ, filename, yaml.constructor.SafeConstructor())
-    document.data = builder.build(root, ())
-    return document
+    except Refused as refused:
+        raise SyntaxProblem(Problem((), refused.message, file=filename, line=refused.line, column=refused.column))
+    except yaml.MarkedYAMLError as error:
+        raise SyntaxProblem(_syntax_problem(error, text, filename))
+    except yaml.YAMLError as error:  # no mark to show
+        raise SyntaxProblem(Problem((), f"YAML error: {error}", file=filename, line=1, column=1))
+
+
+def _syntax_problem(error, text: str, filename: str) -> Problem:
+    mark = error.problem_mark or error.context_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    lines = text.splitlines()
+    source_line = lines[line - 1] if 0 < line <= len(lines) else ""
+    if column <= len(source_line) and source_line[column - 1] == "\t" or "tab character" in (error.problem or ""):
+        return Problem((), "a tab character: YAML indents with spaces only", file=filename, line=line, column=column)
+    message = error.problem or str(error)
+    if error.context and error.context not in message:
+        message = f"{error.context}: {message}"
+    # `{address: ${HOST}}`: inside { } or [ ] a plain value cannot hold braces, so ${VAR} needs quotes.
+    hint = 'quote a value that holds ${VAR} inside { } or [ ]: "${VAR}"' if "${" in source_line else None
+    return Problem((), f"YAML syntax error: {message}", hint=hint, file=filename, line=line, column=column)
 
 
 class SyntaxProblem(Exception):
@@ -79,43 +88,111 @@ class SyntaxProblem(Exception):
 
 
 class _Builder:
-    """Walks composed nodes into plain data, recording positions on the way."""
+    """Walks composed nodes into plain data, recording positions on the way.
 
-    def __init__(self, document: Document, environ: Mapping[str, str], filename: str, constructor) -> None:
-        self.document, self.environ, self.filename, self.constructor = document, environ, filename, constructor
+    An alias makes one node reachable many times (a 350-byte "billion laughs" reaches 10^9 values), so every
+    value built and every merged pair counts against yaml12.MAX_VALUES, and the path's length is the depth.
+    """
+
+    def __init__(self, document: Document, environ: Mapping[str, str], filename: str) -> None:
+        from deployctl.spec.yaml12 import MAX_VALUES
+
+        self.document, self.environ, self.filename = document, environ, filename
+        self.budget = MAX_VALUES
+        self.open: set = set()  # ids of the collections being built: an alias to one of them is a cycle
 
     def build(self, node, path: Path) -> Any:
         import yaml
 
-        self.document.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
+        from deployctl.spec.yaml12 import ALLOWED_TAGS, BadScalar, scalar_value, short_tag
+
+        where = (node.start_mark.line + 1, node.start_mark.column + 1)
+        self._spend(where)
+        self.document.values[path] = where
+        if node.tag not in ALLOWED_TAGS:
+            self._problem(path, f"the tag '{short_tag(node.tag)}' is not allowed in a spec", where)
+            return None
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                value = scalar_value(node)
+            except BadScalar as bad:
+                self._problem(path, str(bad), where)
+                return node.value
+            if isinstance(value, str) and "$" in value and node.tag == "tag:yaml.org,2002:str":
+                value = self._resolve(value, path)
+            return value
+        self._enter(node, path, where)
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
             return [self.build(item, path + (index,)) for index, item in enumerate(node.value)]
-        value = self.constructor.construct_object(node, deep=True)
-        if isinstance(value, str) and "$" in value and node.tag == "tag:yaml.org,2002:str":
-            value = self._resolve(value, path)
-        return value
+        finally:
+            self.open.discard(id(node))
 
     def _mapping(self, node, path: Path) -> dict:
         import yaml
 
-        self.constructor.flatten_mapping(node)  # YAML merge keys (<<: *defaults) become plain pairs
-        out: dict = {}
-        for key_node, value_node in node.value:
-            key = self.constructor.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+        chosen: dict = {}  # key -> (where, value node): merged keys first, later ones win, written keys last
+        written: dict = {}  # key -> line of a key written in this mapping itself
+        for key_node, value_node, merged in self._pairs(node, path):
             where = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            if not isinstance(key, (str, int, float, bool)) or key is None:
+            key = _key_text(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+            if key is None:
                 self._problem(path, "a key must be a plain word", where)
                 continue
-            key = key if isinstance(key, str) else str(key).lower() if isinstance(key, bool) else str(key)
-            if key in out:
-                first = self.document.keys[path + (key,)][0]
-                self._problem(path + (key,), f"duplicate key '{key}' (first defined on line {first})", where)
+            if not merged and key in written:
+                self._problem(path + (key,), f"duplicate key '{key}' (first defined on line {written[key]})", where)
                 continue
+            if not merged:
+                written[key] = where[0]
+            chosen[key] = (where, value_node)
+        out: dict = {}
+        for key, (where, value_node) in chosen.items():
             self.document.keys[path + (key,)] = where
             out[key] = self.build(value_node, path + (key,))
         return out
+
+    def _pairs(self, node, path: Path) -> list:
+        """(key node, value node, merged?) of a mapping, merge keys (`<<: *defaults`) expanded as YAML says."""
+        import yaml
+
+        merged, written = [], []
+        for key_node, value_node in node.value:
+            if key_node.tag != "tag:yaml.org,2002:merge":
+                written.append((key_node, value_node, False))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            if not all(isinstance(source, yaml.MappingNode) for source in sources):
+                where = (value_node.start_mark.line + 1, value_node.start_mark.column + 1)
+                self._problem(path, "a merge key (<<) takes a mapping or a list of mappings", where)
+                continue
+            for source in reversed(sources):  # of a list, the first mapping that has a key wins
+                where = (source.start_mark.line + 1, source.start_mark.column + 1)
+                self._enter(source, path, where)
+                try:
+                    pairs = self._pairs(source, path)
+                finally:
+                    self.open.discard(id(source))
+                for pair in pairs:
+                    self._spend(where)
+                    merged.append((pair[0], pair[1], True))
+        return merged + written
+
+    def _enter(self, node, path: Path, where: tuple[int, int]) -> None:
+        from deployctl.spec.yaml12 import MAX_DEPTH, Refused
+
+        if id(node) in self.open:
+            raise Refused("an alias refers to a value that contains it (the spec would be infinite)", *where)
+        if len(path) >= MAX_DEPTH:
+            raise Refused(f"the spec nests deeper than {MAX_DEPTH} levels", *where)
+        self.open.add(id(node))
+
+    def _spend(self, where: tuple[int, int]) -> None:
+        from deployctl.spec.yaml12 import MAX_VALUES, Refused
+
+        self.budget -= 1
+        if self.budget < 0:
+            raise Refused(f"the spec expands to more than {MAX_VALUES} values (YAML aliases?)", *where)
 
     def _resolve(self, text: str, path: Path) -> str:
         def substitute(match: re.Match) -> str:
@@ -140,3 +217,8 @@ class _Builder:
         self.document.problems.append(
             Problem(tuple(path), message, hint=hint, file=self.filename, line=where[0], column=where[1])
         )
+
+
+def _key_text(node) -> str | None:
+    """A mapping key as the text written (`010:` stays "010", `True:` "True"); null is no key."""
+    return None if node.tag == "tag:yaml.org,2002:null" else node.value

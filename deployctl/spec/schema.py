@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import itertools
 import json
 from dataclasses import replace
 from importlib import resources
@@ -13,6 +14,7 @@ from deployctl.spec.locate import Document, Path
 
 SUPPORTED_VERSIONS = (1,)
 INSTANCE_MODEL_KEYS = ("max_num_seqs", "max_num_batched_tokens", "extra_args")
+MAX_SCHEMA_ERRORS = 1000
 
 _TYPE_NAMES = {
     "integer": "an integer",
@@ -40,16 +42,20 @@ def load_schema() -> dict:
 @functools.lru_cache(maxsize=1)
 def _validator():
     # Built once per process: constructing a validator (and resolving $refs) is the costly part.
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, validators
 
-    return Draft202012Validator(load_schema())
+    # JSON Schema calls 8080.0 an integer; a port or device id written 8080.0 renders as "8080.0", so not here.
+    checker = Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
+    return validators.extend(Draft202012Validator, type_checker=checker)(load_schema())
 
 
 def check_schema(document: Document, filename: str) -> tuple[list[Problem], set]:
     """Every schema violation of the document, located; plus the paths that failed (rules skip them)."""
     problems: list[Problem] = []
     failed: set = set()
-    errors = list(_validator().iter_errors(document.data))
+    # Bounded: a 1 MB list of wrong values would otherwise cost seconds here and in rendering.
+    errors = list(itertools.islice(_validator().iter_errors(document.data), MAX_SCHEMA_ERRORS))
     typed = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
     for error in errors:
         path = tuple(error.absolute_path)
