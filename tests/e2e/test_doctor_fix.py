@@ -67,7 +67,7 @@ def hostile_sysctl_files(bed, restore_profiles):
     assert shutil.which("sysctl"), "procps' sysctl is part of the test bed (bed.NEEDED_BINARIES)"
     original = read(bed, "/etc/sysctl.conf")
     link = bed.run_on(HOST, ["readlink", "/etc/sysctl.d/99-sysctl.conf"], check=False).stdout.strip()
-    bed.run_on(HOST, ["mkdir", "-p", "/usr/local/lib/sysctl.d"])
+    made_dir = bed.run_on(HOST, ["mkdir", "/usr/local/lib/sysctl.d"], check=False).returncode == 0
     bed.run_on(HOST, ["ln", "-sfn", "../sysctl.conf", "/etc/sysctl.d/99-sysctl.conf"])  # Debian's link
     bed.run_on(HOST, ["tee", "/etc/sysctl.conf"], input=original + "net.ipv4.ip_forward=0\n")
     for path, content in PLANTED.items():
@@ -77,6 +77,8 @@ def hostile_sysctl_files(bed, restore_profiles):
     finally:
         bed.run_on(HOST, ["rm", "-f", *CREATED])
         bed.run_on(HOST, ["tee", "/etc/sysctl.conf"], input=original)
+        if made_dir:
+            bed.run_on(HOST, ["rmdir", "/usr/local/lib/sysctl.d"])
         if link:
             bed.run_on(HOST, ["ln", "-sfn", link, "/etc/sysctl.d/99-sysctl.conf"])
         else:
