@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from deployctl.errors import Problem
+from deployctl.spec import yaml12
 
 Path = tuple  # (str | int, ...): a place in the document, e.g. ("topology", "prefill", 0, "devices", 1)
 
@@ -46,17 +47,15 @@ def compose_document(text: str, environ: Mapping[str, str], filename: str = "spe
     """Parse YAML text; raise SyntaxProblem on a YAML syntax error or refused input (pointing at its line)."""
     import yaml
 
-    from deployctl.spec.yaml12 import Refused, compose
-
     try:
-        root = compose(text)
+        root = yaml12.compose(text)
         document = Document(data=None)
         if root is None:
             document.problems.append(Problem((), "the spec is empty", file=filename, line=1, column=1))
             return document
         document.data = _Builder(document, environ, filename).build(root, ())
         return document
-    except Refused as refused:
+    except yaml12.Refused as refused:
         raise SyntaxProblem(Problem((), refused.message, file=filename, line=refused.line, column=refused.column))
     except yaml.MarkedYAMLError as error:
         raise SyntaxProblem(_syntax_problem(error, text, filename))
@@ -95,27 +94,21 @@ class _Builder:
     """
 
     def __init__(self, document: Document, environ: Mapping[str, str], filename: str) -> None:
-        from deployctl.spec.yaml12 import MAX_VALUES
-
         self.document, self.environ, self.filename = document, environ, filename
-        self.budget = MAX_VALUES
+        self.budget = yaml12.MAX_VALUES
         self.open: set = set()  # ids of the collections being built: an alias to one of them is a cycle
 
     def build(self, node, path: Path) -> Any:
-        import yaml
-
-        from deployctl.spec.yaml12 import ALLOWED_TAGS, BadScalar, scalar_value, short_tag
-
         where = (node.start_mark.line + 1, node.start_mark.column + 1)
         self._spend(where)
         self.document.values[path] = where
-        if node.tag not in ALLOWED_TAGS:
-            self._problem(path, f"the tag '{short_tag(node.tag)}' is not allowed in a spec", where)
+        if node.tag not in yaml12.ALLOWED_TAGS:
+            self._problem(path, f"the tag '{yaml12.short_tag(node.tag)}' is not allowed in a spec", where)
             return None
-        if isinstance(node, yaml.ScalarNode):
+        if node.id == "scalar":
             try:
-                value = scalar_value(node)
-            except BadScalar as bad:
+                value = yaml12.scalar_value(node)
+            except yaml12.BadScalar as bad:
                 self._problem(path, str(bad), where)
                 return node.value
             if isinstance(value, str) and "$" in value and node.tag == "tag:yaml.org,2002:str":
@@ -123,20 +116,18 @@ class _Builder:
             return value
         self._enter(node, path, where)
         try:
-            if isinstance(node, yaml.MappingNode):
+            if node.id == "mapping":
                 return self._mapping(node, path)
             return [self.build(item, path + (index,)) for index, item in enumerate(node.value)]
         finally:
             self.open.discard(id(node))
 
     def _mapping(self, node, path: Path) -> dict:
-        import yaml
-
         chosen: dict = {}  # key -> (where, value node): merged keys first, later ones win, written keys last
         written: dict = {}  # key -> line of a key written in this mapping itself
         for key_node, value_node, merged in self._pairs(node, path):
             where = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            key = _key_text(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+            key = _key_text(key_node) if key_node.id == "scalar" else None
             if key is None:
                 self._problem(path, "a key must be a plain word", where)
                 continue
@@ -154,15 +145,13 @@ class _Builder:
 
     def _pairs(self, node, path: Path) -> list:
         """(key node, value node, merged?) of a mapping, merge keys (`<<: *defaults`) expanded as YAML says."""
-        import yaml
-
         merged, written = [], []
         for key_node, value_node in node.value:
             if key_node.tag != "tag:yaml.org,2002:merge":
                 written.append((key_node, value_node, False))
                 continue
-            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-            if not all(isinstance(source, yaml.MappingNode) for source in sources):
+            sources = value_node.value if value_node.id == "sequence" else [value_node]
+            if not all(source.id == "mapping" for source in sources):
                 where = (value_node.start_mark.line + 1, value_node.start_mark.column + 1)
                 self._problem(path, "a merge key (<<) takes a mapping or a list of mappings", where)
                 continue
@@ -179,20 +168,16 @@ class _Builder:
         return merged + written
 
     def _enter(self, node, path: Path, where: tuple[int, int]) -> None:
-        from deployctl.spec.yaml12 import MAX_DEPTH, Refused
-
         if id(node) in self.open:
-            raise Refused("an alias refers to a value that contains it (the spec would be infinite)", *where)
-        if len(path) >= MAX_DEPTH:
-            raise Refused(f"the spec nests deeper than {MAX_DEPTH} levels", *where)
+            raise yaml12.Refused("an alias refers to a value that contains it (the spec would be infinite)", *where)
+        if len(path) >= yaml12.MAX_DEPTH:
+            raise yaml12.Refused(f"the spec nests deeper than {yaml12.MAX_DEPTH} levels", *where)
         self.open.add(id(node))
 
     def _spend(self, where: tuple[int, int]) -> None:
-        from deployctl.spec.yaml12 import MAX_VALUES, Refused
-
         self.budget -= 1
         if self.budget < 0:
-            raise Refused(f"the spec expands to more than {MAX_VALUES} values (YAML aliases?)", *where)
+            raise yaml12.Refused(f"the spec expands to more than {yaml12.MAX_VALUES} values (YAML aliases?)", *where)
 
     def _resolve(self, text: str, path: Path) -> str:
         def substitute(match: re.Match) -> str:
