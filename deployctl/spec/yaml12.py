@@ -132,7 +132,10 @@ def _loader_class():
         def compose_node(self, parent, index):
             if self.check_event(AliasEvent):
                 return Composer.compose_node(self, parent, index)
-            mark = self.peek_event().start_mark
+            event = self.peek_event()
+            mark = event.start_mark
+            # YAML lets an anchor be defined again: later aliases mean the latest one (PyYAML refuses it).
+            self.anchors.pop(event.anchor, None)
             self.depth, self.count = self.depth + 1, self.count + 1
             if self.depth > MAX_DEPTH:
                 raise Refused(f"the spec nests deeper than {MAX_DEPTH} levels", mark.line + 1, mark.column + 1)

@@ -72,6 +72,11 @@ def test_an_alias_repeats_the_anchored_value():
     assert document.data["a"] is not document.data["b"]  # plain data, each value its own
 
 
+def test_an_anchor_defined_again_means_the_latest_one_from_there_on():
+    document = compose_document("a: &x 1\nb: *x\nc: &x 2\nd: *x\n", {})
+    assert document.problems == [] and document.data == {"a": 1, "b": 1, "c": 2, "d": 2}
+
+
 def refusal(text: str) -> str:
     with pytest.raises(SyntaxProblem) as raised:
         compose_document(text, {})
