@@ -29,7 +29,7 @@ _NOT_PRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800
 
 
 class Refused(Exception):
-    """Input that is not parsed any further: too big, too deep, a forbidden tag, a binary byte."""
+    """Input that is not parsed any further: too big, too deep, too many values, a binary byte."""
 
     def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
         super().__init__(message)
