@@ -55,3 +55,17 @@ def restore_profiles(testbed):
     for host in testbed.hosts:
         testbed.reset_profile(host.name)
         testbed.set_ip_forward(host.name, 1)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One clear line when test bed tests were skipped, so a skipped run is never mistaken for a green one."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if reason.startswith("test bed unavailable: "):
+            reason = reason.removeprefix("test bed unavailable: ")
+            reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in reasons.items():
+        terminalreporter.write_line(f"{count} test bed tests skipped: {reason}", yellow=True, bold=True)
