@@ -14,9 +14,13 @@ from deployctl.plan.model import Command
 from deployctl.transport import Transport
 
 _LOCKED = 75
-# mkdir is atomic: whoever creates lock/ holds it; the holder's note is written inside it.
+# mkdir is atomic: whoever creates lock/ holds it; the holder's note is written inside it. Acquiring runs under
+# flock on the host (released by the kernel when the shell ends, even killed), so taking over a dead holder is a
+# compare-and-swap: lock/ is removed only while its note is still the one the caller judged dead ($2); two
+# deploys taking over the same stale lock cannot both remove it and both create their own.
 _ACQUIRE = (
-    'mkdir -p "$1" || exit 1; '
+    'mkdir -p "$1" && exec 9>>"$1/.lock-guard" && flock 9 || exit 1; '
+    'if [ -n "$2" ] && [ "$(cat "$1/lock/holder" 2>/dev/null)" = "$2" ]; then rm -rf "$1/lock"; fi; '
     'if mkdir "$1/lock" 2>/dev/null; then cat > "$1/lock/holder"; exit 0; fi; '
     f'cat "$1/lock/holder" 2>/dev/null; exit {_LOCKED}'
 )
@@ -44,17 +48,19 @@ class DeployLock:
     def __enter__(self) -> "DeployLock":
         deadline = time.monotonic() + self.wait
         note = json.dumps(holder_note(self.action)).encode()
+        stale = ""  # a holder judged dead: the next attempt takes the lock over if it is still that one
         while True:
-            result = self.transport.run(Command(("sh", "-c", _ACQUIRE, "sh", self.state_dir), stdin=note), timeout=30)
+            argv = ("sh", "-c", _ACQUIRE, "sh", self.state_dir, stale)
+            result = self.transport.run(Command(argv, stdin=note), timeout=30)
             if result.ok:
                 self.held = True
                 return self
             if result.exit_code != _LOCKED:
                 raise HostError(self.transport.name, f"cannot take the deploy lock: {result.stderr.strip()}")
-            if holder_is_dead(result.stdout):
-                # Left by a deploy from this machine whose process is gone (killed, or its host dropped
-                # before it could release): nobody holds it any more.
-                self.transport.run(Command(("rm", "-rf", f"{self.state_dir}/lock")), timeout=30)
+            # Left by a deploy from this machine whose process is gone (killed, or its host dropped before it
+            # could release): nobody holds it any more.
+            stale = result.stdout.rstrip("\n") if holder_is_dead(result.stdout) else ""
+            if stale:
                 continue
             if time.monotonic() >= deadline:
                 raise HostError(

@@ -37,3 +37,53 @@ def test_a_dead_holder_from_this_machine_is_taken_over(tmp_path):
     with DeployLock(LocalTransport(), str(tmp_path), "up"):
         holder = json.loads((tmp_path / "lock" / "holder").read_text())
         assert holder["user"] != "alice"
+
+
+class _MeetAfterFirstRefusal:
+    """A LocalTransport that makes two deploys meet after each saw the dead holder, so both take over at once."""
+
+    def __init__(self, barrier):
+        self.inner, self.barrier, self.name, self.refused = LocalTransport(), barrier, "local", False
+
+    def run(self, command, **kw):
+        result = self.inner.run(command, **kw)
+        if not self.refused and result.exit_code == 75:
+            self.refused = True
+            self.barrier.wait(timeout=30)
+        return result
+
+
+def test_two_deploys_taking_over_the_same_dead_holder_leave_exactly_one_holding(tmp_path):
+    import threading
+
+    for round_ in range(10):
+        state = tmp_path / f"dep{round_}"
+        hold(state, socket.gethostname(), 2 ** 22 + 12345)
+        barrier = threading.Barrier(2)
+        outcomes: list = []
+        release, decided = threading.Event(), threading.Semaphore(0)
+
+        def deploy():
+            lock = DeployLock(_MeetAfterFirstRefusal(barrier), str(state), "up")
+            try:
+                lock.__enter__()
+            except HostError as exc:
+                outcomes.append(exc.message)
+                decided.release()
+                return
+            outcomes.append("held")
+            decided.release()
+            release.wait(timeout=30)  # keep holding until the other one has decided
+            lock.__exit__(None, None, None)
+
+        threads = [threading.Thread(target=deploy) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        assert decided.acquire(timeout=30) and decided.acquire(timeout=30)
+        release.set()
+        for thread in threads:
+            thread.join()
+        held = [o for o in outcomes if o == "held"]
+        refused = [o for o in outcomes if "deployment is locked by another deploy: up by" in o]
+        assert len(held) == 1 and len(refused) == 1, outcomes
+        assert not (state / "lock").exists()

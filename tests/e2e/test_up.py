@@ -111,17 +111,62 @@ def test_two_hosts_two_prefill_two_decode_repair_and_targeted_replace(bed, deplo
         deployctl("down", path, "--yes")
 
 
-def test_second_concurrent_up_is_refused_by_the_lock(bed, deployctl):
-    path = deployctl.write(spec(bed, "e2e-lock", MIXED.replace("8180", "8181").replace("[0, 1]", "[2, 3]"), ["tb3"]))
-    bed.run_on("tb3", ["sh", "-c", 'mkdir -p /var/lib/deployctl/e2e-lock/lock && echo \'{"action": "up", '
-                       '"user": "alice", "host": "ws1", "pid": 42, "since": "2026-11-23T06:00:00+00:00"}\' '
-                       '> /var/lib/deployctl/e2e-lock/lock/holder'])
+def test_two_concurrent_ups_exactly_one_proceeds_every_time(bed, deployctl, tmp_path):
+    """Two real `deployctl up` processes released together (each blocked reading its spec from a FIFO until the
+    test writes both): one takes the lock, the other is refused naming it. The holder is stopped (SIGSTOP) as soon
+    as its note is on the host, so the other cannot simply run after it: five rounds, each a real replace."""
+    import getpass
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from tests.e2e.test_up_faults import wait_for
+
+    topology = MIXED.replace("8180", "8181").replace("[0, 1]", "[2, 3]")
+    holder_file = bed.host("tb3").dir / "var-lib-deployctl" / "e2e-lock" / "lock" / "holder"
+    history = bed.host("tb3").dir / "var-lib-deployctl" / "e2e-lock" / "history.jsonl"
+    path = deployctl.write(spec(bed, "e2e-lock", topology, ["tb3"]))
+    bed.run_on("tb3", ["rm", "-rf", "/var/lib/deployctl/e2e-lock"])
     try:
-        code, out, err = deployctl("up", path, "--skip", "weights")
-        assert code == 1
-        assert "locked by another deploy: up by alice@ws1 (pid 42)" in err
-        assert container_ids(bed, "tb3", "e2e-lock") == {}
+        for round_ in range(5):
+            text = spec(bed, "e2e-lock", topology, ["tb3"], env=f"env: {{ROUND: '{round_}'}}\n")
+            fifos = [tmp_path / f"round{round_}-{i}.yaml" for i in (0, 1)]
+            for fifo in fifos:
+                os.mkfifo(fifo)
+            procs = [subprocess.Popen([sys.executable, "-m", "deployctl", "up", str(fifo), "--skip", "weights",
+                                       "--yes"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env={**os.environ, "NO_COLOR": "1"}) for fifo in fifos]
+            for fifo in fifos:  # each open waits for its reader: both processes are at the spec read
+                with open(fifo, "w") as stream:
+                    stream.write(text)
+
+            def holder():
+                try:
+                    note = json.loads(holder_file.read_text())
+                except (OSError, ValueError):  # not there yet, or being written
+                    return None
+                return note if note.get("pid") in [p.pid for p in procs] else None
+
+            assert wait_for(lambda: holder() is not None), [p.communicate() for p in procs]
+            winner = next(p for p in procs if p.pid == holder()["pid"])
+            loser = next(p for p in procs if p is not winner)
+            os.kill(winner.pid, signal.SIGSTOP)
+            try:
+                out, err = loser.communicate(timeout=120)
+            finally:
+                os.kill(winner.pid, signal.SIGCONT)
+            assert loser.returncode == 1, err
+            assert (f"deployment is locked by another deploy: up by {getpass.getuser()}@{socket.gethostname()} "
+                    f"(pid {winner.pid})") in err
+            out, err = winner.communicate(timeout=300)
+            assert winner.returncode == 0, err
+            # Only the winner wrote its line, and the lock is free again.
+            assert len(history.read_text().splitlines()) == round_ + 1
+            assert not holder_file.parent.exists()
     finally:
+        deployctl("down", path, "--yes")
         bed.run_on("tb3", ["rm", "-rf", "/var/lib/deployctl/e2e-lock"])
 
 
