@@ -16,7 +16,7 @@ from deployctl.spec.model import (
 from deployctl.spec.rules import DEFAULT_CARDS, DEFAULT_SCHEDULER_PORT
 
 _SSH_KEYS = ("user", "port", "identity_file", "known_hosts", "jump")
-_URL_SCHEMES = ("s3://", "obs://", "http://", "https://")
+_URL_SCHEMES = ("s3://", "obs://")  # the contract's only remote sources (weights.source, image.build.packages)
 
 
 def build_spec(document: Document, source: Optional[Path] = None, base_dir: Optional[Path] = None) -> Spec:

@@ -23,29 +23,37 @@ def check_spec_text(
     environ: Optional[Mapping[str, str]] = None,
 ) -> tuple[Optional[Spec], list[Problem], list[Problem]]:
     """(spec or None, errors, warnings); the spec is built only when there are no errors."""
+    from deployctl.spec import references
     from deployctl.spec.build import build_spec
     from deployctl.spec.locate import SyntaxProblem, compose_document
     from deployctl.spec.rules import check_rules
     from deployctl.spec.schema import check_schema
 
+    environ = os.environ if environ is None else environ
     try:
-        document = compose_document(text, os.environ if environ is None else environ, filename)
+        document = compose_document(text, environ, filename)
     except SyntaxProblem as syntax:
         return None, [syntax.problem], []
     if document.data is None:
         return None, list(document.problems), []
     schema_problems, failed = check_schema(document, filename)
+    # A ${VAR} where none may stand is that key's one error (whether or not the variable is set).
+    refused = [replace(p, file=filename, line=line, column=column)
+               for p in references.refused(document.references) for line, column in [document.locate(p.path)]]
+    refused_paths = {p.path for p in refused}
+    document_problems = [p for p in document.problems if p.path not in refused_paths] + refused
     # A value already reported (an unset ${VAR}, a duplicate key) is not judged again by the schema or rules.
-    reported = {problem.path for problem in document.problems}
+    reported = {problem.path for problem in document_problems}
     schema_problems = [p for p in schema_problems
                        if not any(p.path[:length] in reported for length in range(len(p.path) + 1))]
     failed |= reported
     located = [
         replace(problem, file=filename, line=line, column=column)
-        for problem in check_rules(document.data, failed)
+        for problem in check_rules(document.data, failed, document.references)
         for line, column in [document.locate(problem.path)]
     ]
-    problems = document.problems + schema_problems + located
+    problems = references.scrub(document_problems + schema_problems + located, document.references,
+                                document.data, environ)
     errors = _at_most(_in_order([p for p in problems if p.severity != "warning"]))
     warnings = _at_most(_in_order([p for p in problems if p.severity == "warning"]))
     if errors:

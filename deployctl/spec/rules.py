@@ -13,11 +13,14 @@ from typing import Any, Iterator
 from deployctl.errors import Problem
 from deployctl.spec import models
 from deployctl.spec.locate import Path
+from deployctl.spec.show import control_character, quoted
 
 DEFAULT_CARDS = 8
 DEFAULT_SCHEDULER_PORT = 9000
 MAX_DEVICES = 8
 WORKER_LISTS = ("instances", "prefill", "decode")
+# Addresses that all mean the machine deployctl runs on.
+LOCAL_ADDRESSES = ("local", "localhost", "127.0.0.1", "::1")
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,8 @@ class Unit:
 class Context:
     """The document plus what every rule needs: the failed paths and the values read defensively."""
 
-    def __init__(self, data: dict, failed: set) -> None:
-        self.data, self.failed = data, failed
+    def __init__(self, data: dict, failed: set, references: dict | None = None) -> None:
+        self.data, self.failed, self.references = data, failed, references or {}
         self.platform = self.value(("platform",), str) or "ascend"
         self.server = self.value(("server",), str) or "vllm"
         self.cards = self.value(("requirements", "cards"), int) or DEFAULT_CARDS
@@ -88,12 +91,31 @@ class Context:
     def host_of(self, unit: Unit) -> str | None:
         return self.value(unit.path + ("host",), str)
 
+    def machine(self, host: str) -> str:
+        """The machine a host name stands for: its address, compared case- and space-insensitively."""
+        address = self.value(("hosts", host, "address"), str)
+        if address is None:
+            return f"host {host}"  # no address to compare: only the name itself is the same machine
+        address = address.strip().lower()
+        return "local" if address in LOCAL_ADDRESSES else address
 
-def check_rules(data: Any, failed: set) -> list[Problem]:
-    """Every rule violation (errors and warnings), unlocated: load.py adds file/line/column."""
+    def same_machine(self, host: str, other: str) -> str:
+        """`: node1 and node2 both have address 10.0.0.1` when two names are one machine, else ""."""
+        if host == other:
+            return ""
+        machine = self.machine(host)
+        where = "are both the machine deployctl runs on" if machine == "local" else f"both have address {machine}"
+        return f": {other} and {host} {where}"
+
+
+def check_rules(data: Any, failed: set, references: dict | None = None) -> list[Problem]:
+    """Every rule violation (errors and warnings), unlocated: load.py adds file/line/column.
+
+    `references`: path -> the `${VAR}` text of each string that held one (its value may not be printed).
+    """
     if not isinstance(data, dict):
         return []
-    context = Context(data, failed)
+    context = Context(data, failed, references)
     problems: list[Problem] = []
     for rule in RULES:
         problems.extend(rule(context))
@@ -112,9 +134,12 @@ def check_host_references(c: Context) -> Iterator[Problem]:
 
 
 def check_devices(c: Context) -> Iterator[Problem]:
-    """Ids 0..cards-1, each once per host across all instances, a power-of-two count up to 8."""
+    """Ids 0..cards-1, each once per machine across all instances, a power-of-two count up to 8.
+
+    One NPU, one owner: two host names with one address are one machine.
+    """
     kind = "GPU" if c.platform == "gpu" else "NPU"
-    used: dict[tuple[str, int], Unit] = {}
+    used: dict[tuple[str, int], tuple[Unit, str]] = {}
     for unit in c.workers:
         devices, host = c.devices(unit), c.host_of(unit)
         if devices is None:
@@ -126,13 +151,14 @@ def check_devices(c: Context) -> Iterator[Problem]:
             if device >= c.cards:
                 yield Problem(path, f"{device} is not a device id (cards: 0-{c.cards - 1})",
                               hint="requirements.cards sets how many devices each host has")
-            elif host is not None and (host, device) in used:
-                other = used[(host, device)]
+            elif host is not None and (c.machine(host), device) in used:
+                other, other_host = used[(c.machine(host), device)]
                 where = "this instance" if other is unit else other.where
-                yield Problem(path, f"{kind} {device} on host {host} is already used by {where}",
+                yield Problem(path, f"{kind} {device} on host {host} is already used by {where}"
+                              f"{c.same_machine(host, other_host)}",
                               hint=f"give each instance its own devices; {host} has 0-{c.cards - 1}")
             elif host is not None:
-                used[(host, device)] = unit
+                used[(c.machine(host), device)] = (unit, host)
         count = len(devices)
         if count and not _is_tp_size(count):
             yield Problem(unit.path + ("devices",),
@@ -165,18 +191,20 @@ def _ports(c: Context, unit: Unit) -> Iterator[tuple[int, Path, str, str]]:
 
 
 def check_ports(c: Context) -> Iterator[Problem]:
-    """Distinct per host across the scheduler and every instance (triton's grpc/metrics ports too)."""
-    taken: dict[tuple[str, int], str] = {}
+    """Distinct per machine (address) across the scheduler and every instance (triton's grpc/metrics too)."""
+    taken: dict[tuple[str, int], tuple[str, str]] = {}
     for unit in c.units():
         host = c.host_of(unit)
         if host is None:
             continue
         for port, path, shown, default in _ports(c, unit):
-            if (host, port) in taken:
+            if (c.machine(host), port) in taken:
+                other, other_host = taken[(c.machine(host), port)]
                 mine = f" (this instance's {default.split(' ', 1)[1].rsplit(' ', 1)[0]})" if default else ""
-                yield Problem(path, f"port {port}{mine} on host {host} is already used by {taken[(host, port)]}")
+                yield Problem(path, f"port {port}{mine} on host {host} is already used by {other}"
+                                    f"{c.same_machine(host, other_host)}")
             else:
-                taken[(host, port)] = shown
+                taken[(c.machine(host), port)] = (shown, host)
 
 
 def check_topology(c: Context) -> Iterator[Problem]:
@@ -290,5 +318,33 @@ def check_model_table(c: Context) -> Iterator[Problem]:
                       f"the most {family} supports on {size} GB cards", severity="warning")
 
 
+def check_env(c: Context) -> Iterator[Problem]:
+    """No control character in an env value: the env file holds one NAME=value a line, so a newline in a
+    value would write a second variable (HF_TOKEN=$'x\nLD_PRELOAD=...')."""
+    for name, value in (c.value(("env",), dict) or {}).items():
+        path = ("env", name)
+        if not isinstance(value, str) or not c.ok(path):
+            continue
+        char = control_character(value)
+        if char is None:
+            continue
+        original = c.references.get(path)
+        if original is not None:  # a Secret: name the variable, never the value
+            yield Problem(path, f"the value of {quoted(original)} contains {char}; control characters are not "
+                                f"allowed in env values",
+                          hint="an env file holds one NAME=value per line: remove the character from the variable")
+        else:
+            yield Problem(path, f"{quoted(value)} contains {char}; control characters are not allowed in env "
+                                f"values", hint="an env file holds one NAME=value per line")
+
+
+def check_served_name(c: Context) -> Iterator[Problem]:
+    """Triton's model repository names a directory after served_name; ':' has no place there."""
+    name = c.value(("model", "served_name"), str)
+    if c.server == "triton" and name is not None and ":" in name:
+        yield Problem(("model", "served_name"), f"{quoted(name)} cannot name a Triton model: use letters, digits, "
+                      f"'.', '_' and '-'", hint="Triton's model repository holds a directory of that name")
+
+
 RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
-         check_kv_cache, check_platform, check_model_table)
+         check_kv_cache, check_platform, check_model_table, check_env, check_served_name)

@@ -11,6 +11,7 @@ from importlib import resources
 
 from deployctl.errors import Problem
 from deployctl.spec.locate import Document, Path
+from deployctl.spec.show import quoted
 
 SUPPORTED_VERSIONS = (1,)
 INSTANCE_MODEL_KEYS = ("max_num_seqs", "max_num_batched_tokens", "extra_args")
@@ -57,18 +58,29 @@ def check_schema(document: Document, filename: str) -> tuple[list[Problem], set]
     # Bounded: a 1 MB list of wrong values would otherwise cost seconds here and in rendering.
     errors = list(itertools.islice(_validator().iter_errors(document.data), MAX_SCHEMA_ERRORS))
     typed = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+    empty = {tuple(e.absolute_path) for e in errors if e.validator == "minLength"}
+    cards = _cards(document.data)
     for error in errors:
         path = tuple(error.absolute_path)
         if error.validator != "type" and path in typed:
             continue  # "should be an integer" says it all; the enum/minimum of the same value adds noise
-        for problem, at_key in _rewrite(error, path):
+        if error.validator == "pattern" and path in empty:
+            continue  # likewise "should not be empty" before "is not a valid served name"
+        for problem, at_key in _rewrite(error, path, cards):
             line, column = document.locate(problem.path, key=at_key)
             problems.append(replace(problem, file=filename, line=line, column=column))
             failed.add(problem.path)
     return _unique(problems), failed
 
 
-def _rewrite(error, path: Path) -> list[tuple[Problem, bool]]:
+def _cards(data) -> int:
+    """requirements.cards when it is a usable count (device ids are 0..cards-1), else the default 8."""
+    requirements = data.get("requirements") if isinstance(data, dict) else None
+    cards = requirements.get("cards") if isinstance(requirements, dict) else None
+    return cards if isinstance(cards, int) and not isinstance(cards, bool) and cards >= 1 else 8
+
+
+def _rewrite(error, path: Path, cards: int = 8) -> list[tuple[Problem, bool]]:
     """One jsonschema error -> the Problems a person reads (one per unknown or missing key)."""
     kind, instance, expected = error.validator, error.instance, error.validator_value
     if kind == "additionalProperties" and isinstance(instance, dict):
@@ -79,7 +91,7 @@ def _rewrite(error, path: Path) -> list[tuple[Problem, bool]]:
                 for key in expected if key not in instance]
     if "propertyNames" in error.relative_schema_path:  # the key itself is bad (reported at the mapping)
         return [(_bad_key_name(path, instance), True)]
-    return [(Problem(path, *_value_message(kind, instance, expected, path, error)), False)]
+    return [(Problem(path, *_value_message(kind, instance, expected, path, error, cards)), False)]
 
 
 def _unknown_key(path: Path, key: str, known: list[str]) -> Problem:
@@ -95,52 +107,79 @@ def _unknown_key(path: Path, key: str, known: list[str]) -> Problem:
 
 
 def _bad_key_name(path: Path, name) -> Problem:
-    what = {"env": "an environment variable name", "hosts": "a host name"}.get(str(path[-1]) if path else "", "a key")
-    return Problem(path + (str(name),), f"'{name}' is not {what}")
+    where = str(path[-1]) if path else ""
+    if where == "hosts":
+        return Problem(path + (str(name),), f"{quoted(name)} is not a valid host name: use 1 to 63 letters, digits, "
+                       "'.', '_' and '-', starting with a letter or digit", hint="host names become file names")
+    if where == "env":
+        return Problem(path + (str(name),), f"{quoted(name)} is not an environment variable name",
+                       hint="letters, digits and '_', not starting with a digit")
+    return Problem(path + (str(name),), f"{quoted(name)} is not a valid key")
 
 
-def _value_message(kind: str, value, expected, path: Path, error) -> tuple[str, str | None]:
-    """(message, hint) for a violation of one value."""
+_PATTERNS = {
+    ("name",): ("is not a valid deployment name: use 1 to 40 lowercase letters, digits and '-'",
+                "it labels containers and names them <name>-<role>-<index>"),
+    ("weights", "credentials"): ("should be env or profile:<name>", None),
+    ("weights", "source"): ("is not s3://, obs:// or an absolute local path",
+                            "e.g. s3://bucket/models/llama2-13b/, obs://bucket/models/llama2-13b/ or /data/llama2-13b"),
+    ("weights", "dest"): ("is not an absolute path", "the model directory on every host, e.g. /mnt/weights/llama2-13b"),
+    ("image", "build", "packages"): ("is not a local path, s3:// or obs://",
+                                     "the AscendCloud zip: a path (relative to the spec file) or an s3:// / obs:// URL"),
+    ("model", "served_name"): ("is not a valid served name: use up to 128 letters, digits, '.', '_', ':' and '-', "
+                               "starting with a letter or digit",
+                               "it is an argv word and a directory name (Triton's model repository)"),
+}
+
+
+def _value_message(kind: str, value, expected, path: Path, error, cards: int = 8) -> tuple[str, str | None]:
+    """(message, hint) for a violation of one value; the message starts with the value, quoted."""
     last = path[-1] if path else ""
+    shown = quoted(value)
     if kind == "type":
         return _type_message(value, expected, path)
     if kind == "enum" and path == ("version",):
         supported = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
-        return f"unsupported version {value!r}; supported versions: {supported}", None
+        return f"unsupported version {shown}; supported versions: {supported}", None
     if kind == "enum":
         choices = [_show(choice) for choice in expected]
         close = difflib.get_close_matches(str(value), [c for c in choices if c != "null"], n=1, cutoff=0.6)
         suggestion = f" — did you mean '{close[0]}'?" if close else ""
         if len(choices) > 8:  # the model families: too many to list in one line
-            return f"{_show_quoted(value)} is not a known {last}{suggestion}", f"known: {', '.join(choices)}"
-        return f"{_show_quoted(value)} is not one of {', '.join(choices)}{suggestion}", None
+            return f"{shown} is not a known {last}{suggestion}", f"known: {', '.join(choices)}"
+        return f"{shown} is not one of {', '.join(choices)}{suggestion}", None
     if kind in ("minimum", "maximum") and isinstance(last, str) and last.endswith("port"):
-        return f"{value} is not a valid port (1-65535)", None
+        return f"{shown} is not a port (1-65535)", None
+    if kind in ("minimum", "maximum") and isinstance(last, int) and len(path) > 1 and path[-2] == "devices":
+        return (f"{shown} is not a device id (cards: 0-{cards - 1})",
+                "requirements.cards sets how many devices each host has")
     if kind == "minimum":
-        return f"should be at least {expected}", None
+        return f"{shown} should be at least {expected}", None
     if kind == "maximum":
-        return f"should be at most {expected}", None
+        return f"{shown} should be at most {expected}", None
     if kind == "exclusiveMinimum":
-        return f"should be more than {expected}", None
-    if kind == "pattern" and path == ("name",):
-        return (f"'{value}' is not a valid deployment name: use 1 to 40 lowercase letters, digits and '-'",
-                "it labels containers and names them <name>-<role>-<index>")
-    if kind == "pattern" and last == "credentials":
-        return f"'{value}' should be env or profile:<name>", None
+        return f"{shown} should be more than {expected}", None
+    if kind == "exclusiveMaximum":
+        return f"{shown} should be less than {expected}", None
+    if kind == "pattern" and path in _PATTERNS:
+        message, hint = _PATTERNS[path]
+        return f"{shown} {message}", hint
     if kind == "pattern":
-        return f"'{value}' does not match {expected}", None
+        return f"{shown} does not match {expected}", None
     if kind == "minItems" and last == "devices":
-        return "needs at least one device", None
+        return f"{shown} is empty: an instance needs at least one device", None
     if kind in ("minItems", "minLength", "minProperties"):
-        return "should not be empty", None
-    return error.message, None
+        return f"{shown} should not be empty", None
+    if kind in ("maxItems", "maxLength", "maxProperties"):
+        return f"{shown} is too long (at most {expected})", None
+    return f"{shown}: {error.message}", None
 
 
 def _type_message(value, expected, path: Path) -> tuple[str, str | None]:
     names = expected if isinstance(expected, list) else [expected]
     wanted = " or ".join(_TYPE_NAMES.get(n, n) for n in names)
     got = _YAML_TYPE_NAMES.get(type(value), type(value).__name__)
-    message = f"should be {wanted}, not {got}"
+    message = f"{quoted(value)} should be {wanted}, not {got}"
     hint = None
     if "string" in names and isinstance(value, (int, float)) and not isinstance(value, bool):
         hint = f'quote it: "{value}"'
@@ -151,10 +190,6 @@ def _type_message(value, expected, path: Path) -> tuple[str, str | None]:
 
 def _show(value) -> str:
     return "null" if value is None else str(value)
-
-
-def _show_quoted(value) -> str:
-    return "null" if value is None else repr(value) if isinstance(value, str) else str(value)
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:

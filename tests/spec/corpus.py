@@ -11,7 +11,8 @@ from deployctl.spec.load import check_spec_text
 SPECS = Path(__file__).resolve().parent.parent / "fixtures" / "specs"
 _EXPECT = re.compile(r"^# (expect|warn): (\d+):(\d+): (\S+): (.+)$")
 # Variables the corpus reads; anything else is unset, whatever the caller's environment holds.
-ENVIRON = {"DEPLOYCTL_TEST_TOKEN": "s3cr3t-value", "DEPLOYCTL_TEST_ADDRESS": "10.200.0.11"}
+ENVIRON = {"DEPLOYCTL_TEST_TOKEN": "s3cr3t-value", "DEPLOYCTL_TEST_ADDRESS": "10.200.0.11",
+           "DEPLOYCTL_TEST_NEWLINE_TOKEN": "abc\nLD_PRELOAD=/tmp/evil.so"}
 
 
 @dataclass(frozen=True)

@@ -145,16 +145,16 @@ def test_environ_defaults_to_the_process_environment(monkeypatch):
     assert spec.hosts[0].address == "10.200.0.77"
 
 
-def test_relative_local_paths_are_relative_to_the_spec_file(tmp_path):
+def test_relative_package_path_is_relative_to_the_spec_file(tmp_path):
     text = MIXED.replace("model:", "image: {name: i:1, build: {base: b:1, packages: ./pkg/Ascend.zip}}\n"
-                                   "weights: {source: ../models/m, dest: /mnt/m}\nmodel:", 1)
+                                   "weights: {source: /srv/models/m, dest: /mnt/m}\nmodel:", 1)
     spec_file = tmp_path / "deploy" / "spec.yaml"
     spec_file.parent.mkdir()
     spec_file.write_text(text)
     spec = load_spec(spec_file, environ={})
     assert spec.image.build.packages == str(tmp_path / "deploy" / "pkg" / "Ascend.zip")
     assert spec.image.build.where == "each-host"
-    assert spec.weights.source == str(tmp_path / "models" / "m") and spec.weights.dest == "/mnt/m"
+    assert spec.weights.source == "/srv/models/m" and spec.weights.dest == "/mnt/m"
     assert spec.state_dir == tmp_path / "deploy" / ".deployctl" / "demo"
     url = load_spec(SPECS / "examples" / "pd-1host.yaml")
     assert url.weights.source == "obs://models/llama2-13b/"
