@@ -11,7 +11,7 @@ from importlib import resources
 
 from deployctl.errors import Problem
 from deployctl.spec.locate import Document, Path
-from deployctl.spec.show import quoted
+from deployctl.spec.show import control_character, quoted
 
 SUPPORTED_VERSIONS = (1,)
 INSTANCE_MODEL_KEYS = ("max_num_seqs", "max_num_batched_tokens", "extra_args")
@@ -68,9 +68,14 @@ def check_schema(document: Document, filename: str) -> tuple[list[Problem], set]
             continue  # likewise "should not be empty" before "is not a valid served name"
         for problem, at_key in _rewrite(error, path, cards):
             line, column = document.locate(problem.path, key=at_key)
-            problems.append(replace(problem, file=filename, line=line, column=column))
+            problems.append(replace(problem, path=_printable(problem.path), file=filename, line=line, column=column))
             failed.add(problem.path)
     return _unique(problems), failed
+
+
+def _printable(path: Path) -> Path:
+    """A key with a newline or NUL would break the one-line `file:line:col: path: message`: escape it."""
+    return tuple(repr(part)[1:-1] if isinstance(part, str) and control_character(part) else part for part in path)
 
 
 def _cards(data) -> int:
@@ -101,7 +106,7 @@ def _unknown_key(path: Path, key: str, known: list[str]) -> Problem:
         return Problem(where, f"'{key}' cannot be set per instance; an instance's model may set only "
                               f"{', '.join(INSTANCE_MODEL_KEYS)}", hint="set it in the top-level model section")
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    message = f"unknown key '{key}'" + (f" — did you mean '{close[0]}'?" if close else "")
+    message = f"unknown key {quoted(key)}" + (f" — did you mean '{close[0]}'?" if close else "")
     hint = None if close else f"known keys here: {', '.join(known)}"
     return Problem(where, message, hint=hint)
 

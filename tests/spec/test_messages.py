@@ -52,6 +52,9 @@ CASES = {
                             "instance; an instance's model may set only max_num_seqs, max_num_batched_tokens, "
                             "extra_args")),
     "env-name": (("env: {'A-B': x}", "", ""), ("env.A-B", "'A-B' is not an environment variable name")),
+    "env-name-newline": (('env: {"A\\nB": x}', "", ""),
+                         ("env.A\\nB", "'A\\nB' is not an environment variable name")),
+    "unknown-key-nul": (('"x\\0": 1', "", ""), ("x\\x00", "unknown key 'x\\x00'")),
     "env-control": (("env: {A: \"x\\ty\"}", "", ""),
                     ("env.A", "'x\\ty' contains a tab; control characters are not allowed in env values")),
     "env-secret-control": (("env: {A: '${LINES}'}", "", ""),
