@@ -205,67 +205,148 @@ def test_resume_after_kill_and_no_secret_in_any_argv(testbed, uploaded, s3_env, 
         wipe(testbed, ["tb4"])
 
 
-class _Flaky(http.server.BaseHTTPRequestHandler):
-    """503 for the first `budget` requests, then a plain forward to SeaweedFS (Host header kept: signatures)."""
+class S3Proxy:
+    """A forwarding proxy in front of SeaweedFS that the test drives. It logs every request (client address,
+    method, key, Range, status), answers 503 to the first `fail_ranged` ranged GETs that come from a host (the
+    fetcher; the control side's listing comes from 10.200.0.1 and is never failed), and holds the hosts' GETs of
+    `pause_key` at byte `pause_at` until `release` is set: a request starting there waits before it is forwarded,
+    one crossing it stops after the bytes before it. `paused` counts held requests. The Host header is kept, so
+    pre-signed signatures stay valid."""
 
-    protocol_version = "HTTP/1.1"
-    budget = 0
-    served_503 = 0
-    lock = threading.Lock()
+    def __init__(self, bed):
+        self.upstream = bed.s3.endpoint.split("//", 1)[1]
+        self.log: list[dict] = []
+        self.fail_ranged = 0
+        self.pause_key, self.pause_at = None, None
+        self.paused, self.release = threading.Semaphore(0), threading.Event()
+        self.changed = threading.Condition()
+        proxy = self
 
-    def log_message(self, *args):
-        pass
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
 
-    def _forward(self):
-        with _Flaky.lock:
-            fail = _Flaky.budget > 0
-            if fail:
-                _Flaky.budget -= 1
-                _Flaky.served_503 += 1
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                proxy.forward(self)
+
+            do_HEAD = do_PUT = do_POST = do_GET
+
+        self.server = http.server.ThreadingHTTPServer(("10.200.0.1", 0), Handler)  # 18333 is weed's gRPC port
+        self.server.daemon_threads = True
+        self.endpoint = f"http://10.200.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def note(self, entry: dict) -> None:
+        with self.changed:
+            self.log.append(entry)
+            self.changed.notify_all()
+
+    def wait_for(self, predicate, timeout=60.0) -> None:
+        """Wait until predicate(log) holds (woken by every new log entry)."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: predicate(self.log), timeout), self.log
+
+    def forward(self, handler) -> None:
+        client = handler.client_address[0]
+        key = handler.path.split("?")[0]
+        ranged = handler.headers.get("Range")
+        start = int(ranged.split("=")[1].split("-")[0]) if ranged else 0
+        entry = {"client": client, "method": handler.command, "key": key, "range": ranged,
+                 "if_match": handler.headers.get("If-Match")}
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else None
+        from_host = client != "10.200.0.1"
+        with self.changed:
+            fail = from_host and ranged is not None and self.fail_ranged > 0
+            self.fail_ranged -= fail
         if fail:
             payload = b"<Error><Code>SlowDown</Code></Error>"
-            self.send_response(503)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            handler.send_response(503)
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            handler.wfile.write(payload)
+            self.note({**entry, "status": 503})
             return
-        upstream = http.client.HTTPConnection("10.200.0.1", 8333, timeout=30)
-        headers = {k: v for k, v in self.headers.items()}
-        upstream.request(self.command, self.path, body=body, headers=headers)
+        pausing = from_host and key == self.pause_key and not self.release.is_set()
+        if pausing and start >= self.pause_at:
+            self.paused.release()
+            self.release.wait(120)
+        upstream = http.client.HTTPConnection(self.upstream, timeout=60)
+        upstream.request(handler.command, handler.path, body=body, headers=dict(handler.headers.items()))
         resp = upstream.getresponse()
-        data = resp.read()
-        self.send_response(resp.status)
-        for key, value in resp.getheaders():
-            if key.lower() not in ("content-length", "transfer-encoding", "connection"):
-                self.send_header(key, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-        upstream.close()
+        handler.send_response(resp.status)
+        declared = resp.getheader("Content-Length")
+        data = None if declared is not None or handler.command == "HEAD" else resp.read()
+        for name, value in resp.getheaders():
+            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                handler.send_header(name, value)
+        handler.send_header("Content-Length", declared if declared is not None else str(len(data or b"")))
+        handler.end_headers()
+        sent = 0
+        try:
+            if data is not None:
+                handler.wfile.write(data)
+            elif handler.command != "HEAD":
+                while True:
+                    chunk = resp.read(256 << 10)
+                    if not chunk:
+                        break
+                    if pausing and start + sent < self.pause_at <= start + sent + len(chunk) \
+                            and not self.release.is_set():
+                        cut = self.pause_at - start - sent
+                        handler.wfile.write(chunk[:cut])
+                        handler.wfile.flush()
+                        self.paused.release()
+                        self.release.wait(120)
+                        handler.wfile.write(chunk[cut:])
+                    else:
+                        handler.wfile.write(chunk)
+                    sent += len(chunk)
+        except OSError:  # the fetcher was killed or its connection dropped
+            self.note({**entry, "status": resp.status, "broken": True})
+            return
+        finally:
+            upstream.close()
+        self.note({**entry, "status": resp.status})
 
-    do_GET = do_HEAD = do_PUT = do_POST = _forward
+
+@pytest.fixture
+def proxy(testbed):
+    proxy = S3Proxy(testbed)
+    yield proxy
+    proxy.close()
 
 
-def test_503s_are_survived_through_a_flaky_endpoint(testbed, uploaded, s3_env, capsys, tmp_path):
-    server = http.server.ThreadingHTTPServer(("10.200.0.1", 0), _Flaky)  # 18333 is weed's gRPC port
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+def test_503s_reach_the_host_fetcher_which_retries_them(testbed, uploaded, s3_env, capsys, tmp_path, proxy):
     deployctl = Deployctl(capsys, tmp_path)
-    path = deployctl.write(spec_text(testbed, "e2e-weights-503", ["tb2"], endpoint=f"http://10.200.0.1:{server.server_port}"))
+    path = deployctl.write(spec_text(testbed, "e2e-weights-503", ["tb2"], endpoint=proxy.endpoint))
     wipe(testbed, ["tb2"])
     try:
-        _Flaky.budget, _Flaky.served_503 = 8, 0
+        proxy.fail_ranged = 8
         code, doc = deployctl.json("weights", "sync", path)
         assert code == 0 and doc["hosts"][0]["files"] == 6
-        assert _Flaky.served_503 == 8
+        total = sum(len(d) for d in uploaded.values())
+        assert doc["hosts"][0]["transferred_bytes"] == total
         expected = {name: hashlib.sha256(data).hexdigest() for name, data in uploaded.items()}
         assert host_sha256(testbed, "tb2") == expected
+        # The control side's listing went through untouched; the host's ranged GETs took all eight 503s ...
+        control = [e for e in proxy.log if e["client"] == "10.200.0.1"]
+        assert control and {e["status"] for e in control} == {200}
+        host = [e for e in proxy.log if e["client"] == "10.200.0.12"]
+        failed = [(e["key"], e["range"]) for e in host if e["status"] == 503]
+        assert len(failed) == 8 and all(r is not None for _, r in failed)
+        # ... and retried each failed part until it was served.
+        served = [(e["key"], e["range"]) for e in host if e["status"] == 206]
+        assert set(failed) <= set(served)
+        assert sorted(served) == sorted(set(served)) and len(served) == 6  # each part served once, one per file
     finally:
-        server.shutdown()
-        server.server_close()
         wipe(testbed, ["tb2"])
 
 
