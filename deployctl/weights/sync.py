@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,8 +24,6 @@ from deployctl.weights.source import Source, parse_source
 # parts: few requests per GiB for the server, 12 part buffers (192 MiB) at most on the host.
 PART_SIZE = 16 << 20
 CONCURRENCY = 8
-# Test-only: the fetcher stops abruptly after this many bytes, like a killed process.
-STOP_AFTER_ENV = "DEPLOYCTL_WEIGHTS_TEST_STOP_AFTER_BYTES"
 
 
 @dataclass(frozen=True)
@@ -61,16 +58,12 @@ def fetcher_program() -> tuple[bytes, str]:
     return program, hashlib.sha256(program).hexdigest()
 
 
-def build_job(dest: str, source_text: str, plan: HostPlan, urls: Mapping[str, str],
-              stop_after: Optional[int] = None) -> dict:
+def build_job(dest: str, source_text: str, plan: HostPlan, urls: Mapping[str, str]) -> dict:
     """The fetcher's stdin (pure): it holds pre-signed URLs, so it only ever travels as a Secret."""
-    job = {"dest": dest, "source": source_text, "part_size": PART_SIZE, "concurrency": CONCURRENCY,
-           "remove": list(plan.remove),
-           "files": [{"key": o.key, "path": o.path, "size": o.size, "etag": o.etag, "url": urls[o.key]}
-                     for o in plan.fetch]}
-    if stop_after is not None:
-        job["stop_after_bytes"] = stop_after
-    return job
+    return {"dest": dest, "source": source_text, "part_size": PART_SIZE, "concurrency": CONCURRENCY,
+            "remove": list(plan.remove),
+            "files": [{"key": o.key, "path": o.path, "size": o.size, "etag": o.etag, "url": urls[o.key]}
+                      for o in plan.fetch]}
 
 
 def check_space(host: str, address: Optional[str], dest: str, state: HostState, plan: HostPlan) -> None:
@@ -109,7 +102,6 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
     if source.remote:
         keys = sorted({o.key for plan in plans.values() for o in plan.fetch})
         urls = {key: presign(client, source.bucket, key) for key in keys}
-    stop_after = int(os.environ[STOP_AFTER_ENV]) if os.environ.get(STOP_AFTER_ENV) else None
     busy = [name for name, plan in plans.items() if not plan.idle]
     if busy and not ui.quiet:
         ui.info(f"weights: {source.text} -> {dest} on {', '.join(busy)}")
@@ -122,7 +114,7 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
                 files = state.manifest
                 transferred = 0
             elif source.remote:
-                files, transferred = _fetch_remote(spec, transport, dest, source, plan, state, urls, stop_after,
+                files, transferred = _fetch_remote(spec, transport, dest, source, plan, state, urls,
                                                    for_host(transport.name))
             else:
                 files, transferred = _push_local(transport, dest, source, plan, state)
@@ -133,12 +125,11 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
     return [reports[name] for name in hosts]
 
 
-def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, state: HostState, urls, stop_after,
-                  on_line):
+def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, state: HostState, urls, on_line):
     program, digest = fetcher_program()
     if state.fetcher_digest != digest:
         transport.put(fetcher_path(spec), program, mode=0o644)
-    job = build_job(dest, source.text, plan, urls, stop_after)
+    job = build_job(dest, source.text, plan, urls)
     command = Command(("python3", fetcher_path(spec)), stdin=Secret(json.dumps(job), "weights job (pre-signed URLs)"))
     runner = getattr(transport, "run_streaming", None)
     result = runner(command, on_line, timeout=None) if runner else transport.run(command)

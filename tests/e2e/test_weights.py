@@ -5,8 +5,14 @@ from __future__ import annotations
 import hashlib
 import http.client
 import http.server
+import json
 import os
+import select
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -161,36 +167,21 @@ class _Recording:
         self.inner.close()
 
 
-def test_resume_after_kill_and_no_secret_in_any_argv(testbed, uploaded, s3_env, capsys, tmp_path, monkeypatch):
+def test_no_secret_in_any_argv_or_put(testbed, uploaded, s3_env, capsys, tmp_path):
     from deployctl.deploy import connected
-    from deployctl.errors import HostError
     from deployctl.plan.model import Command, Secret
     from deployctl.spec.load import load_spec
     from deployctl.ui import UI
     from deployctl.weights import sync_weights
 
-    path = Deployctl(capsys, tmp_path).write(spec_text(testbed, "e2e-weights-resume", ["tb4"]))
+    path = Deployctl(capsys, tmp_path).write(spec_text(testbed, "e2e-weights-argv", ["tb4"]))
     spec = load_spec(path)
     wipe(testbed, ["tb4"])
-    total = sum(len(d) for d in uploaded.values())
     log: list = []
     try:
         with connected(spec) as transports:
-            recorded = {name: _Recording(t, log) for name, t in transports.items()}
-            monkeypatch.setenv("DEPLOYCTL_WEIGHTS_TEST_STOP_AFTER_BYTES", str(8 * MIB))
-            with pytest.raises(HostError) as caught:
-                sync_weights(spec, recorded, UI(quiet=True))
-            assert "stopped" in caught.value.message and "tb4" in caught.value.message
-            names = testbed.run_on("tb4", ["find", DEST, "-type", "f"]).stdout.split()
-            assert f"{DEST}/model-00001-of-00002.safetensors" not in names  # nothing that looks complete
-            assert any(n.endswith(".deployctl-partial") for n in names)
-
-            monkeypatch.delenv("DEPLOYCTL_WEIGHTS_TEST_STOP_AFTER_BYTES")
-            reports = sync_weights(spec, recorded, UI(quiet=True))
-            assert 0 < reports[0].transferred_bytes < total
-            assert reports[0].files == 6
-        expected = {name: hashlib.sha256(data).hexdigest() for name, data in uploaded.items()}
-        assert host_sha256(testbed, "tb4") == expected
+            reports = sync_weights(spec, {name: _Recording(t, log) for name, t in transports.items()}, UI(quiet=True))
+        assert reports[0].files == 6
         secret = testbed.s3.secret_key
         commands = [c for c in log if isinstance(c, Command)]
         assert any(isinstance(c.stdin, Secret) for c in commands)  # the job (URLs) went as stdin only
@@ -202,6 +193,111 @@ def test_resume_after_kill_and_no_secret_in_any_argv(testbed, uploaded, s3_env, 
             if isinstance(entry, tuple):
                 assert not isinstance(entry[2], Secret) and b"X-Amz-Signature" not in entry[2]
     finally:
+        wipe(testbed, ["tb4"])
+
+
+def host_processes(bed, host) -> dict:
+    """pid -> (parent pid, comm, cmdline) of the processes in one host's network namespace."""
+    pids = subprocess.run(["ip", "netns", "pids", bed.host(host).netns], capture_output=True, text=True).stdout.split()
+    found = {}
+    for pid in pids:
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # ended meanwhile
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        found[int(pid)] = (int(rest[1]), comm, cmdline)
+    return found
+
+
+def wait_until(predicate, what, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def wait_gone(pid: int) -> None:
+    """Wait for a process to end (its pidfd becomes readable), without polling."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        assert select.select([fd], [], [], 60)[0], f"process {pid} did not end"
+    finally:
+        os.close(fd)
+
+
+SHARD = "model-00001-of-00002.safetensors"
+
+
+@pytest.mark.parametrize("fault", ["sigkill", "ssh_drop", "ctrl_c"])
+def test_sync_interrupted_mid_transfer_resumes_with_fewer_bytes(testbed, uploaded, s3_env, capsys, tmp_path, proxy,
+                                                               fault):
+    """The proxy holds the 11 MiB shard at 4 MiB; once the host's resume state shows progress, the fetcher is
+    SIGKILLed, or its SSH session is killed on the host, or `deployctl weights sync` gets Ctrl-C. The next sync
+    fetches less than everything and ends with the right bytes."""
+    deployment = f"e2e-weights-{fault.replace('_', '-')}"
+    deployctl = Deployctl(capsys, tmp_path)
+    path = deployctl.write(spec_text(testbed, deployment, ["tb4"], endpoint=proxy.endpoint))
+    wipe(testbed, ["tb4"])
+    state_file = testbed.host("tb4").dir / "srv" / DEST.removeprefix("/srv/") / (SHARD + ".deployctl-partial.json")
+    fetcher_path = f"/var/lib/deployctl/{deployment}/weights_fetch.py"
+    total = sum(len(d) for d in uploaded.values())
+    proxy.pause_key, proxy.pause_at = f"/{testbed.s3.bucket}/{PREFIX}{SHARD}", 4 * MIB
+    sync = subprocess.Popen([sys.executable, "-m", "deployctl", "weights", "sync", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
+    try:
+        assert proxy.paused.acquire(timeout=60)
+
+        def progressed():
+            try:
+                return json.loads(state_file.read_text())["written"][0] >= MIB
+            except (OSError, ValueError):
+                return False
+
+        wait_until(progressed, "the shard's resume state")
+        processes = host_processes(testbed, "tb4")
+        fetcher = [pid for pid, (_, _, cmd) in processes.items() if fetcher_path in cmd]
+        assert len(fetcher) == 1, processes
+        if fault == "sigkill":
+            os.kill(fetcher[0], signal.SIGKILL)
+        elif fault == "ssh_drop":
+            # The session's sshd processes above the fetcher (not the listener, whose parent is no sshd).
+            session, pid = [], processes[fetcher[0]][0]
+            while processes.get(pid, (0, ""))[1] in ("sshd", "sshd-session") \
+                    and processes.get(processes[pid][0], (0, ""))[1] in ("sshd", "sshd-session"):
+                session.append(pid)
+                pid = processes[pid][0]
+            assert session, processes
+            for pid in session:
+                os.kill(pid, signal.SIGKILL)
+        else:
+            sync.send_signal(signal.SIGINT)
+        out, err = sync.communicate(timeout=120)
+        wait_gone(fetcher[0])  # nothing is left running on the host
+        if fault == "ctrl_c":
+            assert sync.returncode == 130 and "interrupted" in err, err
+        else:
+            assert sync.returncode == 1, err
+            assert (f"tb4 (10.200.0.14): weights fetch into {DEST} stopped (exit -1); partial files stay and the "
+                    "next sync resumes them") in err and "Traceback" not in err
+        names = testbed.run_on("tb4", ["find", DEST, "-type", "f"]).stdout.split()
+        assert f"{DEST}/{SHARD}" not in names and f"{DEST}/{SHARD}.deployctl-partial" in names
+
+        proxy.release.set()
+        code, doc = deployctl.json("weights", "sync", path)
+        assert code == 0 and doc["hosts"][0]["files"] == 6
+        assert 0 < doc["hosts"][0]["transferred_bytes"] <= total - MIB  # resumed inside the shard
+        expected = {name: hashlib.sha256(data).hexdigest() for name, data in uploaded.items()}
+        assert host_sha256(testbed, "tb4") == expected
+    finally:
+        proxy.release.set()
+        if sync.poll() is None:
+            sync.kill()
+            sync.communicate()
         wipe(testbed, ["tb4"])
 
 

@@ -23,10 +23,13 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
 
-def _serve(blobs: dict, fail_first: int = 0, delays: dict | None = None, etags: dict | None = None):
+def _serve(blobs: dict, fail_first: int = 0, delays: dict | None = None, etags: dict | None = None,
+           pause_at: dict | None = None):
     """An S3-like server for pre-signed GETs; `delays` maps (path, range start) to seconds to wait before answering,
-    `etags` a path to the ETag its If-Match must carry."""
-    state = {"fails": fail_first, "requests": 0, "ranges": [], "answered": []}
+    `etags` a path to the ETag its If-Match must carry. `pause_at` maps a path to an offset: a response reaching it
+    sends the bytes before it, signals `paused` and waits for `release` (the test kills the fetcher meanwhile)."""
+    state = {"fails": fail_first, "requests": 0, "ranges": [], "answered": [], "paused": threading.Semaphore(0),
+             "release": threading.Event()}
     lock = threading.Lock()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -64,6 +67,13 @@ def _serve(blobs: dict, fail_first: int = 0, delays: dict | None = None, etags: 
             self.send_response(206 if "Range" in self.headers else 200)
             self.send_header("Content-Length", str(end - start + 1))
             self.end_headers()
+            stop = (pause_at or {}).get(path)
+            if stop is not None and stop <= end and not state["release"].is_set():  # released: serve all
+                self.wfile.write(data[start:max(start, stop)])
+                self.wfile.flush()
+                state["paused"].release()
+                state["release"].wait(60)
+                return
             self.wfile.write(data[start:end + 1])
             with lock:
                 state["answered"].append((path, start))
@@ -77,6 +87,30 @@ def _run_fetcher(job: dict):
     proc = subprocess.run([sys.executable, str(FETCHER)], input=json.dumps(job), capture_output=True, text=True,
                           timeout=120)
     return proc, (json.loads(proc.stdout.splitlines()[-1]) if proc.stdout.strip() else None)
+
+
+def _start_fetcher(job: dict) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, str(FETCHER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdin.write(json.dumps(job))
+    proc.stdin.close()
+    return proc
+
+
+def _kill(proc: subprocess.Popen, state: dict, paused: int = 1, saved=None) -> None:
+    """SIGKILL the fetcher once `paused` responses are held by the server (and `saved()` holds, when given)."""
+    for _ in range(paused):
+        assert state["paused"].acquire(timeout=60)
+    if saved is not None:
+        deadline = time.monotonic() + 60
+        while not saved():  # the fetcher writes its resume state as the bytes before the pause land
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+    proc.kill()
+    assert proc.wait(timeout=60) == -9
+    proc.stdout.close()
+    proc.stderr.close()
+    state["release"].set()
 
 
 def _fetcher_module():
@@ -94,21 +128,24 @@ def _entry(server, key: str, path: str, data: bytes, etag: str = "x-2") -> dict:
 def test_fetcher_parts_retries_resume_and_manifest(tmp_path):
     big = bytes(range(256)) * 4000  # 1 024 000 bytes, 8 parts of 128 KiB
     small = b'{"a": 1}'
-    server, state = _serve({"/b/m/big": big, "/b/m/small": small}, fail_first=3)
+    server, state = _serve({"/b/m/big": big, "/b/m/small": small}, fail_first=3, pause_at={"/b/m/big": 300000})
     files = [_entry(server, "m/big", "w/big.bin", big),
              _entry(server, "m/small", "c.json", small, etag=hashlib.md5(small).hexdigest())]
     job = {"dest": str(tmp_path / "dest"), "source": "s3://b/m/", "part_size": 131072, "concurrency": 1,
-           "files": files, "remove": [], "stop_after_bytes": 300000}
-    proc, _ = _run_fetcher(job)
-    assert proc.returncode == 75
+           "files": files, "remove": []}
+    # The third part is being read when the fetcher is killed: parts 0 and 1 are done (it asked for part 2).
+    _kill(_start_fetcher(job), state)
     assert not (tmp_path / "dest/w/big.bin").exists() and (tmp_path / "dest/w/big.bin.deployctl-partial").exists()
 
-    del job["stop_after_bytes"]
+    server.shutdown()
+    server, state = _serve({"/b/m/big": big, "/b/m/small": small})
+    job["files"] = [_entry(server, "m/big", "w/big.bin", big),
+                    _entry(server, "m/small", "c.json", small, etag=hashlib.md5(small).hexdigest())]
     proc, outcome = _run_fetcher(job)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "dest/w/big.bin").read_bytes() == big
     assert (tmp_path / "dest/c.json").read_bytes() == small
-    # The first run finished 2 parts (262144 bytes) before stopping: only the rest moved now.
+    # The first run finished 2 parts (262144 bytes) before it was killed: only the rest moved now.
     assert outcome["transferred_bytes"] == len(big) + len(small) - 262144
     assert outcome["manifest"]["w/big.bin"]["sha256"] == hashlib.sha256(big).hexdigest()
     assert sorted(p.name for p in (tmp_path / "dest").rglob("*")) == [".deployctl-manifest.json", "big.bin",
@@ -130,13 +167,19 @@ def test_fetcher_rejects_content_that_does_not_match_its_md5_etag(tmp_path):
 def test_a_one_part_file_resumes_inside_its_part(tmp_path):
     """A kill in the middle of one large part resumes after the bytes its last saved state records."""
     data = bytes(range(256)) * (48 * 1024)  # 12 MiB: a single 16 MiB part
-    server, _ = _serve({"/b/m/one": data})
+    server, state = _serve({"/b/m/one": data}, pause_at={"/b/m/one": 9 << 20})
     job = {"dest": str(tmp_path / "dest"), "source": "s3://b/m/", "files": [_entry(server, "m/one", "one.bin", data)],
-           "remove": [], "part_size": 16 << 20, "stop_after_bytes": 9 << 20}
+           "remove": [], "part_size": 16 << 20}
+    state_file = tmp_path / "dest/one.bin.deployctl-partial.json"
+
+    def saved():
+        try:
+            return json.loads(state_file.read_text())["written"][0] >= 1 << 20
+        except (OSError, ValueError):
+            return False
+
     try:
-        proc, _ = _run_fetcher(job)
-        assert proc.returncode == 75
-        del job["stop_after_bytes"]
+        _kill(_start_fetcher(job), state, saved=saved)
         proc, outcome = _run_fetcher(job)
         assert proc.returncode == 0, proc.stderr
         assert outcome["transferred_bytes"] <= len(data) - (1 << 20)  # resumed inside the part, not at 0
@@ -173,19 +216,18 @@ def test_parts_finishing_out_of_order_wait_in_memory_and_are_hashed_in_order(tmp
 
 def test_direct_io_with_an_unaligned_tail_resumes_and_ends_at_the_exact_size(tmp_path):
     data = os.urandom(3 * (1 << 20) + 1234)
-    server, _ = _serve({"/b/m/w": data})
+    server, state = _serve({"/b/m/w": data}, pause_at={"/b/m/w": 2 << 20})
     job = {"dest": str(tmp_path), "source": "s3://b/m/", "files": [_entry(server, "m/w", "w.bin", data)],
-           "part_size": 1 << 20, "concurrency": 2, "direct_min": 0, "stop_after_bytes": 2 << 20}
+           "part_size": 1 << 20, "concurrency": 2, "direct_min": 0}
     try:
-        proc, _ = _run_fetcher(job)
-        assert proc.returncode == 75 and not (tmp_path / "w.bin").exists()
-        del job["stop_after_bytes"]
+        _kill(_start_fetcher(job), state, paused=2)  # parts 2 and 3 asked for: 0 and 1 are done
+        assert not (tmp_path / "w.bin").exists()
         proc, outcome = _run_fetcher(job)
         assert proc.returncode == 0, proc.stderr
         assert (tmp_path / "w.bin").stat().st_size == len(data)  # the padded direct write of the tail is cut
         assert (tmp_path / "w.bin").read_bytes() == data
         assert outcome["manifest"]["w.bin"]["sha256"] == hashlib.sha256(data).hexdigest()
-        assert outcome["transferred_bytes"] < len(data)
+        assert outcome["transferred_bytes"] == len(data) - (2 << 20)
     finally:
         server.shutdown()
 

@@ -64,9 +64,9 @@ def test_digest_is_order_free_and_none_when_empty():
 def test_job_carries_urls_only_for_fetched_files():
     state = HostState({}, {}, 10**9, "/")
     plan = plan_host((OBJ_A,), state)
-    job = build_job("/w", "s3://b/m/", plan, {"m/a": "http://s/m/a?sig"}, stop_after=5)
+    job = build_job("/w", "s3://b/m/", plan, {"m/a": "http://s/m/a?sig"})
     assert job["files"] == [{"key": "m/a", "path": "a", "size": 10, "etag": "e1", "url": "http://s/m/a?sig"}]
-    assert job["stop_after_bytes"] == 5 and job["dest"] == "/w"
+    assert job["dest"] == "/w" and set(job) == {"dest", "source", "part_size", "concurrency", "remove", "files"}
 
 
 def test_progress_line():
