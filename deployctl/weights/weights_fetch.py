@@ -87,6 +87,11 @@ class Connections(threading.local):
             conn.close()
 
 
+def quoted(etag):
+    """An ETag as If-Match carries it (RFC 9110: a quoted string); the listing's quotes were stripped."""
+    return '"%s"' % etag.strip('"')
+
+
 def s3_code(body):
     match = re.search(rb"<Code>([^<]{1,64})</Code>", body or b"")
     return match.group(1).decode("ascii", "replace") if match else ""
@@ -106,7 +111,8 @@ def fetch_range(conns, file_job, start, end, progress, attempts, into, base, on_
         try:
             # If-Match: every part comes from the same version of the object (the one listed, whose ETag the
             # manifest records), or the sync stops instead of mixing two versions in one file.
-            conn.request("GET", path, headers={"Range": "bytes=%d-%d" % (offset, end - 1), "If-Match": entry["etag"]})
+            conn.request("GET", path, headers={"Range": "bytes=%d-%d" % (offset, end - 1),
+                                               "If-Match": quoted(entry["etag"])})
             resp = conn.getresponse()
             if resp.status in RETRY_STATUS:
                 resp.read()

@@ -61,9 +61,9 @@ def s3_env(testbed, monkeypatch):
     return testbed.s3
 
 
-def spec_text(bed, name, hosts, dest=DEST, endpoint=None):
+def spec_text(bed, name, hosts, dest=DEST, endpoint=None, prefix=PREFIX):
     lines = "\n".join(f"    - {{host: {h}, devices: [6, 7], port: {8400 + i}}}" for i, h in enumerate(hosts))
-    weights = (f"weights: {{source: s3://{bed.s3.bucket}/{PREFIX}, endpoint: {endpoint or bed.s3.endpoint}, "
+    weights = (f"weights: {{source: s3://{bed.s3.bucket}/{prefix}, endpoint: {endpoint or bed.s3.endpoint}, "
                f"dest: {dest}}}\n")
     extra = ("image: {name: deployctl/standin-vllm:latest}\n" + weights +
              "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n")
@@ -394,7 +394,7 @@ class S3Proxy:
                     chunk = resp.read(256 << 10)
                     if not chunk:
                         break
-                    if pausing and start + sent < self.pause_at <= start + sent + len(chunk) \
+                    if pausing and start + sent <= self.pause_at < start + sent + len(chunk) \
                             and not self.release.is_set():
                         cut = self.pause_at - start - sent
                         handler.wfile.write(chunk[:cut])
@@ -444,6 +444,51 @@ def test_503s_reach_the_host_fetcher_which_retries_them(testbed, uploaded, s3_en
         assert sorted(served) == sorted(set(served)) and len(served) == 6  # each part served once, one per file
     finally:
         wipe(testbed, ["tb2"])
+
+
+def test_an_object_replaced_on_the_store_mid_sync_stops_it_and_leaves_no_mixed_file(testbed, s3_env, capsys,
+                                                                                     tmp_path, proxy):
+    """Two 16 MiB parts: the proxy lets the first through and holds the second before it reaches SeaweedFS; the
+    object is replaced meanwhile, so the second GET's If-Match (the listed ETag, quoted) gets 412."""
+    prefix, key = "e2e-weights-ifmatch/", "e2e-weights-ifmatch/big.bin"
+    old, new = os.urandom(20 * MIB), os.urandom(20 * MIB)
+    client = testbed.s3.client()
+    client.put_object(Bucket=testbed.s3.bucket, Key=key, Body=old)
+    old_etag = client.head_object(Bucket=testbed.s3.bucket, Key=key)["ETag"]
+    dest = "/srv/weights/e2e-ifmatch"
+    path = Deployctl(capsys, tmp_path).write(spec_text(testbed, "e2e-weights-ifmatch", ["tb3"], dest=dest,
+                                                       endpoint=proxy.endpoint, prefix=prefix))
+    wipe(testbed, ["tb3"], dest)
+    proxy.pause_key, proxy.pause_at = f"/{testbed.s3.bucket}/{key}", 16 * MIB
+    sync = subprocess.Popen([sys.executable, "-m", "deployctl", "weights", "sync", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
+    try:
+        assert proxy.paused.acquire(timeout=60)  # the second part is held
+        proxy.wait_for(lambda log: any(e["key"] == proxy.pause_key and e["range"] == f"bytes=0-{16 * MIB - 1}"
+                                       and e["status"] == 206 and not e.get("broken") for e in log))
+        client.put_object(Bucket=testbed.s3.bucket, Key=key, Body=new)
+        proxy.release.set()
+        out, err = sync.communicate(timeout=120)
+        assert sync.returncode == 1
+        assert (f"tb3 (10.200.0.13): weights fetch into {dest} failed: {key}: the object changed during the sync "
+                f"(its ETag is no longer {old_etag.strip(chr(34))}); run it again") in err
+        second = [e for e in proxy.log if e["key"] == proxy.pause_key and e["range"].startswith(f"bytes={16 * MIB}-")]
+        assert [(e["status"], e["if_match"]) for e in second] == [(412, old_etag)]  # quoted, as S3 returns it
+        files = testbed.run_on("tb3", ["find", dest, "-type", "f"]).stdout.split()
+        assert f"{dest}/big.bin" not in files  # nothing mixed in place
+        manifest = testbed.run_on("tb3", ["cat", f"{dest}/.deployctl-manifest.json"]).stdout
+        assert "big.bin" not in json.loads(manifest)["files"]
+
+        code, doc = Deployctl(capsys, tmp_path).json("weights", "sync", path)
+        assert code == 0 and doc["hosts"][0]["files"] == 1
+        assert host_sha256(testbed, "tb3", dest) == {"big.bin": hashlib.sha256(new).hexdigest()}
+    finally:
+        proxy.release.set()
+        if sync.poll() is None:
+            sync.kill()
+            sync.communicate()
+        client.delete_object(Bucket=testbed.s3.bucket, Key=key)
+        wipe(testbed, ["tb3"], dest)
 
 
 def test_full_disk_refused_up_front_and_wrong_credentials(testbed, uploaded, s3_env, capsys, tmp_path, monkeypatch):

@@ -313,15 +313,16 @@ def test_the_fetcher_is_python_37_and_stdlib_only():
 
 def test_an_object_replaced_during_the_sync_stops_it_instead_of_mixing_versions(tmp_path):
     data = os.urandom(300000)
+    # The job carries ETags as listed (quotes stripped); If-Match must carry them quoted, as S3 expects.
     server, _ = _serve({"/b/m/w": data}, etags={"/b/m/w": '"new-3"'})
-    entry = {**_entry(server, "m/w", "w.bin", data), "etag": '"old-3"'}
+    entry = {**_entry(server, "m/w", "w.bin", data), "etag": "old-3"}
     try:
         proc, outcome = _run_fetcher({"dest": str(tmp_path), "files": [entry], "part_size": 131072})
         assert proc.returncode == 1
-        assert outcome["errors"] == ['m/w: the object changed during the sync (its ETag is no longer "old-3"); '
-                                     'run it again']
+        assert outcome["errors"] == ["m/w: the object changed during the sync (its ETag is no longer old-3); "
+                                     "run it again"]
         assert not (tmp_path / "w.bin").exists()
-        entry["etag"] = '"new-3"'
+        entry["etag"] = "new-3"
         proc, outcome = _run_fetcher({"dest": str(tmp_path), "files": [entry], "part_size": 131072})
         assert proc.returncode == 0 and (tmp_path / "w.bin").read_bytes() == data
     finally:
