@@ -164,7 +164,10 @@ def test_link_down_fails_hccn_link(bed, deployctl, restore_profiles):
     assert code == 3
     link = [c for c in checks(doc, "tb2") if c["name"] == "hccn_link"]
     assert [(c["status"], c["npu"], c["observed"]) for c in link] == [("FAIL", 1, "NPU 1: link DOWN")]
-    assert {(h, n) for h, n, _ in failing(doc)} <= {("tb2", "hccn_link"), ("tb2", "hccn_ping")}
+    # The peer's NPU 1 answers no ping either way: from tb1 (its link is down) and to tb1 (its own link is down).
+    assert failing(doc) == [("tb1", "hccn_ping", 1), ("tb2", "hccn_link", 1), ("tb2", "hccn_ping", 1)]
+    pings = [(h["host"], c["observed"]) for h in doc["hosts"] for c in h["checks"] if c["name"] == "hccn_ping"]
+    assert pings == [("tb1", "NPU 1 -> 10.201.2.11: 0/3 answered"), ("tb2", "NPU 1 -> 10.201.1.11: 0/3 answered")]
 
 
 def test_host_down_is_a_failing_ssh_row_not_a_crash(bed, deployctl):

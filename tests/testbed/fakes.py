@@ -47,6 +47,10 @@ DEFAULT_PROFILE = {
     "net_health": {},  # card -> Success | Init | Fault | ... (default Success)
     "tls": {},  # card -> 0 | 1 (default 0)
     "calls_log": None,  # file each call is appended to (skipped when not writable)
+    # Device IPs a `-ping` reaches; None: those of every bed host (their profiles, read through the anchors under
+    # `bed_hosts`) whose link is UP. Nothing else answers, so a wrong peer address fails as on real hardware.
+    "reachable": None,
+    "bed_hosts": None,
 }
 
 RULE = "+" + "-" * 96 + "+"
@@ -328,10 +332,34 @@ def render_hccn_tool(argv, profile):
         text = "device %d PING %s\n" % (card, target)
         if _per_card(profile, "link", card, "UP") != "UP" or ip is None:
             return text + "3 packets transmitted, 0 received, 100.00% packet loss\n", "", 1
+        if target not in reachable_ips(profile):
+            text += "".join("recv time out seq=%d\n" % seq for seq in range(3))
+            return text + "3 packets transmitted, 0 received, 100.00% packet loss\n", "", 0
         for seq, ms in enumerate(("0.061000", "0.027000", "0.025000")):
             text += "recv seq=%d,time=%sms\n" % (seq, ms)
         return text + "3 packets transmitted, 3 received, 0.00% packet loss\n", "", 0
     return "", "Unknown parameter: %s\n" % " ".join(argv), 1
+
+
+def reachable_ips(profile):
+    """The device IPs a ping from this host reaches (see DEFAULT_PROFILE's `reachable`)."""
+    if profile.get("reachable") is not None:
+        return set(profile["reachable"])
+    hosts_dir = profile.get("bed_hosts")
+    found = set()
+    for name in sorted(os.listdir(hosts_dir)) if hosts_dir and os.path.isdir(hosts_dir) else []:
+        try:
+            with open(os.path.join(hosts_dir, name, "anchor.pid")) as handle:
+                pid = handle.read().strip()
+            with open("/proc/%s/root%s" % (pid, PROFILE_PATH)) as handle:
+                peer = with_defaults(json.load(handle))
+        except (OSError, ValueError):
+            continue  # a host being set up or torn down
+        for card in range(int(peer["cards"])):
+            address = device_ip(peer, card)
+            if address and _per_card(peer, "link", card, "UP") == "UP":
+                found.add(address)
+    return found
 
 
 def _profile_from_hccn_conf():

@@ -50,6 +50,7 @@ def default_profile(index: int) -> dict:
         host=layout.host_name(index),
         device_ips=layout.device_ips(index, 8),
         calls_log=str(layout.host_dir(index) / "calls.log"),
+        bed_hosts=str(layout.state_dir() / "hosts"),
     )
     return profile
 

@@ -83,6 +83,22 @@ def test_profile_change_shows_in_the_tools_and_is_restored(testbed, restore_prof
     assert "address_3=10.201.2.13\n" in result.stdout
 
 
+def test_fake_ping_answers_only_the_bed_hosts_device_ips_with_their_link_up(testbed, restore_profiles):
+    def ping(address):
+        out = testbed.run_on("tb1", ["/usr/local/Ascend/driver/tools/hccn_tool", "-i", "0", "-ping", "-g", "address", address]).stdout
+        return out.splitlines()[-1]
+
+    answered, lost = "3 packets transmitted, 3 received, 0.00% packet loss", \
+        "3 packets transmitted, 0 received, 100.00% packet loss"
+    assert ping("10.201.2.10") == answered  # tb2's NPU 0
+    assert ping("10.201.2.99") == lost  # no such NPU
+    assert ping("10.200.0.12") == lost  # tb2's host address, not a device IP
+    testbed.set_profile("tb2", link={"0": "DOWN"})
+    assert ping("10.201.2.10") == lost and ping("10.201.2.11") == answered
+    testbed.set_profile("tb2", link={}, device_ips=["10.201.2.50"] + layout.device_ips(2, 8)[1:])
+    assert ping("10.201.2.50") == answered and ping("10.201.2.10") == lost
+
+
 def test_hosts_have_private_etc_dev_and_state(testbed):
     one, two = testbed.hosts[0].name, testbed.hosts[1].name
     testbed.run_on(one, ["sh", "-c", "echo mine > /etc/only-here && echo lock > /var/lib/deployctl/lock"])

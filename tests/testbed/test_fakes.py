@@ -44,7 +44,8 @@ CASES = [
     ("hccn_tool/net-health-g-init", "hccn_tool", {**SAMPLE_HOST, "net_health": {"2": "Init"}}),
     ("hccn_tool/netdetect-g", "hccn_tool", SAMPLE_HOST),
     ("hccn_tool/tls-g-switch", "hccn_tool", SAMPLE_HOST),
-    ("hccn_tool/ping-ok", "hccn_tool", SAMPLE_HOST),
+    ("hccn_tool/ping-ok", "hccn_tool", {**SAMPLE_HOST, "reachable": ["198.51.100.31"]}),
+    ("hccn_tool/ping-unreachable", "hccn_tool", {**SAMPLE_HOST, "reachable": ["198.51.100.32"]}),
 ]
 
 
