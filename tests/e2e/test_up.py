@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 
 from tests.e2e.conftest import MODEL, container_ids, http_json
@@ -223,12 +224,16 @@ def test_logs_prefix_each_line_with_its_instance_and_up_bench_measures(bed, depl
     try:
         code, out, err = deployctl("up", path, "--skip", "weights", "--bench")
         assert code == 0, err
-        assert "ttft" in (out + err).lower()  # the short bench after the deploy printed its table
+        # The short bench after the deploy: both runs, every request answered, and its table.
+        assert "bench after up: e2e-logs at http://10.200.0.13:8185" in out
+        assert "bench static: 2 run(s) against http://10.200.0.13:8185 (tiny, completions)" in err
+        runs = re.findall(r"^  parallel_num=(\d) 128/32: (\d+)/(\d+) ok, [\d.]+ req/s, [\d.]+ out tok/s, "
+                          r"TTFT p50 -?[\d.]+ ms$", err, re.MULTILINE)
+        assert runs == [("1", "2", "2"), ("4", "8", "8")], err
         code, out, err = deployctl("logs", path, "--tail", "5")
         assert code == 0
-        lines = out.splitlines()
-        assert lines and all(line.startswith("e2e-logs-mixed-0 | ") for line in lines)
-        assert any("startup complete" in line for line in lines) or len(lines) == 5
+        assert out.splitlines() == [f"e2e-logs-mixed-0 | standin: loading weights {n}/4" for n in range(1, 5)] + [
+            "e2e-logs-mixed-0 | standin: startup complete: serving on http://0.0.0.0:8185"]
         code, out, err = deployctl("logs", path, "no-such-instance")
         assert code == 2 and "instances: e2e-logs-mixed-0" in err
     finally:
