@@ -397,7 +397,8 @@ def want_md5(entry):
 
 
 class Manifest(object):
-    """`<dest>/.deployctl-manifest.json`, rewritten atomically at most once a second and at the end."""
+    """`<dest>/.deployctl-manifest.json`, rewritten atomically as large files land, at most once a second for
+    small ones, and at the end."""
 
     def __init__(self, dest, source):
         self.path = os.path.join(dest, MANIFEST)
@@ -414,7 +415,9 @@ class Manifest(object):
         with self.lock:
             self.doc["files"][entry["path"]] = {"key": entry["key"], "size": entry["size"],
                                                 "etag": entry["etag"], "sha256": sha}
-            if time.monotonic() - self.written > 1.0:
+            # A large file is recorded at once (a killed sync must not fetch it again); small ones at most once a
+            # second, so thousands of them do not rewrite the manifest thousands of times.
+            if entry["size"] >= STATE_EVERY or time.monotonic() - self.written > 1.0:
                 self.save_locked()
 
     def forget(self, path):

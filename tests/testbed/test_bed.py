@@ -85,7 +85,8 @@ def test_profile_change_shows_in_the_tools_and_is_restored(testbed, restore_prof
 
 def test_fake_ping_answers_only_the_bed_hosts_device_ips_with_their_link_up(testbed, restore_profiles):
     def ping(address):
-        out = testbed.run_on("tb1", ["/usr/local/Ascend/driver/tools/hccn_tool", "-i", "0", "-ping", "-g", "address", address]).stdout
+        tool = "/usr/local/Ascend/driver/tools/hccn_tool"
+        out = testbed.run_on("tb1", [tool, "-i", "0", "-ping", "-g", "address", address]).stdout
         return out.splitlines()[-1]
 
     answered, lost = "3 packets transmitted, 3 received, 0.00% packet loss", \
