@@ -50,6 +50,9 @@ def _spec_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
 def _host_key_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accept-new-host-keys", action="store_true",
                         help="trust and record keys of hosts not yet in known_hosts (never a changed key)")
+    parser.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="give up on a host that has not connected, shown its SSH banner and accepted the "
+                             "key within this long (default 10)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,12 +11,22 @@ from deployctl.plan.up import DeployFacts
 from deployctl.spec.model import Spec
 from deployctl.transport import Transport
 
-@contextmanager
-def connected(spec: Spec, *, accept_new_host_keys: bool = False, hosts=None) -> Iterator[dict[str, Transport]]:
-    """Transports to the spec's hosts (all of them by default), closed at the end; any unreachable host fails."""
-    from deployctl.transport.connect import close_all, open_transports
+def connect_options(args, ui=None):
+    """The common connection flags (--accept-new-host-keys, --connect-timeout); waits announced through `ui`."""
+    from deployctl.transport.connect import ConnectOptions
 
-    transports, errors = open_transports(hosts or spec.hosts, accept_new_host_keys=accept_new_host_keys)
+    return ConnectOptions.from_args(args, ui)
+
+
+@contextmanager
+def connected(spec: Spec, *, accept_new_host_keys: bool = False, hosts=None,
+              options=None) -> Iterator[dict[str, Transport]]:
+    """Transports to the spec's hosts (all of them by default), closed at the end; any unreachable host fails."""
+    from deployctl.transport.connect import ConnectOptions, close_all, open_transports
+
+    options = options or ConnectOptions(accept_new_host_keys=accept_new_host_keys)
+    transports, errors = open_transports(hosts or spec.hosts, accept_new_host_keys=options.accept_new_host_keys,
+                                         connect_timeout=options.timeout, on_wait=options.on_wait)
     try:
         if errors:
             first = next(iter(errors.values()))

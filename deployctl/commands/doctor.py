@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from typing import Mapping
 
@@ -18,11 +17,13 @@ def run(args, ui) -> int:
         plan = plan_for_spec(load_spec(args.spec), tuple(args.host))
     else:
         plan = plan_for_hosts(tuple(args.host), args.identity_file, args.known_hosts)
-    reports, fixes = examine(plan, ui, accept_new_host_keys=args.accept_new_host_keys, fix=args.fix)
+    from deployctl.deploy import connect_options
+
+    reports, fixes = examine(plan, ui, connect=connect_options(args), fix=args.fix)
     return render(ui, reports, fixes)
 
 
-def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False):
+def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False, connect=None):
     """Connect, gather, check; with `fix`, repair ip_forward where it FAILs and check again.
     Returns (host reports, fix outcomes or None)."""
     from deployctl.doctor.fix import fix_ip_forward, hosts_to_fix
@@ -30,11 +31,11 @@ def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False):
     from deployctl.doctor.progress import HostProgress
     from deployctl.doctor.report import host_reports
     from deployctl.gather import on_hosts
-    from deployctl.transport.connect import close_all
+    from deployctl.transport.connect import ConnectOptions, close_all
 
     names = [t.host.name for t in plan.targets]
     with HostProgress(ui, names) as progress:
-        transports, errors = _connect(plan, progress, accept_new_host_keys)
+        transports, errors = _connect(plan, progress, connect or ConnectOptions(accept_new_host_keys))
         try:
             facts = {name: unreachable(error) for name, error in errors.items()}
             facts.update(gather_facts(plan, transports, on_host=progress.answered))
@@ -64,25 +65,18 @@ def _weights_digests(plan, transports):
     return on_hosts(transports, lambda t: read_manifest_digest(t, plan.weights_dest))
 
 
-def _connect(plan, progress, accept_new_host_keys: bool):
+def _connect(plan, progress, options):
     """One transport per target, in parallel; each host reported to the live view as it connects."""
-    from deployctl.transport.connect import open_transport
+    from deployctl.transport.connect import open_transports
 
-    transports, errors = {}, {}
-    if not plan.targets:
-        return transports, errors
-    with ThreadPoolExecutor(max_workers=min(64, len(plan.targets))) as pool:
-        futures = {pool.submit(open_transport, t.host, accept_new_host_keys=accept_new_host_keys): t.host.name
-                   for t in plan.targets}
-        for future in as_completed(futures):
-            name = futures[future]
-            try:
-                transports[name] = future.result()
-                progress.connected(name)
-            except HostError as error:
-                errors[name] = error
-                progress.unreachable(name, error.message.partition(": ")[2] or error.message)
-    return transports, errors
+    def settled(name, outcome):
+        if isinstance(outcome, HostError):
+            progress.unreachable(name, outcome.message.partition(": ")[2] or outcome.message)
+        else:
+            progress.connected(name)
+
+    return open_transports([t.host for t in plan.targets], accept_new_host_keys=options.accept_new_host_keys,
+                           connect_timeout=options.timeout, on_wait=progress.waiting, on_result=settled)
 
 
 def render(ui, reports, outcomes) -> int:

@@ -15,7 +15,7 @@ def run(args, ui) -> int:
     from deployctl.ui import confirm_or_refuse, progress_printer, render_report
 
     spec = load_spec(args.spec)
-    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
+    with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "down") as lock:
             plan = plan_down(spec, deploy.gather_all(spec, transports))

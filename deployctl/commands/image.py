@@ -11,7 +11,7 @@ def build(args, ui) -> int:
     spec = load_spec(args.spec)
     inputs = load_inputs(spec)  # the package is checked before any host is touched
     hosts = spec.used_hosts or spec.hosts
-    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys, hosts=hosts) as transports:
+    with deploy.connected(spec, options=deploy.connect_options(args, ui), hosts=hosts) as transports:
         document = image_build(spec, transports, ui, dry_run=args.dry_run, inputs=inputs)
     render(ui, document, dry_run=args.dry_run)
     return ExitStatus.OK

@@ -48,7 +48,7 @@ def run(args, ui) -> int:
     if args.follow and ui.json:
         raise UsageError("--follow streams lines as they come; --output json prints one document (drop one of them)")
     hosts = [spec.host(n) for n in dict.fromkeys(i.host for i in instances)]
-    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys, hosts=hosts) as transports:
+    with deploy.connected(spec, options=deploy.connect_options(args, ui), hosts=hosts) as transports:
         if ui.json:
             return _json(ui, spec.name, instances, transports, args.tail)
         return _print(instances, transports, args.tail, args.follow)

@@ -13,7 +13,7 @@ def run(args, ui) -> int:
 
     spec = load_spec(args.spec)
     require_runnable(spec)
-    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
+    with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
         plan, _ = _plan(spec, transports, frozenset(), ui)
     render_plan(ui, plan)
     return ExitStatus.OK

@@ -41,7 +41,7 @@ def _gen_for_spec(args, ui) -> int:
     spec = load_spec(args.spec)
     if spec.mode != "disaggregated":
         raise UsageError(f"{spec.name} is a mixed deployment: ranktables exist only for disaggregated specs")
-    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys, hosts=spec.used_hosts) as transports:
+    with deploy.connected(spec, options=deploy.connect_options(args, ui), hosts=spec.used_hosts) as transports:
         files = deploy.render_ranktables(spec, transports)
     directory = Path(args.save_dir) if args.save_dir else spec.state_dir / "ranktables"
     texts = {name: data.decode() for name, data in files.contents.items()}
@@ -146,7 +146,7 @@ def _check_against_hosts(args, reports: list[dict], documents: dict) -> None:
             if ip in by_ip:
                 wanted.setdefault(by_ip[ip].name, set()).add(device)
     hosts = [h for h in spec.hosts if h.name in wanted]
-    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys, hosts=hosts) as transports:
+    with deploy.connected(spec, options=deploy.connect_options(args), hosts=hosts) as transports:
         live = on_hosts(transports, lambda t: gather_device_ips(t, tuple(sorted(wanted[t.name]))))
     for report in reports:
         _, document = documents.get(report["file"], (None, None))

@@ -22,7 +22,7 @@ def run(args, ui) -> int:
     from deployctl.ui import render_status
 
     spec = load_spec(args.spec)
-    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
+    with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
         rows = deploy.read_status(spec, transports)
         weights = weights_identity(spec, transports)
     if ui.json:

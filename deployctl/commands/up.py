@@ -36,7 +36,7 @@ def run(args, ui) -> int:
     skip = parse_skip(args.skip)
     spec = load_spec(args.spec)
     require_runnable(spec)
-    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys) as transports:
+    with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
         if args.dry_run:
             plan, _ = _plan(spec, transports, skip, ui)
             render_plan(ui, plan)

@@ -12,7 +12,7 @@ def sync(args, ui) -> int:
 
     spec = load_spec(args.spec)
     hosts = [spec.host(name) for name in weights_hosts(spec)]
-    with deploy.connected(spec, accept_new_host_keys=args.accept_new_host_keys, hosts=hosts) as transports:
+    with deploy.connected(spec, options=deploy.connect_options(args, ui), hosts=hosts) as transports:
         reports = sync_weights(spec, transports, ui, dry_run=args.dry_run)
     digests = {r.manifest_digest for r in reports}
     identical = len(digests) == 1 and None not in digests

@@ -48,6 +48,12 @@ class HostProgress:
             elif line and not self.ui.quiet:
                 self._console.print(f"[dim]doctor: {name}: {state}[/]", markup=True, highlight=False)
 
+    def waiting(self, line: str) -> None:
+        """A host still connecting after a while: one line off a terminal (the live view shows 'connecting')."""
+        if self._live is None and not self.ui.quiet:
+            with self._lock:
+                self._console.print(f"doctor: {line}", markup=False, highlight=False)
+
     def connected(self, name: str) -> None:
         self._set(name, "gathering", line=False)
 

@@ -6,6 +6,7 @@ This is the one place words become a shell line (`shlex.join`), and the one plac
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import logging
 import os
@@ -13,6 +14,7 @@ import posixpath
 import select
 import shlex
 import socket
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -24,6 +26,7 @@ from deployctl.errors import HostError, HostKeyError
 from deployctl.plan.model import Command, Secret
 from deployctl.spec.model import Host, SshSettings
 from deployctl.transport import Result, stdin_bytes
+from deployctl.transport.connect import DEFAULT_CONNECT_TIMEOUT
 
 # paramiko logs connection failures (with tracebacks) from its own threads; we report them as HostError.
 _paramiko_log = logging.getLogger("paramiko")
@@ -95,13 +98,15 @@ class SshTransport:
         host: Host,
         *,
         accept_new_host_keys: bool = False,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         retries: int = 2,
+        cancel: Optional[threading.Event] = None,
     ) -> None:
         self.name = host.name
         self.address = host.address
         self.host = host
         self._accept_new = accept_new_host_keys
+        self._cancel = cancel or threading.Event()
         self._sftp: Optional[paramiko.SFTPClient] = None
         self._jump_client: Optional[paramiko.SSHClient] = None
         self._client = self._connect_with_retry(connect_timeout, retries)
@@ -116,23 +121,29 @@ class SshTransport:
         return client
 
     def _connect_with_retry(self, timeout: float, retries: int) -> paramiko.SSHClient:
+        """Retry what may pass (refused while sshd restarts, a reset), but never beyond `timeout` in all."""
+        deadline = time.monotonic() + timeout
         delay = 0.5
         for attempt in range(retries + 1):
             try:
-                return self._connect(timeout)
-            except HostError as error:
-                transient = any(w in error.message for w in ("refused", "timed out", "unreachable", "reset"))
-                if not transient or attempt == retries or isinstance(error, HostKeyError):
-                    raise
-                time.sleep(delay)
+                return self._connect(deadline, timeout)
+            except _ConnectFailure as error:
+                if not error.transient or attempt == retries or time.monotonic() + delay >= deadline or self._cancel.wait(delay):
+                    raise HostError(self.name, error.message, address=self.address) from None
                 delay *= 2
         raise AssertionError("unreachable")
 
-    def _connect(self, timeout: float) -> paramiko.SSHClient:
+    def _connect(self, deadline: float, timeout: float) -> paramiko.SSHClient:
         settings = self.host.ssh
-        sock = self._jump_socket(timeout) if settings.jump else None
+        where = host_port(self.host.address, settings.port)
+        if settings.jump:
+            sock = self._jump_socket(max(0.1, deadline - time.monotonic()))
+        else:
+            sock = _tcp_connect(self.host.address, settings.port, deadline, timeout, self._cancel)
+            _await_banner(sock, where, deadline, timeout, self._cancel)
         client = self._new_client(self.host, settings.port)
         keys = _identity_files(settings)
+        left = max(0.1, deadline - time.monotonic())
         try:
             client.connect(
                 self.host.address,
@@ -141,9 +152,9 @@ class SshTransport:
                 key_filename=keys or None,
                 look_for_keys=False,
                 allow_agent=not settings.identity_file,
-                timeout=timeout,
-                banner_timeout=timeout,
-                auth_timeout=timeout,
+                timeout=left,
+                banner_timeout=left,
+                auth_timeout=left,
                 sock=sock,
             )
         except HostKeyError:
@@ -163,13 +174,20 @@ class SshTransport:
             client.close()
             raise HostError(
                 self.name,
-                f"authentication failed as {settings.user} (public key)",
+                f"authentication failed as {settings.user} at {where} (public key)",
                 address=self.address,
                 hint=f"is the key {keys[0] if keys else '(none found)'} in the host's authorized_keys?",
             ) from None
-        except (OSError, socket.timeout, paramiko.SSHException) as exc:
+        except (OSError, socket.timeout, paramiko.SSHException, EOFError) as exc:
             client.close()
-            raise HostError(self.name, _describe_connect_error(exc), address=self.address) from None
+            _close_quietly(sock)
+            if self._cancel.is_set():
+                raise HostError(self.name, f"connecting to {where} was interrupted", address=self.address) from None
+            if time.monotonic() >= deadline - 0.05 or "No existing session" in str(exc):
+                # paramiko gives up on a silent handshake without saying so ("No existing session")
+                raise HostError(self.name, f"timed out during the SSH handshake with {where} after "
+                                f"{_seconds(timeout)} s", address=self.address) from None
+            raise HostError(self.name, f"SSH handshake with {where} failed: {exc}", address=self.address) from None
         return client
 
     def _jump_socket(self, timeout: float):
@@ -178,7 +196,8 @@ class SshTransport:
         jump_host = Host(name=f"{self.name} via {address}", address=address,
                          ssh=SshSettings(user=user, port=port, identity_file=settings.identity_file,
                                          known_hosts=settings.known_hosts))
-        jump = SshTransport(jump_host, accept_new_host_keys=self._accept_new, connect_timeout=timeout, retries=0)
+        jump = SshTransport(jump_host, accept_new_host_keys=self._accept_new, connect_timeout=timeout, retries=0,
+                            cancel=self._cancel)
         self._jump_client = jump._client
         channel = jump._client.get_transport().open_channel(
             "direct-tcpip", (self.host.address, settings.port), ("127.0.0.1", 0), timeout=timeout
@@ -312,13 +331,88 @@ def _drain(channel: paramiko.Channel, timeout: Optional[float], on_stderr=None) 
     return bytes(out), bytes(err)
 
 
-def _describe_connect_error(exc: BaseException) -> str:
-    if isinstance(exc, (ConnectionRefusedError, paramiko.ssh_exception.NoValidConnectionsError)):
-        return "connection refused"
-    if isinstance(exc, (socket.timeout, TimeoutError)):
-        return "connection timed out"
-    if isinstance(exc, socket.gaierror):
-        return f"cannot resolve address: {exc.strerror}"
-    if isinstance(exc, OSError) and exc.errno in (113, 101):
-        return "host unreachable"
-    return f"cannot connect: {exc}"
+class _ConnectFailure(Exception):
+    """A connect attempt that failed for good (timed out, interrupted, unresolvable)."""
+
+    transient = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _Transient(_ConnectFailure):
+    """A connect failure worth another try while time is left (refused, reset, no route yet)."""
+
+    transient = True
+
+
+def host_port(address: str, port: int) -> str:
+    """`addr:port`, with an IPv6 address in brackets, as every connection message names a host."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+def _close_quietly(sock) -> None:
+    try:
+        sock.close()
+    except Exception:  # closing a dead socket must never mask the real error
+        pass
+
+
+def _tcp_connect(address: str, port: int, deadline: float, timeout: float, cancel: threading.Event):
+    """A TCP connection by `deadline`, given up within 0.1 s of `cancel` (a blocking connect() cannot be)."""
+    where = host_port(address, port)
+    try:
+        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise _ConnectFailure(f"cannot resolve {address}: {exc.strerror}") from None
+    family, kind, proto, _, target = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setblocking(False)
+    code = sock.connect_ex(target)
+    while code in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
+        if cancel.is_set():
+            _close_quietly(sock)
+            raise _ConnectFailure(f"connecting to {where} was interrupted")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            _close_quietly(sock)
+            raise _Transient(f"cannot connect to {where}: no answer within {_seconds(timeout)} s")
+        _, writable, _ = select.select([], [sock], [], min(0.1, left))
+        if writable:
+            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if code != 0:
+        _close_quietly(sock)
+        reason = {errno.ECONNREFUSED: "connection refused", errno.EHOSTUNREACH: "host unreachable",
+                  errno.ENETUNREACH: "network unreachable", errno.ECONNRESET: "connection reset",
+                  errno.ETIMEDOUT: f"no answer within {_seconds(timeout)} s"}.get(code, os.strerror(code))
+        raise _Transient(f"cannot connect to {where}: {reason}")
+    sock.setblocking(True)
+    return sock
+
+
+def _await_banner(sock, where: str, deadline: float, timeout: float, cancel: threading.Event) -> None:
+    """Wait for the server's first byte: a host that accepts TCP and never speaks fails by the deadline."""
+    while True:
+        if cancel.is_set():
+            _close_quietly(sock)
+            raise _ConnectFailure(f"connecting to {where} was interrupted")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            _close_quietly(sock)
+            raise _ConnectFailure(f"timed out waiting for the SSH banner from {where} after {_seconds(timeout)} s")
+        readable, _, _ = select.select([sock], [], [], min(0.1, left))
+        if readable:
+            try:
+                first = sock.recv(1, socket.MSG_PEEK)
+            except OSError as exc:
+                _close_quietly(sock)
+                raise _Transient(f"{where} closed the connection before the SSH banner: {exc.strerror}") from None
+            if not first:
+                _close_quietly(sock)
+                raise _Transient(f"{where} closed the connection before sending the SSH banner")
+            return

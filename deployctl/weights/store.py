@@ -11,6 +11,10 @@ from deployctl.weights.manifest import SourceObject
 from deployctl.weights.source import Source, addressing_style, relative_path, region_of
 
 URL_LIFETIME_S = 6 * 3600  # long enough for a large model over a slow link; a URL is a bearer token
+# An unreachable endpoint must fail in seconds, not minutes: attempts x connect timeout bounds the wait.
+S3_CONNECT_TIMEOUT_S = 5
+S3_READ_TIMEOUT_S = 15
+S3_ATTEMPTS = 3
 
 
 class WeightsSourceError(DeployctlError):
@@ -35,7 +39,8 @@ def s3_client(weights: WeightsSpec):
         raise WeightsSourceError(f"weights: {exc}", hint="add the profile to ~/.aws/credentials") from None
     region = region_of(weights.endpoint, os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
     config = Config(signature_version="s3v4", s3={"addressing_style": addressing_style(weights.endpoint)},
-                    retries={"max_attempts": 10, "mode": "standard"}, connect_timeout=10, read_timeout=60)
+                    retries={"max_attempts": S3_ATTEMPTS, "mode": "standard"},
+                    connect_timeout=S3_CONNECT_TIMEOUT_S, read_timeout=S3_READ_TIMEOUT_S)
     return session.client("s3", endpoint_url=weights.endpoint or None, region_name=region, config=config)
 
 
@@ -67,8 +72,12 @@ def list_source(client, source: Source, endpoint: str | None) -> tuple[SourceObj
                                      hint="check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the profile) "
                                           "and the bucket policy") from None
         raise WeightsSourceError(f"weights: listing {where} failed: {code or status}") from None
-    except botocore.exceptions.EndpointConnectionError:
-        raise WeightsSourceError(f"weights: cannot reach the object store ({where})",
+    except (botocore.exceptions.ConnectionError, botocore.exceptions.ReadTimeoutError) as exc:
+        url = endpoint or client.meta.endpoint_url
+        reason = "timed out" if isinstance(exc, (botocore.exceptions.ConnectTimeoutError,
+                                                 botocore.exceptions.ReadTimeoutError)) else "cannot connect"
+        raise WeightsSourceError(f"weights: cannot reach the S3 endpoint {url} ({reason}, {S3_ATTEMPTS} attempts "
+                                 f"of {S3_CONNECT_TIMEOUT_S} s) listing s3://{source.bucket}/{source.prefix}",
                                  hint="check weights.endpoint and the network") from None
     if not objects:
         raise WeightsSourceError(f"weights: no objects under {where}",

@@ -78,7 +78,7 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
     """Bring weights.dest on every instance host in line with the source; returns one report per host."""
     from deployctl.gather import on_hosts
     from deployctl.weights.progress import host_progress
-    from deployctl.weights.store import list_local, list_source, presign, s3_client
+    from deployctl.weights.store import list_local, presign, s3_client
 
     if not spec.weights.dest:
         raise UsageError("weights.dest is not set", hint="set weights.dest: the model directory on every host")
@@ -89,7 +89,7 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
         # The hosts' state and the source's listing are independent round trips: overlap them.
         pending = background.submit(on_hosts, hosts, lambda t: read_host_state(t, dest, fetcher_path(spec)))
         client = s3_client(spec.weights) if source.remote else None
-        objects = list_source(client, source, spec.weights.endpoint) if source.remote else list_local(source)
+        objects = _list_announced(client, source, spec, ui) if source.remote else list_local(source)
         states = pending.result()
     total = sum(o.size for o in objects)
     plans = {name: plan_host(objects, state) for name, state in states.items()}
@@ -123,6 +123,22 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
 
         reports = on_hosts(hosts, one)
     return [reports[name] for name in hosts]
+
+
+def _list_announced(client, source: Source, spec: Spec, ui):
+    """The source's listing; when the endpoint is slow to answer, say which one is being waited for."""
+    import threading
+
+    from deployctl.weights.store import list_source
+
+    notice = threading.Timer(1.0, ui.info, (f"weights: contacting S3 endpoint {client.meta.endpoint_url} "
+                                           f"(listing {source.text})…",))
+    notice.daemon = True
+    notice.start()
+    try:
+        return list_source(client, source, spec.weights.endpoint)
+    finally:
+        notice.cancel()
 
 
 def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, state: HostState, urls, on_line):

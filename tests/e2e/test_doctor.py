@@ -177,7 +177,8 @@ def test_host_down_is_a_failing_ssh_row_not_a_crash(bed, deployctl):
     assert code == 3
     down = doc["hosts"][0]
     assert (down["host"], down["address"], down["reachable"]) == ("10.200.0.11:2", "10.200.0.11", False)
-    assert [(c["name"], c["status"], c["observed"]) for c in down["checks"]] == [("ssh", "FAIL", "connection refused")]
+    assert [(c["name"], c["status"], c["observed"]) for c in down["checks"]] == [
+        ("ssh", "FAIL", "cannot connect to 10.200.0.11:2: connection refused")]
     up = doc["hosts"][1]
     assert up["reachable"] is True and up["checks"][0] == {
         "name": "ssh", "status": "PASS", "observed": "connected", "expected": "reachable over SSH", "fix": None}
