@@ -187,14 +187,15 @@ def _render_validation(ui, reports: list[dict]) -> None:
 
 
 def _read_json(path: str) -> Any:
+    """The file's JSON object; at most MAX_BYTES + 1 bytes are read, whatever the file (/dev/zero too)."""
+    from deployctl.ranktable.decode import MAX_BYTES, decode_document
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RanktableError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RanktableError(f"{path}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise RanktableError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return decode_document(data, path)
 
 
 def _server_list(flag: str, items: list[str]) -> list[tuple[int, ...]]:

@@ -51,6 +51,35 @@ def is_count(text: str) -> bool:
     return text.isdigit() and text.isascii() and (text == "0" or not text.startswith("0"))
 
 
+MAX_TP = 16  # the largest tensor-parallel size of one instance (A3: 16 NPUs per host)
+MAX_DEVICE_ID = 1023  # with the card count unknown: no host has more NPUs than this
+
+
+def device_id_problem(number: int, cards: Optional[int]) -> Optional[str]:
+    """Why `number` is no device id of a host with `cards` NPUs, or None. `gen` and `validate` share it."""
+    if cards is not None and number >= cards:
+        return f"{number} is not a device id (cards: 0-{cards - 1})"
+    if number > MAX_DEVICE_ID:
+        return f"{number} is not a device id (no host has more than {MAX_DEVICE_ID + 1} NPUs)"
+    return None
+
+
+def tp_problem(size: int) -> Optional[str]:
+    """Why an instance of `size` devices cannot be one TP group, or None."""
+    if size and (size & (size - 1) or size > MAX_TP):
+        return f"TP {size}: an instance has 1, 2, 4, 8 or 16 devices (its TP size, a power of two)"
+    return None
+
+
+def tp_mismatch(size: int, first: int, first_where: str) -> str:
+    return (f"TP {size} differs from TP {first} of {first_where}; "
+            "every prefill and decode instance has one tensor-parallel size")
+
+
+def npu_reused(device_id: str, server_ip: str, first_where: str) -> str:
+    return f"NPU {device_id} of {server_ip} already used at {first_where}"
+
+
 class Recorder:
     """Collects violations; the typed getters record a violation and return None when a value is wrong."""
 
@@ -118,8 +147,10 @@ class Recorder:
         number = self.count(device, "device_id", path, "device_id")
         if number is None:
             return None
-        if self.cards is not None and number >= self.cards:
-            self.add(path + ("device_id",), "cards", f"{number} is not a device id (cards: 0-{self.cards - 1})")
+        problem = device_id_problem(number, self.cards)
+        if problem:
+            self.add(path + ("device_id",), "cards", problem)
+            return None
         return device["device_id"]
 
 
@@ -133,3 +164,8 @@ class Uniques:
         first = self.seen.setdefault(key, path)
         if first is not path:
             self.recorder.add(path, self.rule, f"{shown} already used at {json_path(first)}")
+
+    def see_npu(self, server_ip: str, device_id: str, path: tuple) -> None:
+        first = self.seen.setdefault((server_ip, device_id), path)
+        if first is not path:
+            self.recorder.add(path, self.rule, npu_reused(device_id, server_ip, json_path(first)))

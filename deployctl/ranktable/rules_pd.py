@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from deployctl.ranktable.model import GROUP_IDS, ROLE_OF_GROUP, SCHEDULER, STATUS, VERSION
-from deployctl.ranktable.rules import Recorder, Uniques, json_path
+from deployctl.ranktable.rules import Recorder, Uniques, json_path, tp_mismatch, tp_problem
 
 
 class PdRules:
@@ -78,19 +78,20 @@ class PdRules:
                 self.device(device, path + ("device", d), server_ip, size)
         if not devices:
             return
+        problem = tp_problem(size)
+        if problem:
+            self.r.add(path + ("device",), "tp", problem)
         if self.tp is None:
             self.tp = (size, path)
         elif self.tp[0] != size:
-            self.r.add(path + ("device",), "tp",
-                       f"TP {size} differs from TP {self.tp[0]} of {json_path(self.tp[1])}; "
-                       "every prefill and decode instance has one tensor-parallel size")
+            self.r.add(path + ("device",), "tp", tp_mismatch(size, self.tp[0], json_path(self.tp[1])))
 
     def device(self, device: dict, path: tuple, server_ip: Optional[str], size: int) -> None:
         device_id = self.r.device_id(device, path)
         device_ip = self.r.ipv4(device, "device_ip", path)
         rank = self.r.count(device, "rank_id", path, "rank_id")
         if device_id is not None and server_ip is not None:
-            self.npus.see((server_ip, device_id), path + ("device_id",), f"NPU {device_id} of {server_ip}")
+            self.npus.see_npu(server_ip, device_id, path + ("device_id",))
         if device_ip is not None:
             self.ips.see(device_ip, path + ("device_ip",), device_ip)
         if rank is not None:
