@@ -111,9 +111,41 @@ def gather_device_ips(transport: Transport, devices: tuple[int, ...]) -> dict[in
             for d in devices}
 
 
-def server_ip(host: Host) -> str:
-    """The address deployctl reaches the host at (resolved forward, never by reverse DNS)."""
+def server_ip(host: Host, transport: Transport | None = None) -> str:
+    """The address ranktables give the host: the spec's IPv4 address, a name resolved forward (never reverse
+    DNS), or for `local` an address bound on this machine. Any failure is a HostError naming host and address."""
+    if host.is_local:
+        from deployctl.transport.local import LocalTransport
+
+        return bound_host_ip(transport or LocalTransport(host.name), host.name,
+                             hint="write the host's address in the spec instead of `local`")
     try:
         return str(ipaddress.IPv4Address(host.address))
     except ValueError:
-        return socket.gethostbyname(host.address)
+        pass
+    try:
+        found = socket.getaddrinfo(host.address, None, socket.AF_INET, socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:  # socket.gaierror is an OSError; an over-long label a UnicodeError
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise HostError(host.name, f"cannot resolve {host.address!r} to an IPv4 address: {why}",
+                        address=host.address, hint="write the host's IPv4 address in the spec") from None
+    return found[0][4][0]
+
+
+def bound_host_ip(transport: Transport, name: str, *, hint: str) -> str:
+    """An IPv4 address bound on the transport's host: its default route's interface's, else the first global one."""
+    from deployctl.errors import RanktableError
+    from deployctl.ranktable.host_address import (
+        DEFAULT_ROUTE_ARGV, IP_ADDR_ARGV, choose_host_ip, parse_default_route, parse_ip_addr,
+    )
+
+    addresses = transport.run(Command(IP_ADDR_ARGV), timeout=10)
+    if not addresses.ok:
+        detail = addresses.stderr.strip().splitlines()[-1] if addresses.stderr.strip() else ""
+        raise HostError(name, f"cannot tell this host's address: `{' '.join(IP_ADDR_ARGV)}` exited "
+                              f"{addresses.exit_code}{': ' + detail if detail else ''}", hint=hint)
+    route = transport.run(Command(DEFAULT_ROUTE_ARGV), timeout=10)
+    try:
+        return choose_host_ip(parse_ip_addr(addresses.stdout), parse_default_route(route.stdout) if route.ok else None)
+    except RanktableError as error:
+        raise HostError(name, error.message, hint=hint) from None

@@ -146,8 +146,10 @@ def _check_against_hosts(args, reports: list[dict], documents: dict) -> None:
             if ip in by_ip:
                 wanted.setdefault(by_ip[ip].name, set()).add(device)
     hosts = [h for h in spec.hosts if h.name in wanted]
-    with deploy.connected(spec, options=deploy.connect_options(args), hosts=hosts) as transports:
-        live = on_hosts(transports, lambda t: gather_device_ips(t, tuple(sorted(wanted[t.name]))))
+    live: dict = {}
+    if hosts:  # none: no file names a host of the spec (`hosts=[]` would mean all of them)
+        with deploy.connected(spec, options=deploy.connect_options(args), hosts=hosts) as transports:
+            live = on_hosts(transports, lambda t: gather_device_ips(t, tuple(sorted(wanted[t.name]))))
     for report in reports:
         _, document = documents.get(report["file"], (None, None))
         for path, ip, device, device_ip in device_entries(document):
@@ -214,20 +216,13 @@ def _server_list(flag: str, items: list[str]) -> list[tuple[int, ...]]:
 
 def _this_host_ip(transport, requested: Optional[str]) -> str:
     """--host-ip when it is bound here; else the address of the default route's interface."""
-    from deployctl.plan.model import Command
-    from deployctl.ranktable.host_address import (
-        DEFAULT_ROUTE_ARGV, IP_ADDR_ARGV, choose_host_ip, parse_default_route, parse_ip_addr,
-    )
+    from deployctl.gather import bound_host_ip
 
     if requested:
         _require_bound(requested)
         return requested
-    addresses = transport.run(Command(IP_ADDR_ARGV), timeout=10)
-    if not addresses.ok:
-        raise RanktableError(f"cannot list this host's addresses: {' '.join(IP_ADDR_ARGV)} exited "
-                             f"{addresses.exit_code}: {addresses.stderr.strip()}", hint="pass --host-ip")
-    route = transport.run(Command(DEFAULT_ROUTE_ARGV), timeout=10)
-    return choose_host_ip(parse_ip_addr(addresses.stdout), parse_default_route(route.stdout) if route.ok else None)
+    return bound_host_ip(transport, "this host", hint="pass --host-ip with the address the other hosts reach "
+                                                      "this one at")
 
 
 def _require_bound(address: str) -> None:
