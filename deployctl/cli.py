@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-server", action="store_true", help="this host also runs the scheduler (group 0)")
     p.add_argument("--save-dir", metavar="DIR", help="where to write the files")
     p.add_argument("--host-ip", metavar="IP", help="this host's server_ip (default: detected, must be bound here)")
+    p.add_argument("--cards", type=int, metavar="N",
+                   help="cards on this host (device ids 0..N-1; default: `npu-smi info -l` when installed)")
     _host_key_flag(p)
 
     p = _verb(rt_sub, "merge", "deployctl.commands.ranktable:merge",

@@ -17,6 +17,7 @@ def gen(args, ui) -> int:
     if args.spec:
         return _gen_for_spec(args, ui)
     from deployctl.ranktable import build_host_ranktables
+    from deployctl.ranktable.build import check_request
     from deployctl.transport.local import LocalTransport
 
     prefill = _server_list("--prefill-server-list", args.prefill_server_list)
@@ -25,8 +26,11 @@ def gen(args, ui) -> int:
         raise UsageError("nothing to generate: give --prefill-server-list, --decode-server-list or --api-server")
     transport = LocalTransport()
     host_ip = _this_host_ip(transport, args.host_ip)
+    cards = _card_count(transport, args.cards)
+    check_request(host_ip, prefill, decode, cards)  # validate's rules, before anything is gathered or written
     devices = sorted({d for instance in prefill + decode for d in instance})
-    files = build_host_ranktables(host_ip, prefill, decode, args.api_server, _device_ips(transport, devices))
+    files = build_host_ranktables(host_ip, prefill, decode, args.api_server, _device_ips(transport, devices), cards)
+    _refuse_invalid(files.files(), cards)
     written = _write(transport, Path(args.save_dir or "."), files.files())
     _report_written(ui, written, f"ranktables for {host_ip}")
     return ExitStatus.OK
@@ -223,6 +227,35 @@ def _this_host_ip(transport, requested: Optional[str]) -> str:
         return requested
     return bound_host_ip(transport, "this host", hint="pass --host-ip with the address the other hosts reach "
                                                       "this one at")
+
+
+def _card_count(transport, requested: Optional[int]) -> Optional[int]:
+    """--cards, else `npu-smi info -l`'s count; None where npu-smi is not installed (ids then checked loosely)."""
+    from deployctl.facts.npu_smi import parse_npu_smi_count
+    from deployctl.plan.model import Command
+
+    if requested is not None:
+        if requested < 1:
+            raise UsageError(f"--cards {requested}: a host has at least 1 card")
+        return requested
+    result = transport.run(Command(("npu-smi", "info", "-l")), timeout=30)
+    if result.exit_code == 127:
+        return None
+    if not result.ok:
+        raise RanktableError(f"cannot count this host's cards: npu-smi info -l exited {result.exit_code}",
+                             hint="pass --cards N")
+    return parse_npu_smi_count(result.stdout).total_count
+
+
+def _refuse_invalid(files: dict[str, str], cards: Optional[int]) -> None:
+    """What gen would write must pass `ranktable validate` (a device IP twice, from hccn_tool, is caught here)."""
+    from deployctl.ranktable import check_ranktable
+
+    problems = [Problem(v.path, v.message, file=name) for name, text in files.items()
+                for v in check_ranktable(json.loads(text), cards=cards).problems]
+    if problems:
+        raise RanktableError(f"refused: {len(problems)} problem{'s' if len(problems) != 1 else ''} in the files "
+                             "gen would write; no file written", problems)
 
 
 def _require_bound(address: str) -> None:

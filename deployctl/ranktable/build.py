@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-from deployctl.errors import RanktableError
+from deployctl.errors import Problem, RanktableError
 from deployctl.ranktable.merge import refuse_duplicates
+from deployctl.ranktable.rules import device_id_problem, npu_reused, tp_mismatch, tp_problem
 from deployctl.ranktable.model import (
     DECODE,
     MERGED_FILE_NAME,
@@ -72,22 +73,35 @@ def instance_server(host_ip: str, device_ids: Sequence[int], device_ips: Mapping
     return Server(host_ip, host_ip, devices)
 
 
-def check_instances(instances: Sequence[tuple[int, ...]], where: str) -> None:
-    """Refuse what the vendor tool refuses: an empty instance, an NPU twice, differing TP."""
-    seen: dict[int, int] = {}
-    for index, devices in enumerate(instances):
-        if not devices:
-            raise RanktableError(f"{where}: instance {index + 1} has no devices")
-        for device in devices:
-            if device in seen:
-                raise RanktableError(f"{where}: NPU {device} is in instance {seen[device] + 1} and instance {index + 1}")
-            seen[device] = index
-    sizes = sorted({len(devices) for devices in instances})
-    if len(sizes) > 1:
-        raise RanktableError(
-            f"{where}: prefill and decode instances must share one tensor-parallel size, got {sizes}",
-            hint="give every prefill and decode instance the same number of devices",
-        )
+def check_request(host_ip: str, prefill: Sequence[tuple[int, ...]], decode: Sequence[tuple[int, ...]],
+                  cards: Optional[int] = None) -> None:
+    """Refuse server lists whose files `ranktable validate` would refuse: its rule functions, its messages.
+
+    Runs before any device IP is gathered or file written; each problem names the flag and the instance.
+    """
+    problems: list[Problem] = []
+    first_npu: dict[int, str] = {}
+    first_tp: Optional[tuple[int, str]] = None
+    for role, flag, instances in (("prefill", "--prefill-server-list", prefill),
+                                  ("decode", "--decode-server-list", decode)):
+        for index, devices in enumerate(instances):
+            where = f"{role} instance {index + 1} ({','.join(map(str, devices))})"
+            found = [] if devices else [f"a {role} instance needs at least one device"]
+            for device in devices:
+                found.append(device_id_problem(device, cards))
+                if device in first_npu:
+                    found.append(npu_reused(str(device), host_ip, first_npu[device]))
+                first_npu.setdefault(device, where)
+            found.append(tp_problem(len(devices)))
+            if devices and first_tp is None:
+                first_tp = (len(devices), where)
+            elif devices and first_tp[0] != len(devices):
+                found.append(tp_mismatch(len(devices), *first_tp))
+            problems += [Problem((where,), message, file=flag) for message in found if message]
+    if problems:
+        count = len(problems)
+        raise RanktableError(f"refused: {count} problem{'s' if count != 1 else ''} in the server lists; "
+                             "no file written", problems)
 
 
 def build_host_ranktables(
@@ -96,11 +110,12 @@ def build_host_ranktables(
     decode: Sequence[tuple[int, ...]],
     api_server: bool,
     device_ips: Mapping[int, str],
+    cards: Optional[int] = None,
 ) -> HostRanktables:
     """The files `pd_ranktable_tools.py --mode gen` writes on the host `host_ip`."""
     if not (prefill or decode or api_server):
         raise RanktableError("nothing to generate: give --prefill-server-list, --decode-server-list or --api-server")
-    check_instances([*prefill, *decode], host_ip)
+    check_request(host_ip, prefill, decode, cards)
     groups: list[Group] = []
     locals_: list[tuple[str, LocalRanktable]] = []
     if api_server:

@@ -61,18 +61,25 @@ def test_a_host_that_only_runs_the_scheduler_writes_group_0_and_the_host_file():
     assert list(files) == ["global_ranktable_10.200.0.5.json", "local_ranktable_10.200.0.5_host.json"]
 
 
-@pytest.mark.parametrize("prefill, decode, message", [
-    ([(4, 5)], [(5, 6)], "10.200.0.5: NPU 5 is in instance 1 and instance 2"),
-    ([(0, 1)], [(2, 3, 4, 5)], "10.200.0.5: prefill and decode instances must share one tensor-parallel size, got [2, 4]"),
-    ([()], [(2,)], "10.200.0.5: instance 1 has no devices"),
-    ([(1, 12)], [(11, 2)], "10.200.0.5: two instances would both write local_ranktable_10.200.0.5_112.json"),
-    ([], [], "nothing to generate: give --prefill-server-list, --decode-server-list or --api-server"),
+REFUSED = "refused: 1 problem in the server lists; no file written"
+
+
+@pytest.mark.parametrize("prefill, decode, lines", [
+    ([(4, 5)], [(5, 6)], [REFUSED, "  --decode-server-list: decode instance 1 (5,6): NPU 5 of 10.200.0.5 already "
+                                   "used at prefill instance 1 (4,5)"]),
+    ([(0, 1)], [(2, 3, 4, 5)], [REFUSED, "  --decode-server-list: decode instance 1 (2,3,4,5): TP 4 differs from TP 2 "
+                                         "of prefill instance 1 (0,1); every prefill and decode instance has one "
+                                         "tensor-parallel size"]),
+    ([()], [(2,)], [REFUSED, "  --prefill-server-list: prefill instance 1 (): a prefill instance needs at least one "
+                             "device"]),
+    ([(1, 12)], [(11, 2)], ["10.200.0.5: two instances would both write local_ranktable_10.200.0.5_112.json"]),
+    ([], [], ["nothing to generate: give --prefill-server-list, --decode-server-list or --api-server"]),
 ])
-def test_gen_refuses_what_would_break_the_deployment(prefill, decode, message):
+def test_gen_refuses_what_would_break_the_deployment(prefill, decode, lines):
     ips = {d: f"10.200.1.{d + 1}" for d in range(16)}
     with pytest.raises(RanktableError) as info:
         build_host_ranktables("10.200.0.5", prefill, decode, False, ips)
-    assert info.value.message == message
+    assert info.value.lines() == lines
 
 
 def test_gen_without_a_device_ip_names_the_npu():
