@@ -9,8 +9,6 @@ from typing import Any, Optional
 
 from deployctl.errors import ExitStatus, Problem, RanktableError, UsageError
 
-HCCN_CONF_ENV = "DEPLOYCTL_HCCN_CONF"  # another hccn.conf than /etc/hccn.conf (tests, unusual hosts)
-
 
 def gen(args, ui) -> int:
     """Vendor mode, on the host itself: device IPs from hccn_tool (or hccn.conf), files into --save-dir."""
@@ -286,7 +284,7 @@ def _device_ips(transport, devices: list[int]) -> dict[int, str]:
     )
 
     tool = shutil.which(HCCN_TOOL) or (HCCN_TOOL_PATH if os.access(HCCN_TOOL_PATH, os.X_OK) else None)
-    conf_path = os.environ.get(HCCN_CONF_ENV) or HCCN_CONF
+    conf_path = HCCN_CONF
     conf, conf_read = None, False
     found = {}
     for device in devices:

@@ -51,3 +51,29 @@ def test_host_without_a_device_ip_is_a_clear_error(bed, deployctl, restore_profi
     code, out, err = deployctl("ranktable", "gen", path)
     assert code == 2
     assert "tb2: NPU 7: no device IP" in err and "Traceback" not in err
+
+
+def test_a_device_ip_missing_from_hccn_tool_comes_from_the_hosts_hccn_conf(bed, deployctl, restore_profiles, tmp_path):
+    # the real /etc/hccn.conf of a test bed host: no environment knob points deployctl at another file
+    profile_ips = list(bed.profile("tb2")["device_ips"])
+    profile_ips[7] = None
+    bed.set_profile("tb2", device_ips=profile_ips)
+    assert bed.run_on("tb2", ["hccn_tool", "-i", "7", "-ip", "-g"], check=False).stdout.strip() == ""
+    bed.run_on("tb2", ["sh", "-c", "echo address_7=10.201.2.77 >> /etc/hccn.conf"])
+    path = deployctl.write(bed.spec_yaml("e2e-rt3", TOPOLOGY, hosts_used=["tb1", "tb2"], extra=MODEL))
+    code, out, err = deployctl("ranktable", "gen", path, "--save-dir", tmp_path / "rt")
+    assert code == 0, err
+    merged = json.loads((tmp_path / "rt" / "global_ranktable_merge.json").read_text())
+    decode = merged["server_group_list"][2]["server_list"][0]["device"]
+    assert [(d["device_id"], d["device_ip"]) for d in decode] == [("6", "10.201.2.16"), ("7", "10.201.2.77")]
+
+
+def test_the_address_of_a_host_is_one_bound_on_it(bed, deployctl):
+    # what `address: local` uses, asked of a real host over SSH: tb1 has no default route, so its global address
+    from deployctl import deploy
+    from deployctl.gather import bound_host_ip
+    from deployctl.spec.load import load_spec
+
+    spec = load_spec(deployctl.write(bed.spec_yaml("e2e-rt4", TOPOLOGY, hosts_used=["tb1", "tb2"], extra=MODEL)))
+    with deploy.connected(spec, hosts=spec.hosts[:1]) as transports:
+        assert bound_host_ip(transports["tb1"], "tb1", hint="") == "10.200.0.11"
