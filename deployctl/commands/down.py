@@ -14,7 +14,7 @@ def run(args, ui) -> int:
     from deployctl.spec.load import load_spec
     from deployctl.ui import confirm_or_refuse, progress_printer, render_report
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
     with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "down") as lock:

@@ -40,7 +40,7 @@ def run(args, ui) -> int:
     from deployctl import deploy
     from deployctl.spec.load import load_spec
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
     instances = [i for i in spec.instances if args.instance in (None, i.name)]
     if not instances:
         names = ", ".join(i.name for i in spec.instances)

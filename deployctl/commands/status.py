@@ -21,7 +21,7 @@ def run(args, ui) -> int:
     from deployctl.spec.load import load_spec
     from deployctl.ui import render_status
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
     with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
         rows = deploy.read_status(spec, transports)
         weights = weights_identity(spec, transports)

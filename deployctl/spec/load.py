@@ -21,8 +21,11 @@ def check_spec_text(
     filename: str = "spec.yaml",
     base_dir: Optional[Path] = None,
     environ: Optional[Mapping[str, str]] = None,
+    unresolved_env: str = "error",
 ) -> tuple[Optional[Spec], list[Problem], list[Problem]]:
-    """(spec or None, errors, warnings); the spec is built only when there are no errors."""
+    """(spec or None, errors, warnings); the spec is built only when there are no errors.
+
+    `unresolved_env="allow"` forgives an unset ${VAR} in an `env:` value (listed in Spec.unresolved_env)."""
     from deployctl.spec import references
     from deployctl.spec.build import build_spec
     from deployctl.spec.locate import SyntaxProblem, compose_document
@@ -36,6 +39,8 @@ def check_spec_text(
         return None, [syntax.problem], []
     if document.data is None:
         return None, list(document.problems), []
+    forgiven = _forgiven(document, unresolved_env)
+    document.problems = [p for p in document.problems if not any(p is f for f in forgiven)]
     schema_problems, failed = check_schema(document, filename)
     # A ${VAR} where none may stand is that key's one error (whether or not the variable is set).
     refused = [replace(p, file=filename, line=line, column=column)
@@ -59,7 +64,21 @@ def check_spec_text(
     if errors:
         return None, errors, warnings
     source = (base_dir / filename) if base_dir is not None else None
-    return build_spec(document, source=source, base_dir=base_dir), [], warnings
+    spec = build_spec(document, source=source, base_dir=base_dir)
+    if forgiven:
+        spec = replace(spec, unresolved_env=tuple(dict.fromkeys(p.path[1] for p in forgiven)))
+    return spec, [], warnings
+
+
+def _forgiven(document, unresolved_env: str) -> list[Problem]:
+    """The unset-variable problems a command may do without: only in env values, only when it asks."""
+    from deployctl.spec.references import kind
+
+    if unresolved_env not in ("error", "allow"):
+        raise ValueError(f"unresolved_env={unresolved_env!r}")
+    if unresolved_env == "error":
+        return []
+    return [p for p in document.unset if kind(p.path) == "secret"]
 
 
 def load_spec_text(
@@ -67,15 +86,16 @@ def load_spec_text(
     filename: str = "spec.yaml",
     base_dir: Optional[Path] = None,
     environ: Optional[Mapping[str, str]] = None,
+    unresolved_env: str = "error",
 ) -> Spec:
     """Like check_spec_text, but raise SpecError(errors, warnings) when anything is wrong."""
-    spec, errors, warnings = check_spec_text(text, filename, base_dir, environ)
+    spec, errors, warnings = check_spec_text(text, filename, base_dir, environ, unresolved_env)
     if errors:
         raise SpecError(errors, warnings)
     return spec
 
 
-def check_spec_file(path: str | Path, environ: Optional[Mapping[str, str]] = None):
+def check_spec_file(path: str | Path, environ: Optional[Mapping[str, str]] = None, unresolved_env: str = "error"):
     """check_spec_text on a file; an unreadable file is one error (no such file, a directory, ...)."""
     path = Path(path)
     try:
@@ -84,7 +104,7 @@ def check_spec_file(path: str | Path, environ: Optional[Mapping[str, str]] = Non
         return None, [Problem((), f"cannot read the spec file: {error.strerror or error}", file=str(path))], []
     except _Unreadable as unreadable:
         return None, [replace(unreadable.problem, file=str(path))], []
-    spec, errors, warnings = check_spec_text(text, str(path), path.resolve().parent, environ)
+    spec, errors, warnings = check_spec_text(text, str(path), path.resolve().parent, environ, unresolved_env)
     if spec is not None:
         spec = replace(spec, source=path.resolve())
     return spec, errors, warnings
@@ -116,9 +136,12 @@ def _read_text(path: Path) -> str:
                                   line=line, column=column))
 
 
-def load_spec(path: str | Path, environ: Optional[Mapping[str, str]] = None) -> Spec:
-    """Read, validate and build a Spec; raise SpecError naming file, line and path of every problem."""
-    spec, errors, warnings = check_spec_file(path, environ)
+def load_spec(path: str | Path, environ: Optional[Mapping[str, str]] = None, *,
+              unresolved_env: str = "error") -> Spec:
+    """Read, validate and build a Spec; raise SpecError naming file, line and path of every problem.
+
+    Commands that never send `env:` to a host (logs, status, down) pass unresolved_env="allow"."""
+    spec, errors, warnings = check_spec_file(path, environ, unresolved_env)
     if errors:
         raise SpecError(errors, warnings)
     return spec

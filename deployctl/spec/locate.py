@@ -30,6 +30,7 @@ class Document:
     keys: dict = field(default_factory=dict)  # path -> (line, column) of the mapping key naming it
     references: dict = field(default_factory=dict)  # path -> original text of a string that held ${VAR}
     problems: list = field(default_factory=list)  # duplicate keys, unset variables
+    unset: list = field(default_factory=list)  # the problems of unset variables (a loader may forgive some)
 
     def locate(self, path: Path, *, key: bool = False) -> tuple[int, int]:
         """Line/column of `path` (its key when `key`), else of its nearest ancestor that has one."""
@@ -190,6 +191,7 @@ class _Builder:
             if name not in self.environ:
                 self._problem(path, f"environment variable {name} is not set", self.document.values[path],
                               hint=f"export {name}=... before running deployctl")
+                self.document.unset.append(self.document.problems[-1])
                 return ""
             return self.environ[name]
 

@@ -137,6 +137,8 @@ class Spec:
     env: tuple[EnvVar, ...] = ()
     source: Optional[Path] = None  # the spec file, when loaded from one
     digest: str = ""  # sha256 of the resolved spec document
+    # env keys whose ${VAR} was not set, allowed only by commands that never send env (logs, status, down)
+    unresolved_env: tuple[str, ...] = ()
 
     def host(self, name: str) -> Host:
         for host in self.hosts:

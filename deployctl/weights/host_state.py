@@ -22,7 +22,8 @@ except OSError:
     pass
 try:
     with open(os.path.join(dest, sys.argv[2])) as f:
-        out["manifest"] = json.load(f).get("files", {})
+        doc = json.load(f)
+    out["manifest"], out["source"], out["listed"] = doc.get("files", {}), doc.get("source"), doc.get("listed")
 except (OSError, ValueError, AttributeError):
     pass
 for root, dirs, files in os.walk(dest):
@@ -62,4 +63,4 @@ def read_host_state(transport: Transport, dest: str, fetcher: str) -> HostState:
 def parse_state(doc: dict) -> HostState:
     return HostState(manifest=doc.get("manifest") or {}, sizes=doc.get("sizes") or {},
                      free_bytes=int(doc.get("free", 0)), free_path=str(doc.get("free_path", "/")),
-                     fetcher_digest=doc.get("fetcher"))
+                     fetcher_digest=doc.get("fetcher"), source=doc.get("source"), listed=doc.get("listed"))

@@ -30,6 +30,8 @@ class HostState:
     free_bytes: int
     free_path: str
     fetcher_digest: Optional[str] = None  # sha256 of the fetcher program already on the host
+    source: Optional[str] = None  # the source the manifest was synced from (`weights.source`'s text)
+    listed: Optional[str] = None  # when that source was listed (UTC, ISO 8601), if recorded
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ class WeightsSourceError(DeployctlError):
     """The source cannot be read: credentials, bucket, prefix or endpoint."""
 
 
+class MissingCredentials(WeightsSourceError):
+    """No credentials to list the source (a fresh shell): `up` may still judge from the hosts' manifests."""
+
+
 def s3_client(weights: WeightsSpec):
     """A boto3 S3 client for the spec's endpoint and credentials (`env` or `profile:<name>`)."""
     import boto3
@@ -57,7 +61,7 @@ def list_source(client, source: Source, endpoint: str | None) -> tuple[SourceObj
                 if path is not None:
                     objects.append(SourceObject(item["Key"], path, int(item["Size"]), item["ETag"].strip('"')))
     except botocore.exceptions.NoCredentialsError:
-        raise WeightsSourceError(f"weights: no credentials to read {where}",
+        raise MissingCredentials(f"weights: no credentials to read {where}",
                                  hint="export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (credentials: env), "
                                       "or set weights.credentials: profile:<name>") from None
     except botocore.exceptions.ClientError as exc:

@@ -58,12 +58,15 @@ def fetcher_program() -> tuple[bytes, str]:
     return program, hashlib.sha256(program).hexdigest()
 
 
-def build_job(dest: str, source_text: str, plan: HostPlan, urls: Mapping[str, str]) -> dict:
+def build_job(dest: str, source_text: str, plan: HostPlan, urls: Mapping[str, str], listed: str = "") -> dict:
     """The fetcher's stdin (pure): it holds pre-signed URLs, so it only ever travels as a Secret."""
-    return {"dest": dest, "source": source_text, "part_size": PART_SIZE, "concurrency": CONCURRENCY,
-            "remove": list(plan.remove),
-            "files": [{"key": o.key, "path": o.path, "size": o.size, "etag": o.etag, "url": urls[o.key]}
-                      for o in plan.fetch]}
+    job = {"dest": dest, "source": source_text, "part_size": PART_SIZE, "concurrency": CONCURRENCY,
+           "remove": list(plan.remove),
+           "files": [{"key": o.key, "path": o.path, "size": o.size, "etag": o.etag, "url": urls[o.key]}
+                     for o in plan.fetch]}
+    if listed:
+        job["listed"] = listed
+    return job
 
 
 def check_space(host: str, address: Optional[str], dest: str, state: HostState, plan: HostPlan) -> None:
@@ -90,6 +93,7 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
         pending = background.submit(on_hosts, hosts, lambda t: read_host_state(t, dest, fetcher_path(spec)))
         client = s3_client(spec.weights) if source.remote else None
         objects = _list_announced(client, source, spec, ui) if source.remote else list_local(source)
+        listed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         states = pending.result()
     total = sum(o.size for o in objects)
     plans = {name: plan_host(objects, state) for name, state in states.items()}
@@ -115,9 +119,9 @@ def sync_weights(spec: Spec, transports: Mapping[str, Transport], ui, *, dry_run
                 transferred = 0
             elif source.remote:
                 files, transferred = _fetch_remote(spec, transport, dest, source, plan, state, urls,
-                                                   for_host(transport.name))
+                                                   for_host(transport.name), listed)
             else:
-                files, transferred = _push_local(transport, dest, source, plan, state)
+                files, transferred = _push_local(transport, dest, source, plan, state, listed)
             return HostReport(transport.name, len(files), sum(int(e["size"]) for e in files.values()), transferred,
                               time.monotonic() - started, manifest_digest(files))
 
@@ -141,11 +145,12 @@ def _list_announced(client, source: Source, spec: Spec, ui):
         notice.cancel()
 
 
-def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, state: HostState, urls, on_line):
+def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, state: HostState, urls, on_line,
+                  listed: str = ""):
     program, digest = fetcher_program()
     if state.fetcher_digest != digest:
         transport.put(fetcher_path(spec), program, mode=0o644)
-    job = build_job(dest, source.text, plan, urls)
+    job = build_job(dest, source.text, plan, urls, listed)
     command = Command(("python3", fetcher_path(spec)), stdin=Secret(json.dumps(job), "weights job (pre-signed URLs)"))
     runner = getattr(transport, "run_streaming", None)
     result = runner(command, on_line, timeout=None) if runner else transport.run(command)
@@ -164,7 +169,7 @@ def _fetch_remote(spec, transport, dest, source: Source, plan: HostPlan, state: 
     return outcome.get("manifest") or {}, int(outcome.get("transferred_bytes", 0))
 
 
-def _push_local(transport, dest, source: Source, plan: HostPlan, state: HostState):
+def _push_local(transport, dest, source: Source, plan: HostPlan, state: HostState, listed: str = ""):
     """A local directory: put each changed file (atomic), hashing it here; then the updated manifest."""
     files = {path: entry for path, entry in state.manifest.items() if path not in plan.remove}
     transferred = 0
@@ -175,7 +180,7 @@ def _push_local(transport, dest, source: Source, plan: HostPlan, state: HostStat
         transport.put(f"{dest}/{obj.path}", data, mode=0o644)
         files[obj.path] = {"key": obj.key, "size": obj.size, "etag": obj.etag, "sha256": hashlib.sha256(data).hexdigest()}
         transferred += len(data)
-    doc = {"version": 1, "source": source.text, "files": files}
+    doc = {"version": 1, "source": source.text, "listed": listed, "files": files}
     transport.put(f"{dest}/{MANIFEST_NAME}", json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
     return files, transferred
 
@@ -200,11 +205,45 @@ def read_manifest_digest(transport: Transport, dest: str) -> Optional[str]:
 
 
 def sync_for_up(spec: Spec, transports: Mapping[str, Transport], ui) -> None:
-    """`up`'s weights stage: sync, then say per host what moved (errors propagate and stop `up`)."""
-    reports = sync_weights(spec, transports, ui)
+    """`up`'s weights stage: sync, then say per host what moved (errors propagate and stop `up`).
+
+    Without credentials to list the source, the hosts' manifests decide: when every host holds a complete
+    manifest of this very source, identical across hosts, `up` goes on and says it could not list the source."""
+    from deployctl.weights.store import MissingCredentials
+
+    try:
+        reports = sync_weights(spec, transports, ui)
+    except MissingCredentials as error:
+        held = held_without_listing(spec, transports)
+        if held is None:
+            error.hint = (f"{error.hint}; or, when every host already holds these weights, "
+                          f"skip this stage: deployctl up {spec.source or 'SPEC'} --skip weights")
+            raise
+        ui.info(f"weights: every host holds the manifest of {spec.weights.source} ({held}); "
+                "source not listed: no credentials")
+        return
     moved = sum(r.transferred_bytes for r in reports)
     ui.info(f"stage weights: {len(reports)} host(s) hold {reports[0].files if reports else 0} files"
             + (f", {moved} bytes transferred" if moved else ", nothing to transfer"))
     digests = {r.manifest_digest for r in reports}
     if len(digests) > 1:
         raise HostError(reports[0].host, "hosts hold different weights after sync (manifest digests differ)")
+
+
+def held_without_listing(spec: Spec, transports: Mapping[str, Transport]) -> Optional[str]:
+    """'listed <when>' when every weights host holds a complete manifest of spec's source, the same on all
+    (every file present at its recorded size); None otherwise."""
+    from deployctl.gather import on_hosts
+
+    hosts = {name: transports[name] for name in weights_hosts(spec)}
+    states = on_hosts(hosts, lambda t: read_host_state(t, spec.weights.dest, fetcher_path(spec)))
+    digests = {manifest_digest(state.manifest) for state in states.values()}
+    if not states or len(digests) != 1 or None in digests:
+        return None
+    for state in states.values():
+        if state.source != spec.weights.source:
+            return None
+        if any(state.sizes.get(path) != entry.get("size") for path, entry in state.manifest.items()):
+            return None
+    listed = sorted({state.listed or "at an unrecorded time" for state in states.values()})
+    return "listed " + ", ".join(listed)

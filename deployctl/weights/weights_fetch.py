@@ -400,7 +400,7 @@ class Manifest(object):
     """`<dest>/.deployctl-manifest.json`, rewritten atomically as large files land, at most once a second for
     small ones, and at the end."""
 
-    def __init__(self, dest, source):
+    def __init__(self, dest, source, listed=None):
         self.path = os.path.join(dest, MANIFEST)
         self.lock = threading.Lock()
         self.written = 0.0
@@ -410,6 +410,8 @@ class Manifest(object):
         except (OSError, ValueError):
             self.doc = {}
         self.doc = {"version": 1, "source": source, "files": self.doc.get("files", {})}
+        if listed:  # when the source was listed: what an `up` without credentials can tell the user
+            self.doc["listed"] = listed
 
     def record(self, entry, sha):
         with self.lock:
@@ -450,7 +452,7 @@ def queue_order(files, spread):
 def run(job):
     dest = job["dest"]
     os.makedirs(dest, exist_ok=True)
-    manifest = Manifest(dest, job.get("source", ""))
+    manifest = Manifest(dest, job.get("source", ""), job.get("listed"))
     for path in job.get("remove", []):
         # Only files this program wrote (they are in the manifest) and that left the source.
         if path in manifest.doc["files"]:

@@ -207,3 +207,22 @@ def test_an_unquoted_variable_in_a_flow_mapping_gets_a_hint():
     (problem,) = errors
     assert problem.message.startswith("YAML syntax error") and problem.line == 4
     assert problem.hint == 'quote a value that holds ${VAR} inside { } or [ ]: "${VAR}"'
+
+
+def test_unresolved_env_allow_forgives_unset_variables_in_env_values_only():
+    text = MIXED.replace("10.200.0.11", "\"${DEPLOYCTL_ADDR}\"") + "env:\n  HF_TOKEN: ${DEPLOYCTL_T}\n  K: ${DEPLOYCTL_K}\n"
+    with pytest.raises(SpecError) as refused:
+        load_spec_text(text, environ={"DEPLOYCTL_ADDR": "10.200.0.5"})
+    assert [p.message for p in refused.value.problems] == ["environment variable DEPLOYCTL_T is not set",
+                                                           "environment variable DEPLOYCTL_K is not set"]
+    spec = load_spec_text(text, environ={"DEPLOYCTL_ADDR": "10.200.0.5"}, unresolved_env="allow")
+    assert spec.unresolved_env == ("HF_TOKEN", "K") and spec.hosts[0].address == "10.200.0.5"
+    assert spec.digest == load_spec_text(text, environ={"DEPLOYCTL_ADDR": "10.200.0.5", "DEPLOYCTL_T": "t",
+                                                        "DEPLOYCTL_K": "k"}).digest
+    assert load_spec_text(text, environ={"DEPLOYCTL_ADDR": "1.2.3.4", "DEPLOYCTL_T": "t",
+                                         "DEPLOYCTL_K": "k"}).unresolved_env == ()
+    # an address is needed to connect: never forgiven
+    with pytest.raises(SpecError) as address:
+        load_spec_text(text, environ={}, unresolved_env="allow")
+    assert [(p.dotted_path, p.message) for p in address.value.problems] == [
+        ("hosts.node1.address", "environment variable DEPLOYCTL_ADDR is not set")]
