@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_arg(p)
 
     p = _verb(sub, "plan", "deployctl.commands.plan:run",
-              "gather facts from the hosts and print every step `up` would take",
+              "connect to every host over SSH, gather its facts and print every step `up` would take "
+              "(changes nothing; `validate` is the offline check)",
               "deployctl plan playbooks/demo-pd.yaml")
     _spec_arg(p)
     _host_key_flag(p)
@@ -87,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
               "bring the deployment up: checks, image, weights, ranktables, containers, health, smoke test",
               "deployctl up playbooks/demo-pd.yaml --yes\ndeployctl up spec.yaml --dry-run --skip image,weights")
     _spec_arg(p)
-    p.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="connect over SSH, gather the hosts' facts and print the plan; change nothing "
+                        "(`validate` is the offline check)")
     p.add_argument("--yes", "-y", action="store_true", help="replace or remove running containers without asking")
     p.add_argument("--skip", default="", metavar="STAGE,...",
                    help="stages to skip: checks, image, weights (comma separated)")

@@ -115,7 +115,7 @@ def render_status(ui: UI, spec, rows: list, title: str = "") -> None:
     for row in rows:
         health = "[green]healthy[/]" if row["healthy"] else "[red]unhealthy[/]"
         state_style = "green" if row["state"] == "running" else "red"
-        table.add_row(row["name"], row["role"] or "", row["host"], ",".join(map(str, row["devices"])),
+        table.add_row(row["name"], row["role"] or "", row["host"], ",".join(map(str, row["devices"])) or "-",
                       str(row["port"] or ""), f"[{state_style}]{row['state']}[/]", health,
                       (row["image"] or "")[7:19])
     ui.console().print(table)

@@ -64,3 +64,15 @@ def test_shell_completion_offers_commands_and_flags():
     assert "ranktable" in _complete("deployctl ra")
     assert {"gen", "merge", "validate"} <= set(_complete("deployctl ranktable "))
     assert "--dry-run" in _complete("deployctl up --dr")
+
+
+def test_plan_and_up_dry_run_help_say_they_use_ssh_and_validate_is_offline(capsys):
+    def help_of(*words):
+        with pytest.raises(SystemExit):
+            main([*words, "--help"])
+        return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+    assert "over SSH" in help_of("plan") and "`validate` is the offline check" in help_of("plan")
+    up = help_of("up")
+    assert "--dry-run connect over SSH, gather the hosts' facts and print the plan" in up
+    assert "(no network)" in help_of("validate")

@@ -16,6 +16,23 @@ def weights_identity(spec, transports) -> dict | None:
     return {"identical": len(values) == 1 and None not in values, "hosts": digests}
 
 
+def weights_line(weights: dict) -> str:
+    """Synced (where), not synced on which hosts, or which digests differ: one host can never "differ"."""
+    hosts = weights["hosts"]
+    if weights["identical"]:
+        digest = next(iter(hosts.values()))[:19]
+        return (f"weights: identical on every host ({digest})" if len(hosts) > 1
+                else f"weights: synced on {next(iter(hosts))} ({digest})")
+    held = {h: d for h, d in hosts.items() if d}
+    missing = [h for h, d in hosts.items() if not d]
+    parts = []
+    if missing:
+        parts.append(f"weights not synced on {', '.join(missing)}")
+    if len(set(held.values())) > 1:
+        parts.append("weights differ between hosts — " + ", ".join(f"{h}: {d[:19]}" for h, d in held.items()))
+    return "[yellow]" + "; ".join(parts) + "[/]; run `deployctl weights sync`"
+
+
 def run(args, ui) -> int:
     from deployctl import deploy
     from deployctl.spec.load import load_spec
@@ -30,10 +47,5 @@ def run(args, ui) -> int:
         return ExitStatus.OK
     render_status(ui, spec, rows, title=spec.name)
     if weights:
-        if weights["identical"]:
-            digest = next(iter(weights["hosts"].values()))
-            ui.print(f"weights: identical on every host ({digest[:19]})")
-        else:
-            listing = ", ".join(f"{h}: {(d or 'not synced')[:19]}" for h, d in weights["hosts"].items())
-            ui.print(f"[yellow]weights differ between hosts[/] — {listing}; run `deployctl weights sync`")
+        ui.print(weights_line(weights))
     return ExitStatus.OK

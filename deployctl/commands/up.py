@@ -36,6 +36,10 @@ def run(args, ui) -> int:
     skip = parse_skip(args.skip)
     spec = load_spec(args.spec)
     require_runnable(spec)
+    if spec.image.build and "image" not in skip:
+        from deployctl.image.fetch import require_local_package
+
+        require_local_package(spec)  # before any host is touched
     with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
         if args.dry_run:
             plan, _ = _plan(spec, transports, skip, ui)

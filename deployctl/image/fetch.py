@@ -11,12 +11,29 @@ from deployctl.spec.model import Spec
 _URL_SCHEMES = ("s3://", "obs://")
 
 
+def missing_local_package(spec: Spec) -> Path | None:
+    """The resolved local image.build.packages path when it is not a file here; None for a URL or a present file."""
+    build = spec.image.build
+    if build is None or build.packages.startswith(_URL_SCHEMES):
+        return None
+    path = Path(os.path.expanduser(build.packages))
+    return None if path.is_file() else path
+
+
+def require_local_package(spec: Spec) -> None:
+    """Refuse before any host is touched when the local package is missing (exit 2)."""
+    missing = missing_local_package(spec)
+    if missing is not None:
+        raise UsageError(f"image.build.packages: {missing}: no such file",
+                         hint="point it at the AscendCloud-<ver>-<timestamp>.zip (relative to the spec file)")
+
+
 def package_bytes(spec: Spec, location: str) -> bytes:
     if location.startswith(_URL_SCHEMES):
         return _object_bytes(spec, location)
     path = Path(os.path.expanduser(location))
     if not path.is_file():
-        raise UsageError(f"image.build.packages: {location}: no such file",
+        raise UsageError(f"image.build.packages: {path}: no such file",
                          hint="point it at the AscendCloud-<ver>-<timestamp>.zip (relative to the spec file)")
     return path.read_bytes()
 

@@ -37,7 +37,7 @@ def test_valid_spec_json_document():
         "summary": {"instances": [
             {"name": "llama2-13b-pd-prefill-0", "role": "prefill", "host": "node1", "devices": [4, 5], "port": 8088, "tp": 2},
             {"name": "llama2-13b-pd-decode-0", "role": "decode", "host": "node1", "devices": [6, 7], "port": 8089, "tp": 2},
-            {"name": "llama2-13b-pd-scheduler-0", "role": "scheduler", "host": "node1", "devices": [], "port": 9000, "tp": 2},
+            {"name": "llama2-13b-pd-scheduler-0", "role": "scheduler", "host": "node1", "devices": [], "port": 9000, "tp": None},
         ]},
     }
 
@@ -105,3 +105,49 @@ def test_validate_opens_no_connection():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.stdout.strip() == "2 []", result.stderr
+
+
+def test_scheduler_row_shows_no_tp_size():
+    """The scheduler holds no devices: its devices and TP cells say "-" (it runs with the P/D TP internally)."""
+    result = deployctl("validate", "tests/fixtures/specs/examples/pd-1host.yaml")
+    rows = {line.split()[2]: line.split() for line in result.stdout.splitlines() if "llama2-13b-pd-" in line}
+    assert rows["llama2-13b-pd-scheduler-0"][3] == "-" and rows["llama2-13b-pd-scheduler-0"][-1] == "-"
+    assert rows["llama2-13b-pd-prefill-0"][-1] == "2"
+
+
+def test_every_playbook_validates_with_exit_0():
+    for path in sorted((ROOT / "playbooks").glob("*.yaml")):
+        result = deployctl("validate", str(path.relative_to(ROOT)))
+        assert result.returncode == 0, (path, result.stderr)
+
+
+def test_missing_local_package_is_a_warning_naming_the_resolved_path(tmp_path):
+    playbook = (ROOT / "playbooks" / "mixed-1host-910b.yaml").read_text()
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text(playbook)
+    missing = tmp_path / "AscendCloud-6.3.909-20241205.zip"
+    result = deployctl("validate", str(spec))
+    assert result.returncode == 0 and "spec is valid" in result.stdout
+    line = next(n for n, text in enumerate(playbook.splitlines(), 1) if "packages:" in text)
+    assert f"warning: {spec}:{line}:15: image.build.packages: {missing}: no such file on this machine" \
+        in result.stderr
+    document = json.loads(deployctl("validate", str(spec), "-o", "json").stdout)
+    assert document["valid"] is True
+    assert [(w["path"], w["line"]) for w in document["warnings"]] == [("image.build.packages", line)]
+
+    missing.write_bytes(b"PK")  # present (its contents are `image build`'s business): no warning
+    result = deployctl("validate", str(spec))
+    assert result.returncode == 0 and "image.build.packages" not in result.stderr
+
+
+def test_up_and_image_build_refuse_a_missing_local_package_before_connecting(tmp_path):
+    """The host is a closed loopback port: reaching it would fail differently (exit 1, a connection error)."""
+    text = (ROOT / "playbooks" / "mixed-1host-910b.yaml").read_text().replace("192.0.2.11", "127.0.0.1")
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text(text + "ssh: {port: 1}\n")
+    missing = tmp_path / "AscendCloud-6.3.909-20241205.zip"
+    for argv in (["up", str(spec)], ["up", str(spec), "--dry-run"], ["image", "build", str(spec)]):
+        result = deployctl(*argv)
+        assert result.returncode == 2, (argv, result.stderr)
+        assert f"error: image.build.packages: {missing}: no such file" in result.stderr
+        assert "connect" not in result.stderr and "Traceback" not in result.stderr
