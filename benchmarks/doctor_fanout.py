@@ -1,149 +1,162 @@
-"""`deployctl doctor` on 32 hosts vs 1 host, beside the same commands run by ansible-core (forks = hosts) and by
+"""`deployctl doctor` on N hosts vs 1 host, beside the same commands run by ansible-core (forks = hosts) and by
 the SSH libraries asyncssh (known_hosts checked) and parallel-ssh (libssh2; it has no host-key checking).
+
+Same work for every tool: each is timed as a whole process (interpreter start, imports, connections, commands,
+exit), and runs the 11 commands doctor runs on a host of the spec (its 10 probes in one batch, then the
+weights-manifest read, a second round trip). The peers run them both per command (11 round trips per host) and
+batched (all 11 in one remote script per host, one round trip: doctor's own batch script framing, so the bytes on
+the wire match).
 
 Run as root, inside the bed lock (the script does not take it: flock(1) already holds it):
     flock /tmp/dctl-bed.lock python -m benchmarks.doctor_fanout [--hosts 32] [--rounds 3]
-Installs ansible-core, asyncssh and parallel-ssh with pip when missing. Prints each figure (median of the rounds),
-the ratios, and the CPU seconds deployctl's own process spent on the N-host doctor.
+Installs the peers from benchmarks/requirements-peers.txt with pip when missing. Prints one table (tool, mode,
+hosts, median seconds, median client CPU seconds), the ratios, and every round.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib.util
+import json
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
-from deployctl.commands.doctor import examine
-from deployctl.doctor.targets import plan_for_hosts
-from deployctl.ui import UI
+from deployctl.batch import batch_script
+from deployctl.doctor.gather import doctor_probes
+from deployctl.doctor.targets import plan_for_spec
+from deployctl.plan.model import Command
+from deployctl.spec.load import load_spec
+from deployctl.weights.manifest import MANIFEST_NAME
 from tests.testbed import Testbed
 
-# what doctor runs on a host without a spec (facts.probes.probes_for("ascend", (), None)), one task each
-COMMANDS = (
-    "npu-smi info", "npu-smi info -l", "npu-smi info -t board -i 0", "cat /usr/local/Ascend/driver/version.info",
-    "uname -m", "docker version --format '{{ '{{' }}json .{{ '}}' }}'",
-    "docker info --format '{{ '{{' }}json .{{ '}}' }}'", "sysctl -n net.ipv4.ip_forward",
-    "docker ps --no-trunc --format '{{ '{{' }}json .{{ '}}' }}'", "df -Pk /",
-    "/usr/local/Ascend/driver/tools/hccn_tool -i 0 -ip -g",
+HERE = Path(__file__).resolve().parent
+REQUIREMENTS = HERE / "requirements-peers.txt"
+WEIGHTS_DEST = "/srv/weights/tiny"
+SPEC_EXTRA = (
+    "requirements: {driver: '23.0.6', cards: 8, npu_memory_gb: 64, ip_forward: true, free_disk_gb: 1}\n"
+    "image: {name: deployctl/standin-vllm:latest}\n"
+    f"weights: {{source: 's3://models/tiny/', dest: {WEIGHTS_DEST}}}\n"
+    "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n"
 )
 
 
-# the same commands without the Jinja escaping ansible needs
-RAW_COMMANDS = tuple(c.replace("{{ '{{' }}", "{{").replace("{{ '}}' }}", "}}") for c in COMMANDS)
+def ensure_peers() -> str:
+    """pip-installs the peers (ansible-core, asyncssh, parallel-ssh) when one is missing; returns ansible-playbook."""
+    import importlib.util
+
+    binary = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    if not (Path(binary).exists() and importlib.util.find_spec("asyncssh") and importlib.util.find_spec("pssh")):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True)
+        binary = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    return binary
 
 
-def ensure_libraries() -> None:
-    missing = [pkg for pkg, module in (("asyncssh", "asyncssh"), ("parallel-ssh", "pssh")) if not importlib.util.find_spec(module)]
-    if missing:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+def write_spec(bed, work: Path, hosts) -> Path:
+    """One mixed instance on NPU 0 of each host: doctor checks every host, with the same probes on each."""
+    topology = "topology:\n  mode: mixed\n  instances:\n" + "".join(
+        f"    - {{host: {h.name}, devices: [0], port: 8380}}\n" for h in hosts)
+    path = work / f"doctor-{len(hosts)}.yaml"
+    path.write_text(bed.spec_yaml(f"fanout{len(hosts)}", topology, hosts_used=[h.name for h in hosts],
+                                  extra=SPEC_EXTRA))
+    return path
 
 
-def run_asyncssh(hosts) -> float:
-    """One connection per host (host key checked against known_hosts), the commands one after another on it."""
-    import asyncssh
+class Work:
+    """What every tool runs on each host: doctor's argvs, as shell lines and as doctor's one batch script."""
 
-    async def one(host):
-        async with asyncssh.connect(host.address, username="root", client_keys=[host.identity_file],
-                                    known_hosts=host.known_hosts, agent_path=None) as conn:
-            return [(await conn.run(command, check=False)).exit_status for command in RAW_COMMANDS]
+    def __init__(self, spec_path: Path) -> None:
+        plan = plan_for_spec(load_spec(str(spec_path)))
+        argvs = [p.argv for p in doctor_probes(plan, plan.targets[0])]
+        argvs.append(("cat", f"{WEIGHTS_DEST}/{MANIFEST_NAME}"))  # doctor's second round trip (weights identity)
+        self.lines = [shlex.join(argv) for argv in argvs]
+        self.marker = uuid.uuid4().hex[:10]
+        self.script = shlex.join(["sh", "-c", batch_script([Command(a) for a in argvs], self.marker)])
 
-    async def everyone():
-        return await asyncio.gather(*(one(h) for h in hosts))
 
+def timed(argv, *, stdin: str | None = None, env=None) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, CPU seconds of the process and the children it waited for, result)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    codes = asyncio.run(everyone())
+    result = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env)
     elapsed = time.monotonic() - started
-    if any(code is None for host_codes in codes for code in host_codes):
-        raise SystemExit(f"asyncssh: a command did not finish: {codes}")
-    return elapsed
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), result
 
 
-def run_pssh(hosts) -> float:
-    """ParallelSSHClient (native libssh2 client): each command on all hosts at once, output read, then the next."""
-    from pssh.clients import ParallelSSHClient
-
-    started = time.monotonic()
-    client = ParallelSSHClient([h.address for h in hosts], user="root", pkey=hosts[0].identity_file,
-                               pool_size=len(hosts), num_retries=1, timeout=30)
-    for command in RAW_COMMANDS:
-        output = client.run_command(command, stop_on_errors=True)
-        client.join(output)
-        for host_output in output:
-            list(host_output.stdout)
-            if host_output.exit_code is None:
-                raise SystemExit(f"parallel-ssh: {command!r} did not finish on {host_output.host}")
-    elapsed = time.monotonic() - started
-    del client  # closes the sessions
-    return elapsed
+DOCTOR_FAILS: set = set()  # checks that FAILed (the work is the same; shown so a sick bed is noticed)
 
 
-def ensure_ansible() -> str:
-    found = shutil.which("ansible-playbook")
-    if not found:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "ansible-core"], check=True)
-        found = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
-    return found
+def run_doctor(spec_path: Path, hosts) -> tuple[float, float]:
+    elapsed, cpu, result = timed([sys.executable, "-m", "deployctl", "doctor", str(spec_path), "-o", "json"])
+    if result.returncode not in (0, 3):
+        raise SystemExit(f"deployctl doctor exited {result.returncode}:\n{result.stderr[-2000:]}")
+    document = json.loads(result.stdout)
+    DOCTOR_FAILS.update(f"{h['host']}:{c['name']}" for h in document["hosts"] for c in h["checks"]
+                        if c["status"] == "FAIL")
+    reached = [h["host"] for h in document["hosts"] if h["reachable"]]
+    if len(reached) != len(hosts):
+        raise SystemExit(f"doctor reached only {reached}")
+    return elapsed, cpu
 
 
-def playbook() -> str:
-    tasks = "".join(
-        f"    - name: {command.split(' {{')[0]}\n      ansible.builtin.shell: {command!r}\n"
-        "      changed_when: false\n      failed_when: false\n"
-        for command in COMMANDS)
+def run_library(library: str, batched: bool, work: Work, hosts) -> tuple[float, float]:
+    job = {"hosts": [{"address": h.address, "port": h.port, "user": h.user, "identity_file": h.identity_file,
+                      "known_hosts": h.known_hosts} for h in hosts],
+           "commands": work.lines, "script": work.script, "marker": work.marker}
+    elapsed, cpu, result = timed([sys.executable, str(HERE / "fanout_peers.py"), library,
+                                  "batched" if batched else "per-command"], stdin=json.dumps(job))
+    if result.returncode != 0:
+        raise SystemExit(f"{library} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+    return elapsed, cpu
+
+
+def playbook(work: Work, batched: bool) -> str:
+    """!unsafe keeps Jinja away from `{{json .}}`; JSON strings are YAML double-quoted scalars."""
+    if batched:
+        return ("- hosts: bed\n  gather_facts: false\n  tasks:\n    - name: doctor batch\n"
+                f"      ansible.builtin.shell: !unsafe {json.dumps(work.script)}\n      register: out\n"
+                f"      changed_when: false\n"
+                f"      failed_when: out.stdout.count('@@{work.marker} rc ') != {len(work.lines)}\n")
+    tasks = "".join(f"    - name: {json.dumps(line[:40])}\n      ansible.builtin.shell: !unsafe {json.dumps(line)}\n"
+                    "      changed_when: false\n      failed_when: false\n" for line in work.lines)
     return f"- hosts: bed\n  gather_facts: false\n  tasks:\n{tasks}"
 
 
 def inventory(hosts) -> str:
     first = hosts[0]
     lines = ["[bed]"] + [f"{h.name} ansible_host={h.address}" for h in hosts]
-    lines += ["[bed:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={first.identity_file}",
+    lines += ["[bed:vars]", f"ansible_user={first.user}", f"ansible_ssh_private_key_file={first.identity_file}",
               f"ansible_ssh_common_args='-o UserKnownHostsFile={first.known_hosts} -o StrictHostKeyChecking=yes'",
               "ansible_python_interpreter=/usr/bin/python3"]
     return "\n".join(lines) + "\n"
 
 
-def run_ansible(binary: str, work: Path, hosts) -> float:
-    (work / "inventory.ini").write_text(inventory(hosts))
+def run_ansible(binary: str, tmp: Path, work: Work, batched: bool, hosts) -> tuple[float, float]:
+    """A fresh ControlPath dir per run: ansible's ControlPersist masters must not carry a connection into the
+    next timed run (they are closed after the timing)."""
+    run_dir = Path(tempfile.mkdtemp(prefix="ansible-", dir=tmp))
+    (run_dir / "inventory.ini").write_text(inventory(hosts))
     env = {**os.environ, "ANSIBLE_FORKS": str(len(hosts)), "ANSIBLE_PIPELINING": "True",
-           "ANSIBLE_HOST_KEY_CHECKING": "True", "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
-           "ANSIBLE_SSH_CONTROL_PATH_DIR": str(work / "cp"), "ANSIBLE_STDOUT_CALLBACK": "default"}
-    started = time.monotonic()
-    result = subprocess.run([binary, "-i", str(work / "inventory.ini"), str(work / "doctor.yml")],
-                            capture_output=True, text=True, env=env)
-    elapsed = time.monotonic() - started
-    if result.returncode != 0 or f"ok={len(COMMANDS)}" not in result.stdout:
+           "ANSIBLE_HOST_KEY_CHECKING": "True", "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"),
+           "ANSIBLE_SSH_CONTROL_PATH_DIR": str(run_dir / "cp"), "ANSIBLE_STDOUT_CALLBACK": "default",
+           "ANSIBLE_NOCOLOR": "1"}
+    book = tmp / ("batched.yml" if batched else "per-command.yml")
+    elapsed, cpu, result = timed([binary, "-i", str(run_dir / "inventory.ini"), str(book)], env=env)
+    for socket in (run_dir / "cp").glob("*") if (run_dir / "cp").is_dir() else ():
+        subprocess.run(["ssh", "-o", f"ControlPath={socket}", "-O", "exit", "bed"], capture_output=True)
+    tasks = 1 if batched else len(work.lines)
+    if result.returncode != 0 or result.stdout.count(f"ok={tasks} ") != len(hosts):
         raise SystemExit(f"ansible-playbook failed:\n{result.stdout[-3000:]}\n{result.stderr[-2000:]}")
-    return elapsed
+    return elapsed, cpu
 
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-CPU_OF_LAST_DOCTOR = [0.0]  # this process's CPU seconds during the last run_doctor
-
-
-def run_doctor(hosts) -> float:
-    first = hosts[0]
-    plan = plan_for_hosts(tuple(f"root@{h.address}" for h in hosts), first.identity_file, first.known_hosts)
-    started, cpu = time.monotonic(), _cpu()
-    reports, _ = examine(plan, UI(output="json", quiet=True))
-    elapsed = time.monotonic() - started
-    CPU_OF_LAST_DOCTOR[0] = _cpu() - cpu
-    unreachable = [r.host for r in reports if not r.reachable]
-    if unreachable:
-        raise SystemExit(f"doctor could not reach {unreachable}")
-    return elapsed
 
 
 def main() -> None:
@@ -151,47 +164,61 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    binary = ensure_ansible()
-    ensure_libraries()
+    binary = ensure_peers()
     mark = time.monotonic()
     bed = Testbed(args.hosts).up(args.hosts, with_images=False)
     print(f"test bed: {args.hosts} hosts up in {time.monotonic() - mark:.1f} s", flush=True)
-    work = Path(tempfile.mkdtemp(prefix="doctor-fanout-"))
+    tmp = Path(tempfile.mkdtemp(prefix="doctor-fanout-"))
     try:
-        (work / "doctor.yml").write_text(playbook())
-        one, many = bed.hosts[:1], bed.hosts
-        # warm caches (python imports, ssh binaries)
-        run_doctor(one), run_ansible(binary, work, one), run_asyncssh(one), run_pssh(one)
-        runners = {"doctor": run_doctor, "ansible": lambda hs: run_ansible(binary, work, hs),
-                   "asyncssh": run_asyncssh, "pssh": run_pssh}
-        figures = {f"{name}-{size}": [] for name in runners for size in ("1", "N")}
-        doctor_cpu = []
-        for _ in range(args.rounds):
-            for name, runner in runners.items():
-                figures[f"{name}-1"].append(runner(one))
-                figures[f"{name}-N"].append(runner(many))
-                if name == "doctor":
-                    doctor_cpu.append(CPU_OF_LAST_DOCTOR[0])
-        median = {key: statistics.median(values) for key, values in figures.items()}
         n = args.hosts
-        labels = {
-            "doctor": "deployctl doctor (one round trip per host)",
-            "ansible": f"ansible-core (forks={n}, pipelining, {len(COMMANDS)} shell tasks)",
-            "asyncssh": "asyncssh (known_hosts checked, commands in turn on one connection per host)",
-            "pssh": "parallel-ssh (libssh2, NO host-key check, each command on all hosts, then the next)",
+        one, many = bed.hosts[:1], bed.hosts
+        specs = {1: write_spec(bed, tmp, one), n: write_spec(bed, tmp, many)}
+        work = Work(specs[n])
+        for batched in (False, True):
+            (tmp / ("batched.yml" if batched else "per-command.yml")).write_text(playbook(work, batched))
+        runners = {
+            ("deployctl doctor", "batched"): lambda size, hs: run_doctor(specs[size], hs),
+            ("ansible-core", "per-command"): lambda size, hs: run_ansible(binary, tmp, work, False, hs),
+            ("ansible-core", "batched"): lambda size, hs: run_ansible(binary, tmp, work, True, hs),
+            ("asyncssh", "per-command"): lambda size, hs: run_library("asyncssh", False, work, hs),
+            ("asyncssh", "batched"): lambda size, hs: run_library("asyncssh", True, work, hs),
+            ("parallel-ssh", "per-command"): lambda size, hs: run_library("pssh", False, work, hs),
+            ("parallel-ssh", "batched"): lambda size, hs: run_library("pssh", True, work, hs),
         }
-        for name, label in labels.items():
-            one_s, many_s = median[f"{name}-1"], median[f"{name}-N"]
-            print(f"{label}: 1 host {one_s:.2f} s, {n} hosts {many_s:.2f} s, ratio {many_s / one_s:.2f}x"
-                  + (" (target <= 1.5x)" if name == "doctor" else ""))
-        best = min(("asyncssh", "pssh"), key=lambda name: median[f"{name}-N"])
-        print(f"deployctl's own CPU on {n} hosts (median): {statistics.median(doctor_cpu):.2f} s")
-        print(f"{n} hosts: doctor {median['doctor-N']:.2f} s vs ansible {median['ansible-N']:.2f} s "
-              f"({median['ansible-N'] / median['doctor-N']:.1f}x faster), vs the faster library ({best}) "
-              f"{median[best + '-N']:.2f} s ({median[best + '-N'] / median['doctor-N']:.1f}x faster)")
-        print("all rounds (s): " + ", ".join(f"{k}={[round(v, 2) for v in vals]}" for k, vals in figures.items()))
+        for runner in runners.values():  # warm the page cache (interpreters, libraries, ssh)
+            runner(1, one)
+        seconds = {(key, size): [] for key in runners for size in (1, n)}
+        cpu = {(key, size): [] for key in runners for size in (1, n)}
+        order = list(runners)
+        for round_index in range(args.rounds):
+            shift = round_index % len(order)  # rotate so that no tool always runs right after another
+            for key in order[shift:] + order[:shift]:
+                for size, hs in ((1, one), (n, many)):
+                    wall, used = runners[key](size, hs)
+                    seconds[(key, size)].append(wall)
+                    cpu[(key, size)].append(used)
+        median = {k: statistics.median(v) for k, v in seconds.items()}
+        print(f"\n{len(work.lines)} commands per host; whole processes; median of {args.rounds} round(s); "
+              f"CPU = the tool's process and the children it waited for")
+        print(f"{'tool':<18} {'mode':<12} {'hosts':>5} {'seconds':>8} {'CPU s':>7}")
+        for key in runners:
+            for size in (1, n):
+                print(f"{key[0]:<18} {key[1]:<12} {size:>5} {median[(key, size)]:>8.2f} "
+                      f"{statistics.median(cpu[(key, size)]):>7.2f}")
+        doctor = median[(("deployctl doctor", "batched"), n)]
+        print(f"\ndeployctl doctor: {n} hosts / 1 host = {doctor / median[(('deployctl doctor', 'batched'), 1)]:.2f}x"
+              " (target <= 1.5x)")
+        for tool in ("ansible-core", "asyncssh", "parallel-ssh"):
+            best_mode = min(("per-command", "batched"), key=lambda mode: median[((tool, mode), n)])
+            peer = median[((tool, best_mode), n)]
+            verdict = f"doctor {peer / doctor:.2f}x faster" if peer >= doctor else f"doctor {doctor / peer:.2f}x slower"
+            print(f"{n} hosts: doctor {doctor:.2f} s vs {tool} ({best_mode}, its faster mode) {peer:.2f} s: {verdict}")
+        if DOCTOR_FAILS:
+            print(f"note: doctor reported FAIL for {sorted(DOCTOR_FAILS)}")
+        print("all rounds (s): " + "; ".join(f"{k[0]} {k[1]} {size}={[round(v, 2) for v in values]}"
+                                             for (k, size), values in seconds.items()))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         bed.down()
 
 
