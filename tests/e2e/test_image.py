@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.image.packages import llm_zip, package, package_name
+from tests.image.packages import DOCKERFILE, llm_zip, package, package_name
 
 IMAGE = "deployctl/e2e-built:1"
 TOPOLOGY = ("topology:\n  mode: mixed\n  instances:\n"
@@ -134,3 +134,34 @@ def test_up_builds_the_image_as_its_image_stage_then_serves(clean, deployctl):
         assert code == 0 and doc["changed"] is False
     finally:
         deployctl("down", path, "--yes")
+
+
+def test_a_failing_docker_build_names_host_and_error_and_leaves_the_old_tag(clean, deployctl):
+    """A recipe whose RUN fails (issue 19 item 8): exit 1 naming the host and the build's own error; the name
+    keeps pointing at the image built before (docker tags only a finished build), and `up` starts nothing."""
+    bed = clean
+    path = write_spec(bed, deployctl, "e2e-img-fail", package())
+    code, doc = deployctl.json("image", "build", path)
+    assert code == 0, doc
+    good = {h: image_label(bed, h) for h in ("tb1", "tb2")}
+    ids = {h["host"]: h["image_id"] for h in doc["hosts"]}
+
+    failing = DOCKERFILE.decode().replace("COPY marker.txt", "RUN echo recipe-step-broke >&2; exit 3\nCOPY marker.txt")
+    write_spec(bed, deployctl, "e2e-img-fail", package(llm=llm_zip(dockerfile=failing.encode())))
+    code, out, err = deployctl("image", "build", path)
+    assert code == 1, err
+    assert "docker build of deployctl/e2e-built:1 failed" in err and "recipe-step-broke" in err
+    assert "tb1" in err and "Traceback" not in err
+    assert {h: image_label(bed, h) for h in ("tb1", "tb2")} == good
+    for host in ("tb1", "tb2"):
+        assert bed.docker_on(host, "image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip() == ids[host]
+
+    remove_image(bed)  # now nothing to fall back on: `up` fails at its image stage before any container
+    path.write_text(path.read_text() + "weights: {source: s3://models/tiny/, dest: /srv/weights/tiny}\n")
+    code, out, err = deployctl("up", path, "--skip", "weights", "--yes")
+    assert code == 1 and "recipe-step-broke" in err and "docker build of deployctl/e2e-built:1 failed" in err
+    for host in ("tb1", "tb2"):
+        assert image_label(bed, host) is None
+        assert bed.docker_on(host, "images", "--quiet", IMAGE).stdout.strip() == ""
+        assert bed.docker_on(host, "ps", "--all", "--quiet", "--filter", "label=deployctl.deployment=e2e-img-fail"
+                             ).stdout.strip() == ""
