@@ -180,6 +180,9 @@ class Executor:
         return (result.stdout + result.stderr)[-3000:]
 
     def _undo(self, report: Report) -> None:
+        """Undo in reverse order, then wait for what was restored: a scheduler's health needs its workers back
+        first, so waiting step by step would spend the whole health timeout on it."""
+        restored = []
         for outcome in reversed(report.outcomes):
             if outcome.status not in ("done", "failed") or not outcome.step.undo:
                 continue
@@ -193,11 +196,17 @@ class Executor:
                 for command in undo:
                     transport.run(command, timeout=120)
                 if outcome.step.undo_health and outcome.status == "done":
-                    self._wait_healthy(transport, outcome.step, outcome.step.undo_health,
-                                       timeout=min(self.health_timeout, 120))
+                    restored.append((transport, outcome.step))
             except (HostError, _Cancelled):
                 pass  # best effort: the status table after rollback shows what each host runs
             outcome.status = "undone"
+        for transport, step in reversed(restored):  # the plan's start order
+            try:
+                self._wait_healthy(transport, step, step.undo_health, timeout=min(self.health_timeout, 120))
+            except HostError as error:  # said, not raised: the first error is the one the user must see
+                self.on_event("failed", step, f"restored, but {error.message}")
+            except _Cancelled:
+                pass
 
     def _finalize(self, report: Report) -> None:
         for outcome in report.outcomes:
