@@ -165,3 +165,58 @@ def test_a_failing_docker_build_names_host_and_error_and_leaves_the_old_tag(clea
         assert bed.docker_on(host, "images", "--quiet", IMAGE).stdout.strip() == ""
         assert bed.docker_on(host, "ps", "--all", "--quiet", "--filter", "label=deployctl.deployment=e2e-img-fail"
                              ).stdout.strip() == ""
+
+
+def test_a_package_from_s3_builds_like_the_same_local_file(clean, deployctl, monkeypatch):
+    """`packages: s3://...` (issue 19 item 8) is fetched with the weights' endpoint and credentials; the same
+    bytes give the same inputs, so switching to the local copy builds nothing."""
+    bed = clean
+    key = "e2e-pkg/" + package_name()
+    data = package(llm=llm_zip(marker=b"from-s3\n"))
+    bed.s3.client().put_object(Bucket=bed.s3.bucket, Key=key, Body=data)
+    for name, value in bed.s3.env().items():
+        monkeypatch.setenv(name, value)
+    try:
+        extra = (f"image:\n  name: {IMAGE}\n  build: {{base: '{bed.base_image}', packages: 's3://{bed.s3.bucket}/{key}'}}\n"
+                 f"weights: {{source: s3://{bed.s3.bucket}/tiny/, endpoint: {bed.s3.endpoint}}}\n" + MODEL_KEYS)
+        path = deployctl.write(bed.spec_yaml("e2e-img-s3", TOPOLOGY, hosts_used=["tb1", "tb2"], extra=extra))
+        code, doc = deployctl.json("image", "build", path)
+        assert code == 0, doc
+        assert [h["action"] for h in doc["hosts"]] == ["build", "build"]
+        assert bed.docker_on("tb1", "run", "--rm", IMAGE, "cat", "/opt/ascend_vllm/marker.txt").stdout == "from-s3\n"
+
+        (deployctl.tmp_path / package_name()).write_bytes(data)
+        path.write_text(path.read_text().replace(f"'s3://{bed.s3.bucket}/{key}'", package_name()))
+        code, again = deployctl.json("image", "build", path)
+        assert [h["action"] for h in again["hosts"]] == ["skip", "skip"] and again["inputs"] == doc["inputs"]
+
+        path.write_text(path.read_text().replace(package_name(), f"'s3://{bed.s3.bucket}/e2e-pkg/none.zip'"))
+        code, out, err = deployctl("image", "build", path)
+        assert code == 1 and f"cannot fetch s3://{bed.s3.bucket}/e2e-pkg/none.zip" in err
+        assert bed.s3.secret_key not in out + err
+    finally:
+        bed.s3.client().delete_object(Bucket=bed.s3.bucket, Key=key)
+
+
+def test_a_recipe_folder_builds_with_both_zips_beside_its_dockerfile(clean, deployctl):
+    """`recipe:` (issue 19 item 8): a folder of our own replaces the vendor's ascend_vllm/; the LLM and OPP zips
+    are put beside its Dockerfile, and a change in the folder is a new input."""
+    bed = clean
+    recipe = deployctl.tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY AscendCloud-*.zip /opt/zips/\n"
+                                       "COPY notes.txt /opt/notes.txt\n")
+    (recipe / "notes.txt").write_text("ours\n")
+    path = write_spec(bed, deployctl, "e2e-img-recipe", package())
+    path.write_text(path.read_text().replace("where: each-host}", "where: once, recipe: recipe}"))
+    code, doc = deployctl.json("image", "build", path)
+    assert code == 0, doc
+    assert [h["action"] for h in doc["hosts"]] == ["build", "ship"]
+    listing = bed.docker_on("tb2", "run", "--rm", IMAGE, "ls", "/opt/zips").stdout.split()
+    assert listing == ["AscendCloud-LLM-6.3.909-xxx-20241010.zip", "AscendCloud-OPP-6.3.909-xxx-20241010.zip"]
+    assert bed.docker_on("tb2", "run", "--rm", IMAGE, "cat", "/opt/notes.txt").stdout == "ours\n"
+    assert bed.docker_on("tb1", "run", "--rm", IMAGE, "ls", "/opt/ascend_vllm", check=False).returncode != 0
+
+    (recipe / "notes.txt").write_text("ours, changed\n")
+    code, again = deployctl.json("image", "build", path)
+    assert [h["action"] for h in again["hosts"]] == ["build", "ship"] and again["inputs"] != doc["inputs"]
