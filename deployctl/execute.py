@@ -20,7 +20,10 @@ Event = Callable[[str, Step, str], None]  # (kind, step, message); kinds: start,
 
 # One round trip per poll: container state, then the HTTP status of its health endpoint, then its last log line.
 _HEALTH_SCRIPT = (
-    'docker inspect --format "{{.State.Status}} {{.State.ExitCode}}" "$1" 2>/dev/null || echo "missing 0"; '
+    # `docker inspect --format` prints an empty line when it fails: judge by its status, and tell a missing
+    # container from a daemon that stopped answering.
+    's=$(docker inspect --format "{{.State.Status}} {{.State.ExitCode}}" "$1" 2>/dev/null) && echo "$s" || '
+    '{ docker version --format "{{.Server.Version}}" >/dev/null 2>&1 && echo "missing 0" || echo "no-daemon 0"; }; '
     'curl --silent --max-time 2 --output /dev/null --write-out "%{http_code}\\n" "http://127.0.0.1:$2$3" || echo; '
     'docker logs --tail 1 "$1" 2>&1 | tail -n 1'
 )
@@ -161,6 +164,11 @@ class Executor:
             state, http, last_line = lines[0].split(" ")[0], lines[1].strip(), lines[2].strip() or last_line
             if http == "200":
                 return
+            if state == "no-daemon":
+                raise HostError(transport.name, f"the Docker daemon is not reachable (waiting for {health.container})",
+                                address=getattr(transport, "address", None),
+                                hint="start it (systemctl start docker) and check `docker ps` on the host; "
+                                     "then run `up` again")
             if state in ("exited", "dead", "missing"):
                 raise HostError(transport.name, f"{health.container} {state} while starting",
                                 address=getattr(transport, "address", None),
