@@ -23,10 +23,13 @@ def _common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     default = (lambda value: value) if top else (lambda value: argparse.SUPPRESS)
     group = parser.add_argument_group("output")
     group.add_argument("--output", "-o", choices=("table", "json"), default=default("table"),
-                       help="table for people (default), json for scripts (one document on stdout)")
-    group.add_argument("--verbose", "-v", action="store_true", default=default(False), help="say more")
-    group.add_argument("--quiet", "-q", action="store_true", default=default(False), help="say less")
-    group.add_argument("--no-color", action="store_true", default=default(False), help="no colours")
+                       help="table for people, json for scripts (one document on stdout; default: table)")
+    group.add_argument("--verbose", "-v", action="store_true", default=default(False),
+                       help="say more (accepted everywhere; no command prints more with it yet)")
+    group.add_argument("--quiet", "-q", action="store_true", default=default(False),
+                       help="say less: no progress on stderr, only errors and the result")
+    group.add_argument("--no-color", action="store_true", default=default(False),
+                       help="plain text without colours (also when NO_COLOR is set)")
 
 
 def _verb(sub, name: str, handler: str, summary: str, example: str, **kwargs) -> argparse.ArgumentParser:
@@ -52,7 +55,7 @@ def _host_key_flag(parser: argparse.ArgumentParser) -> None:
                         help="trust and record keys of hosts not yet in known_hosts (never a changed key)")
     parser.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
                         help="give up on a host that has not connected, shown its SSH banner and accepted the "
-                             "key within this long (default 10)")
+                             "key within this long (default %(default)g)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,11 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(`validate` is the offline check)")
     p.add_argument("--yes", "-y", action="store_true", help="replace or remove running containers without asking")
     p.add_argument("--skip", default="", metavar="STAGE,...",
-                   help="stages to skip: checks, image, weights (comma separated)")
+                   help="stages to skip: checks, image, weights (comma separated; default: none)")
     p.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
-                   help="wait this long for another deploy's lock (default: refuse at once)")
+                   help="wait this long for another deploy's lock (default %(default)g: refuse at once)")
     p.add_argument("--health-timeout", type=float, default=1200.0, metavar="SECONDS",
-                   help="how long an instance may take to become healthy (default 1200)")
+                   help="how long an instance may take to become healthy (default %(default)g)")
     p.add_argument("--bench", action="store_true", help="run a short static bench after a successful deploy")
     _host_key_flag(p)
 
@@ -118,9 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
               "container logs, each line prefixed by its instance",
               "deployctl logs playbooks/demo-pd.yaml demo-pd-prefill-0 -f")
     _spec_arg(p)
-    p.add_argument("instance", nargs="?", metavar="INSTANCE", help="container name (default: all)")
+    p.add_argument("instance", nargs="?", metavar="INSTANCE", help="container name (default: every instance)")
     p.add_argument("-f", "--follow", action="store_true", help="keep following")
-    p.add_argument("--tail", type=int, default=100, metavar="N", help="lines per instance (default 100)")
+    p.add_argument("--tail", type=int, default=100, metavar="N", help="lines per instance (default %(default)s)")
     _host_key_flag(p)
 
     p = _verb(sub, "doctor", "deployctl.commands.doctor:run",
@@ -128,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
               "deployctl doctor playbooks/demo-pd.yaml\ndeployctl doctor --host root@192.0.2.11 --fix")
     _spec_arg(p, required=False)
     p.add_argument("--host", action="append", default=[], metavar="[USER@]ADDR[:PORT]",
-                   help="check this host (repeatable); without SPEC the default requirements apply")
+                   help="check this host (repeatable); without SPEC the default requirements apply (default: every host of SPEC)")
     p.add_argument("--fix", action="store_true", help="repair what is safe (ip_forward, persistently)")
     p.add_argument("--identity-file", "-i", metavar="FILE",
                    help="SSH key for --host entries (default: OpenSSH's ~/.ssh/id_ed25519, then id_rsa)")
@@ -145,11 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
               "deployctl ranktable gen playbooks/demo-pd.yaml")
     _spec_arg(p, required=False)
     p.add_argument("--prefill-server-list", nargs="+", default=[], metavar="IDS",
-                   help="one item per prefill instance: comma-separated device ids (e.g. 4,5 6,7)")
+                   help="one item per prefill instance: comma-separated device ids (e.g. 4,5 6,7; default: none)")
     p.add_argument("--decode-server-list", nargs="+", default=[], metavar="IDS",
-                   help="one item per decode instance: comma-separated device ids")
+                   help="one item per decode instance: comma-separated device ids (default: none)")
     p.add_argument("--api-server", action="store_true", help="this host also runs the scheduler (group 0)")
-    p.add_argument("--save-dir", metavar="DIR", help="where to write the files")
+    p.add_argument("--save-dir", metavar="DIR", help="where to write the files (default: .deployctl/<deployment>/ranktables/ for a SPEC)")
     p.add_argument("--host-ip", metavar="IP", help="this host's server_ip (default: detected, must be bound here)")
     p.add_argument("--cards", type=int, metavar="N",
                    help="cards on this host (device ids 0..N-1; default: `npu-smi info -l` when installed)")
@@ -160,8 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
               "deployctl ranktable merge global_ranktable_192.0.2.21.json global_ranktable_192.0.2.22.json --save-dir .")
     p.add_argument("files", nargs="*", metavar="FILE", help="per-host global ranktables, in order")
     p.add_argument("--global-ranktable-list", nargs="+", default=[], metavar="FILE",
-                   help="same as the positional files (the vendor tool's flag)")
-    p.add_argument("--save-dir", metavar="DIR", default=".", help="where to write global_ranktable_merge.json")
+                   help="same as the positional files (the vendor tool's flag; default: none)")
+    p.add_argument("--save-dir", metavar="DIR", default=".",
+                   help="where to write global_ranktable_merge.json (default: %(default)s, the current directory)")
 
     p = _verb(rt_sub, "validate", "deployctl.commands.ranktable:validate",
               "check ranktable files against every rule of the format",
@@ -169,8 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="ranktable JSON files")
     p.add_argument("--complete", action="store_true",
                    help="require a complete P/D global ranktable (what `up` starts with)")
-    p.add_argument("--cards", type=int, metavar="N", help="cards per host (device ids 0..N-1)")
-    p.add_argument("--against-hosts", metavar="SPEC", help="compare device IPs with the live hosts of SPEC")
+    p.add_argument("--cards", type=int, metavar="N", help="cards per host (device ids 0..N-1; default: unknown, ids up to 1023)")
+    p.add_argument("--against-hosts", metavar="SPEC", help="compare device IPs with the live hosts of SPEC (default: no hosts asked)")
     _host_key_flag(p)
 
     img = sub.add_parser("image", help="the inference image", description="Build the inference image.")
@@ -202,25 +206,51 @@ def build_parser() -> argparse.ArgumentParser:
         p = _verb(bench_sub, mode, "deployctl.commands.bench:run",
                   f"{mode} load against a spec's endpoint or a base URL", example)
         p.add_argument("target", metavar="SPEC|URL", help="a spec (its public endpoint) or http://host:port")
-        p.add_argument("--served-model-name", metavar="NAME")
-        p.add_argument("--tokenizer", metavar="DIR", help="count tokens with this tokenizer")
-        p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
-        p.add_argument("--warmup", type=int, default=0, metavar="N")
-        p.add_argument("--result-dir", metavar="DIR")
-        p.add_argument("--baseline", metavar="FILE", help="an earlier bench JSON document to compare with")
-        p.add_argument("--max-regression", type=float, default=10.0, metavar="PCT")
-        p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N")
-        p.add_argument("--output-tokens", type=int, nargs="+", metavar="N")
+        p.add_argument("--served-model-name", metavar="NAME",
+                       help="model name sent in each request (default: the spec's model.served_name, else the "
+                            "first model the server lists at /v1/models)")
+        p.add_argument("--tokenizer", metavar="DIR",
+                       help="count tokens with this tokenizer (default: the server's usage counts)")
+        p.add_argument("--endpoint", choices=("completions", "chat"), default="completions",
+                       help="OpenAI API to call: /v1/completions or /v1/chat/completions (default: %(default)s)")
+        p.add_argument("--warmup", type=int, default=0, metavar="N",
+                       help="requests sent and not measured before the runs (default %(default)s)")
+        p.add_argument("--result-dir", metavar="DIR",
+                       help=f"write bench_{mode}.json, .csv and .png here (default: print only)")
+        p.add_argument("--baseline", metavar="FILE",
+                       help="an earlier bench JSON document to compare with (default: no comparison)")
+        p.add_argument("--max-regression", type=float, default=10.0, metavar="PCT",
+                       help="with --baseline: exit 1 when a metric is this many percent worse (default %(default)g)")
         if mode == "static":
-            p.add_argument("--parallel-num", type=int, nargs="+", default=[1, 4, 8, 16, 32], metavar="N")
-            p.add_argument("--epochs", type=int, default=5, metavar="N", help="waves per run (default 5, as the vendor's)")
+            p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N",
+                           help="prompt lengths in tokens, paired with --output-tokens "
+                                "(default: 1024 2048, as the vendor's)")
+            p.add_argument("--output-tokens", type=int, nargs="+", metavar="N",
+                           help="output lengths in tokens, paired with --prompt-tokens "
+                                "(default: 128 256, as the vendor's)")
+            p.add_argument("--parallel-num", type=int, nargs="+", default=[1, 4, 8, 16, 32], metavar="N",
+                           help="concurrent requests, one run per value (default: 1 4 8 16 32)")
+            p.add_argument("--epochs", type=int, default=5, metavar="N",
+                           help="waves per run (default %(default)s, as the vendor's)")
         else:
-            p.add_argument("--request-rate", type=float, nargs="+", required=True, metavar="RATE")
-            p.add_argument("--num-prompts", type=int, nargs="+", required=True, metavar="N")
-            p.add_argument("--dataset", metavar="FILE")
-            p.add_argument("--dataset-type", choices=("sharegpt", "alpaca", "custom"), default="sharegpt")
-            p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--max-seconds", type=float, metavar="S", help="stop sending after this long")
+            p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N",
+                           help="synthetic prompt length in tokens (one value; default: none, then --dataset "
+                                "is needed)")
+            p.add_argument("--output-tokens", type=int, nargs="+", metavar="N",
+                           help="output length in tokens (one value; with --dataset it overrides the dataset's; "
+                                "default: none)")
+            p.add_argument("--request-rate", type=float, nargs="+", required=True, metavar="RATE",
+                           help="requests per second, one run per value (required)")
+            p.add_argument("--num-prompts", type=int, nargs="+", required=True, metavar="N",
+                           help="requests per run, one value per --request-rate (required)")
+            p.add_argument("--dataset", metavar="FILE",
+                           help="prompts from this file (default: synthetic prompts of --prompt-tokens)")
+            p.add_argument("--dataset-type", choices=("sharegpt", "alpaca", "custom"), default="sharegpt",
+                           help="format of --dataset (default: %(default)s)")
+            p.add_argument("--seed", type=int, default=0,
+                           help="seed of the random arrival times and prompt choice (default %(default)s)")
+        p.add_argument("--max-seconds", type=float, metavar="S",
+                       help="stop sending after this long (default: no limit)")
 
     _verb(sub, "schema", "deployctl.commands.schema:run",
           "print the spec's JSON Schema (for editors: yaml-language-server)",

@@ -76,3 +76,53 @@ def test_plan_and_up_dry_run_help_say_they_use_ssh_and_validate_is_offline(capsy
     up = help_of("up")
     assert "--dry-run connect over SSH, gather the hosts' facts and print the plan" in up
     assert "(no network)" in help_of("validate")
+
+
+def _subparsers(parser):
+    """Every parser of the tree with its words (`["bench", "static"]`), depth first."""
+    import argparse
+
+    yield [], parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                for words, grandchild in _subparsers(child):
+                    yield [name, *words], grandchild
+
+
+def _default_words(default) -> str:
+    return " ".join(map(str, default)) if isinstance(default, (list, tuple)) else "%g" % default \
+        if isinstance(default, float) else str(default)
+
+
+def test_every_option_of_every_command_says_what_it_does_and_its_default():
+    import argparse
+
+    checked, missing = 0, []
+    for words, parser in _subparsers(build_parser()):
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)):
+                continue
+            where = " ".join(["deployctl", *words, *(action.option_strings[:1] or [action.dest])])
+            checked += 1
+            if not isinstance(action.help, str) or not action.help.strip():
+                missing.append(f"{where}: no help")
+                continue
+            rendered = formatter._expand_help(action)
+            default = action.default
+            if default in (None, False, argparse.SUPPRESS, "", []):
+                continue
+            if _default_words(default) not in rendered:
+                missing.append(f"{where}: help does not mention its default {default!r}: {rendered!r}")
+    assert checked > 100
+    assert missing == []
+
+
+def test_static_bench_defaults_in_help_are_the_ones_used():
+    from deployctl.commands.bench import STATIC_DEFAULT_OUTPUT, STATIC_DEFAULT_PROMPT
+
+    static = {" ".join(words): parser for words, parser in _subparsers(build_parser())}["bench static"]
+    helps = {a.dest: a.help for a in static._actions}
+    assert f"default: {' '.join(map(str, STATIC_DEFAULT_PROMPT))}," in helps["prompt_tokens"]
+    assert f"default: {' '.join(map(str, STATIC_DEFAULT_OUTPUT))}," in helps["output_tokens"]
