@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from deployctl.errors import DeployctlError, ExitStatus
-    from deployctl.ui import UI, render_error
+    from deployctl.ui import UI, error_document, render_error
 
     ui = UI(output=args.output, verbose=args.verbose, quiet=args.quiet, color=not args.no_color)
     try:
@@ -283,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("DEPLOYCTL_DEBUG"):
             raise
         render_error(ui, error)
+        if ui.json and not ui.emitted:
+            ui.emit_json(error_document(error))
         return int(error.exit_status)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

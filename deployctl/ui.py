@@ -17,6 +17,7 @@ class UI:
     verbose: bool = False
     quiet: bool = False
     color: bool = True
+    emitted: bool = False  # a document is on stdout: a failure after it must not print a second one
 
     @property
     def json(self) -> bool:
@@ -43,6 +44,7 @@ class UI:
         """The one JSON document a read command prints with --output json."""
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
         sys.stdout.flush()
+        self.emitted = True
 
 
 def confirm_or_refuse(what: str, yes: bool) -> None:
@@ -74,6 +76,24 @@ def render_error(ui: UI, error: Exception) -> None:
             console.print(f"  [cyan]hint:[/] {escape(error.hint)}")
     else:
         console.print(f"[bold red]error:[/] {escape(str(error))}")
+
+
+def error_document(error: Exception) -> dict:
+    """`--output json` on failure: one document a script can read instead of an empty stdout."""
+    from deployctl.errors import DeployctlError, HostError
+
+    body: dict = {"type": type(error).__name__, "message": getattr(error, "message", str(error)),
+                  "exit_code": int(getattr(error, "exit_status", 1))}
+    if isinstance(error, DeployctlError):
+        if error.hint:
+            body["hint"] = error.hint
+        if isinstance(error, HostError):
+            body.update(host=error.host, address=error.address)
+        for key in ("problems", "warnings"):
+            problems = getattr(error, key, None)
+            if problems is not None:
+                body[key] = [p.to_json() for p in problems]
+    return {"ok": False, "error": body}
 
 
 _ACTION_STYLE = {"create": "green", "replace": "yellow", "remove": "red", "keep": "dim", "run": "cyan",

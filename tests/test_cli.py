@@ -126,3 +126,68 @@ def test_static_bench_defaults_in_help_are_the_ones_used():
     helps = {a.dest: a.help for a in static._actions}
     assert f"default: {' '.join(map(str, STATIC_DEFAULT_PROMPT))}," in helps["prompt_tokens"]
     assert f"default: {' '.join(map(str, STATIC_DEFAULT_OUTPUT))}," in helps["output_tokens"]
+
+
+FAILING_COMMANDS = [["plan"], ["status"], ["up", "--yes"], ["down", "--yes"], ["image", "build"],
+                    ["weights", "sync"]]
+
+
+def _spec_on_loopback(tmp_path, device: int = 0):
+    """A spec whose one host is a closed port on loopback (connection refused at once)."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+    from tests.image.packages import package, package_name
+
+    (tmp_path / package_name()).write_bytes(package())
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "version: 1\nname: jsonfail\nplatform: ascend\nserver: vllm\n"
+        f"ssh: {{user: root, known_hosts: {tmp_path}/known_hosts, identity_file: {tmp_path}/id}}\n"
+        f"hosts:\n  gone: {{address: 127.0.0.1, port: {port}}}\n"
+        "image: {name: deployctl/jsonfail:1, build: {base: 'deployctl/no-such-base:9', "
+        f"packages: ./{package_name()}}}}}\n"
+        "weights: {source: s3://models/tiny/, dest: /srv/weights/tiny}\n"
+        "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n"
+        f"topology:\n  mode: mixed\n  instances:\n    - {{host: gone, devices: [{device}], port: 8000}}\n")
+    return path, port
+
+
+def _json_run(*argv):
+    import json
+    import os
+
+    done = subprocess.run([sys.executable, "-m", "deployctl", *argv, "--output", "json"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    return done.returncode, json.loads(done.stdout), done.stderr  # exactly one document, or this raises
+
+
+@pytest.mark.parametrize("words", FAILING_COMMANDS, ids=" ".join)
+def test_json_output_on_an_invalid_spec_is_one_document_with_the_problems(words, tmp_path):
+    path, _ = _spec_on_loopback(tmp_path, device=-1)
+    code, doc, err = _json_run(*words, str(path))
+    assert code == 2, err
+    assert doc["ok"] is False and doc["error"]["type"] == "SpecError" and doc["error"]["exit_code"] == 2
+    (problem,) = doc["error"]["problems"]
+    assert problem["path"] == "topology.instances[0].devices[0]" and "-1" in problem["message"]
+    assert (problem["file"], problem["line"]) == (str(path), 14)
+    assert "invalid spec: 1 error" in err  # people still read it on stderr
+
+
+@pytest.mark.parametrize("words", FAILING_COMMANDS, ids=" ".join)
+def test_json_output_on_an_unreachable_host_is_one_document_with_the_error(words, tmp_path):
+    path, port = _spec_on_loopback(tmp_path)
+    code, doc, err = _json_run(*words, str(path))
+    assert code == 1, err
+    error = doc["error"]
+    assert doc["ok"] is False and error["exit_code"] == 1
+    assert error["type"] == "HostError" and error["message"] in err
+    assert error["message"] == f"gone (127.0.0.1): cannot connect to 127.0.0.1:{port}: connection refused"
+    assert (error["host"], error["address"]) == ("gone", "127.0.0.1")
+
+
+def test_json_output_of_a_command_that_printed_its_document_is_not_followed_by_an_error_document(tmp_path):
+    path, _ = _spec_on_loopback(tmp_path, device=-1)
+    code, doc, err = _json_run("validate", str(path))
+    assert code == 2 and doc["valid"] is False and "ok" not in doc
