@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 
+UNBOUNDED_WIDTH = 100_000
+
+
 @dataclass
 class UI:
     """Output settings from the common flags: --output, --verbose, --quiet, --no-color."""
@@ -28,7 +31,11 @@ class UI:
         from rich.console import Console
 
         no_color = not self.color or "NO_COLOR" in os.environ
-        return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=True)
+        console = Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=True)
+        if not console.is_terminal:
+            # piped or logged, nothing is cut to "…": tables print at their natural width, however wide
+            console.width = UNBOUNDED_WIDTH
+        return console
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         """Human output to stdout (suppressed in json mode, where stdout holds one document)."""
@@ -96,6 +103,19 @@ def error_document(error: Exception) -> dict:
     return {"ok": False, "error": body}
 
 
+def keep_numbers_whole(table, *headers: str) -> None:
+    """At a narrow terminal a number is never cut: its column does not wrap, keeps the width of its widest
+    cell, and folds rather than shows "…" should the terminal be narrower still."""
+    from rich.text import Text
+
+    for column in table.columns:
+        if column.header in headers:
+            widths = [Text.from_markup(cell).cell_len if isinstance(cell, str) else len(str(cell))
+                      for cell in column.cells]
+            column.no_wrap, column.overflow = True, "fold"
+            column.min_width = max(widths, default=None)
+
+
 _ACTION_STYLE = {"create": "green", "replace": "yellow", "remove": "red", "keep": "dim", "run": "cyan",
                  "put": "cyan", "skip": "dim"}
 
@@ -138,6 +158,7 @@ def render_status(ui: UI, spec, rows: list, title: str = "") -> None:
         table.add_row(row["name"], row["role"] or "", row["host"], ",".join(map(str, row["devices"])) or "-",
                       str(row["port"] or ""), f"[{state_style}]{row['state']}[/]", health,
                       (row["image"] or "")[7:19])
+    keep_numbers_whole(table, "devices", "port")
     ui.console().print(table)
 
 

@@ -124,10 +124,13 @@ def table_rows(document: dict) -> tuple[list[str], list[list[str]]]:
 def render_table(console, document: dict, title: str = "") -> None:
     from rich.table import Table
 
+    from deployctl.ui import keep_numbers_whole
+
     header, rows = table_rows(document)
     table = Table(title=title or None, title_justify="left")
     for column in header:
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(*row)
+    keep_numbers_whole(table, *header)
     console.print(table)

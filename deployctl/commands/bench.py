@@ -96,11 +96,14 @@ def _gate(document: dict, baseline: dict, max_regression: float, ui) -> bool:
         return False
     from rich.table import Table
 
+    from deployctl.ui import keep_numbers_whole
+
     table = Table(title=f"regressions beyond {max_regression:g}%", title_justify="left")
     for column in ("run", "metric", "baseline", "now", "change"):
         table.add_column(column, justify="right")
     for r in regressions:
         table.add_row(r.run, r.metric, f"{r.baseline:.2f}", f"{r.current:.2f}", f"{r.change_pct:+.1f}%")
+    keep_numbers_whole(table, "baseline", "now", "change")
     ui.console(stderr=True).print(table)
     return True
 

@@ -83,6 +83,8 @@ def _render_summary(ui, spec) -> None:
     from rich import box
     from rich.table import Table
 
+    from deployctl.ui import keep_numbers_whole
+
     if ui.quiet:
         return
     table = Table(title=f"{spec.name}: {spec.mode}, {spec.platform}/{spec.server}", title_justify="left",
@@ -95,6 +97,7 @@ def _render_summary(ui, spec) -> None:
             devices = ",".join(map(str, instance.devices)) or "-"
             table.add_row(host.name, instance.role, instance.name, devices, "/".join(ports),
                           str(instance.tp) if instance.devices else "-")
+    keep_numbers_whole(table, "devices", "ports", "TP")
     ui.print(table)
     ui.print("hosts: " + ", ".join(h.label for h in spec.used_hosts), markup=False)
     waves = [", ".join(i.name for i in wave) for wave in spec.start_order]

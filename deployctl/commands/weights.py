@@ -27,12 +27,15 @@ def sync(args, ui) -> int:
         return ExitStatus.OK
     from rich.table import Table
 
+    from deployctl.ui import keep_numbers_whole
+
     table = Table(title=f"{spec.name}: weights {'(dry run)' if args.dry_run else ''}".strip())
     for column in ("host", "files", "bytes", "to transfer" if args.dry_run else "transferred", "seconds", "manifest"):
         table.add_column(column)
     for r in reports:
         moved = r.planned_bytes if args.dry_run else r.transferred_bytes
         table.add_row(r.host, str(r.files), str(r.bytes), str(moved), f"{r.seconds:.2f}", (r.manifest_digest or "-")[:19])
+    keep_numbers_whole(table, "files", "bytes", "to transfer", "transferred", "seconds")
     ui.print(table)
     ui.print("[green]all hosts hold identical weights[/]" if identical else "[yellow]hosts differ[/]")
     return ExitStatus.OK

@@ -112,3 +112,18 @@ def test_baseline_gate_trips_and_names_the_regression(standin, capsys, tmp_path)
     baseline.write_text(json.dumps(doc))
     code, _, err = bench(capsys, *argv, "--baseline", str(baseline), "--max-regression", "60")
     assert code == 0 and "none regressed" in err
+
+
+def test_static_table_through_a_pipe_prints_every_value_in_full(standin, tmp_path):
+    from deployctl.bench.report import table_rows
+    from tests.test_ui import assert_in_full, piped
+
+    server = standin(name="a-served-model-name-long-enough-for-the-title")
+    done = piped("bench", "static", server.url, "--parallel-num", "1", "2", "--prompt-tokens", "20",
+                 "--output-tokens", "4", "--epochs", "1", "--result-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "bench_static.json").read_text())
+    header, rows = table_rows(document)
+    assert len(rows) == 2
+    assert_in_full(done.stdout, [*header, *(cell for row in rows for cell in row), server.url,
+                                 "a-served-model-name-long-enough-for-the-title"])

@@ -1,0 +1,87 @@
+"""Terminal output: tables through a pipe print every value in full; numbers are never cut."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from deployctl.ui import keep_numbers_whole
+
+LONG_NAME = "a-deployment-name-of-forty-characters-xx"
+
+
+def piped(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real CLI with stdout a pipe and COLUMNS=80, as in a CI log or `| less`."""
+    return subprocess.run([sys.executable, "-m", "deployctl", *argv], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "80", "NO_COLOR": "1", **(env or {})})
+
+
+def assert_in_full(out: str, values) -> None:
+    assert "…" not in out, out
+    cut = [value for value in values if str(value) not in out]
+    assert cut == [], out
+
+
+def long_spec(tmp_path) -> str:
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        f"version: 1\nname: {LONG_NAME}\nplatform: ascend\nserver: vllm\n"
+        "hosts:\n  a-host-name-that-is-quite-long-as-well: {address: 192.0.2.21}\n"
+        "image: {name: deployctl/standin-vllm:latest}\n"
+        "weights: {source: s3://models/tiny/, dest: /srv/weights/tiny}\n"
+        "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n"
+        "topology:\n  mode: mixed\n  instances:\n"
+        "    - {host: a-host-name-that-is-quite-long-as-well, devices: [0, 1, 2, 3, 4, 5, 6, 7], port: 58080}\n")
+    return str(path)
+
+
+def test_validate_through_a_pipe_prints_every_value_in_full(tmp_path):
+    done = piped("validate", long_spec(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert_in_full(done.stdout, [f"{LONG_NAME}-mixed-0", "a-host-name-that-is-quite-long-as-well",
+                                 "0,1,2,3,4,5,6,7", "58080"])
+    assert max(len(line) for line in done.stdout.splitlines()) > 80  # wider than the terminal would be
+
+
+def numbers_table() -> Table:
+    table = Table(title="bench")
+    for header in ("instance", "req/s", "out tok/s", "TTFT p99"):
+        table.add_column(header, justify="right")
+    table.add_row(LONG_NAME, "12345.67", "987654.3", "100200.3")
+    return table
+
+
+def terminal(width: int) -> Console:
+    """A terminal of this width, set up as UI.console() sets up its consoles (soft wrap: never cropped)."""
+    return Console(file=io.StringIO(), force_terminal=True, width=width, no_color=True, soft_wrap=True)
+
+
+def test_at_a_narrow_terminal_numbers_stay_whole_while_text_gives_way():
+    console = terminal(40)
+    table = numbers_table()
+    keep_numbers_whole(table, "req/s", "out tok/s", "TTFT p99")
+    console.print(table)
+    out = console.file.getvalue()
+    assert all(f" {n} " in out for n in ("12345.67", "987654.3", "100200.3")), out
+    assert LONG_NAME not in out  # the text column gave way to fit the terminal
+
+
+def test_without_it_a_narrow_terminal_cuts_numbers():
+    console = terminal(40)
+    console.print(numbers_table())
+    assert "12345.…" in console.file.getvalue()  # rich's default, which keep_numbers_whole prevents
+
+
+def test_at_a_terminal_too_narrow_for_the_numbers_they_are_still_never_cut():
+    console = terminal(30)
+    table = numbers_table()
+    keep_numbers_whole(table, "req/s", "out tok/s", "TTFT p99")
+    console.print(table)
+    out = console.file.getvalue()
+    assert "…" not in out.replace(LONG_NAME[:3] + "…", "")
+    assert all(f" {n} " in out for n in ("12345.67", "987654.3", "100200.3")), out
