@@ -45,7 +45,8 @@ def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
         name = target.host.name
         host_facts = facts[name]
         findings = check_host(plan.requirements, host_facts, platform=plan.platform, devices_used=target.devices,
-                              own_deployment=plan.own_deployment, disaggregated=plan.disaggregated)
+                              own_deployment=plan.own_deployment, disaggregated=plan.disaggregated,
+                              host=target.host)
         if name in tls and len(tls) > 1:  # across hosts: every device of every host has the same switch
             findings = tuple(tls[name] if f.name == "hccn_tls" else f for f in findings)
         if ssh_fixes and name in ssh_fixes:

@@ -12,7 +12,7 @@ from deployctl.facts.probes import Probe
 MISSING = 127  # the shell's "command not found"
 # probe key -> HostFacts field for the probes that fill one field directly
 FIELDS = {
-    "arch": "arch", "npu_info": "npu", "npu_count": "npu_count", "version_info": "driver_files",
+    "arch": "arch", "os_release": "os_release", "npu_info": "npu", "npu_count": "npu_count", "version_info": "driver_files",
     "docker_version": "docker", "docker_info": "docker_info", "ip_forward": "ip_forward", "disk": "disk",
     "containers": "containers", "hccn_conf": "hccn_conf", "gpus": "gpus", "gpu_apps": "gpu_processes",
 }

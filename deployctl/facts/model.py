@@ -299,6 +299,30 @@ class DockerInfo:
     docker_root_dir: Optional[str]
 
 
+# os-release IDs (ID, ID_LIKE) of each family whose install commands doctor's fixes know
+DEBIAN_IDS = ("debian", "ubuntu")
+EULER_IDS = ("euleros", "hce", "openeuler", "centos", "rhel", "fedora")
+
+
+@dataclass(frozen=True)
+class OsRelease:
+    """`/etc/os-release`: which distribution a host runs (ID, ID_LIKE), for install hints."""
+
+    id: str
+    id_like: tuple[str, ...] = ()
+    version_id: Optional[str] = None
+    pretty_name: Optional[str] = None
+
+    @property
+    def family(self) -> Optional[str]:
+        """`debian` (apt-get), `euler` (yum: EulerOS, HCE, openEuler, CentOS), or None when unknown."""
+        ids = (self.id.lower(), *(like.lower() for like in self.id_like))
+        for family, known in (("debian", DEBIAN_IDS), ("euler", EULER_IDS)):
+            if any(i in known for i in ids):
+                return family
+        return None
+
+
 @dataclass(frozen=True)
 class DiskFree:
     """`df -Pk PATH`: the filesystem holding PATH."""
@@ -425,6 +449,7 @@ class HostFacts:
     reachable: bool = True
     error: Optional[str] = None  # why the host could not be reached
     arch: Optional[str] = None
+    os_release: Optional[OsRelease] = None
     npu: Optional[NpuSmiInfo] = None
     npu_count: Optional[NpuCount] = None
     boards: Optional[tuple[NpuBoard, ...]] = None

@@ -15,6 +15,7 @@ NPU_SMI = "npu-smi"
 # the vendor's location; the login PATH of a non-interactive SSH session often lacks it
 HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
 JSON = "{{json .}}"
+OS_RELEASE = "/etc/os-release"
 GPU_QUERY = ("index", "name", "uuid", "memory.total", "memory.used", "driver_version")
 APP_QUERY = ("gpu_uuid", "pid", "process_name", "used_memory")
 
@@ -69,6 +70,7 @@ def gpu_probes() -> tuple[Probe, ...]:
 def host_probes(disk_path: Optional[str]) -> tuple[Probe, ...]:
     probes = [
         Probe(("uname", "-m"), system.parse_uname_machine, "arch"),
+        Probe(("cat", OS_RELEASE), system.parse_os_release, "os_release"),  # which install commands to suggest
         Probe(("docker", "version", "--format", JSON), docker.parse_docker_version, "docker_version",
               parse_failed_output=True),
         Probe(("docker", "info", "--format", JSON), docker.parse_docker_info, "docker_info"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deployctl.errors import FactParseError
-from deployctl.facts.model import DiskFree
+from deployctl.facts.model import DiskFree, OsRelease
 from deployctl.facts.text import first_line, numbered_lines, to_int
 
 IP_FORWARD = "net.ipv4.ip_forward"
@@ -60,3 +60,23 @@ def parse_uname_machine(text: str) -> str:
         number, line = first_line(text)
         raise FactParseError("uname -m", number, line, "one word such as 'aarch64' or 'x86_64'")
     return lines[0][1].strip()
+
+
+def parse_os_release(text: str) -> OsRelease:
+    """`cat /etc/os-release`: shell-style KEY=value lines (values optionally quoted); ID is required."""
+    values = {}
+    for number, line in numbered_lines(text):
+        if line.lstrip().startswith("#"):
+            continue
+        key, found, value = line.partition("=")
+        if not found or not key.strip().isidentifier():
+            raise FactParseError("cat /etc/os-release", number, line, "KEY=value")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        values[key.strip()] = value
+    if not values.get("ID"):
+        number, line = first_line(text)
+        raise FactParseError("cat /etc/os-release", number, line, "an ID= line (e.g. ID=ubuntu)")
+    return OsRelease(id=values["ID"], id_like=tuple(values.get("ID_LIKE", "").split()),
+                     version_id=values.get("VERSION_ID"), pretty_name=values.get("PRETTY_NAME"))

@@ -5,6 +5,7 @@ so a None fact) is a FAIL with an install fix, never a crash."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Mapping, Optional
 
 from deployctl.facts.compat import rows_for_driver
@@ -19,7 +20,7 @@ from deployctl.plan.checks_gpu import (
 )
 from deployctl.plan.checks_hccn import check_hccn, check_tls_consistency
 from deployctl.plan.findings import FAIL, PASS, SKIP, WARN, Finding, describe_holder, owned_by, unknown
-from deployctl.spec.model import Requirements
+from deployctl.spec.model import Host, Requirements
 
 __all__ = ["Finding", "check_host", "check_tls_consistency", "IP_FORWARD_FIX", "GIB"]
 
@@ -37,12 +38,15 @@ def check_host(
     devices_used: tuple[int, ...] = (),
     own_deployment: Optional[str] = None,
     disaggregated: bool = False,
+    host: Optional[Host] = None,
 ) -> tuple[Finding, ...]:
-    """Every check of one host, in the order doctor prints them; an unreachable host gets only `ssh`."""
+    """Every check of one host, in the order doctor prints them; an unreachable host gets only `ssh`.
+    `host` (how it is reached) makes the `ssh` row concrete: the real ssh command, or `local (no SSH)`."""
+    local = host is not None and host.is_local
+    expected = "this machine (no SSH)" if local else "reachable over SSH"
     if not facts.reachable:
-        fix = "check the host's address, port, user and key (ssh -p PORT USER@ADDRESS) and its known_hosts entry"
-        return (Finding("ssh", FAIL, facts.error or "unreachable", "reachable over SSH", fix),)
-    head = (Finding("ssh", PASS, "connected", "reachable over SSH", None),)
+        return (Finding("ssh", FAIL, facts.error or "unreachable", expected, ssh_fix(host)),)
+    head = (Finding("ssh", PASS, "local (no SSH)" if local else "connected", expected, None),)
     host = (check_ip_forward(requirements, facts), check_disk(requirements, facts))
     if platform == "gpu":
         return (
@@ -65,6 +69,21 @@ def check_host(
     free = check_npu_free(facts, devices_used, own_deployment)
     hccn = check_hccn(facts, devices_used) if disaggregated else ()
     return head + npu + (check_docker(facts),) + host + free + hccn
+
+
+def ssh_fix(host: Optional[Host]) -> str:
+    """What to try by hand when a host cannot be reached: the exact ssh command deployctl's settings mean."""
+    if host is None:
+        return "check the host's address, port, user and key and its known_hosts entry"
+    if host.is_local:
+        return "run deployctl as a user that may run commands on this machine"
+    argv = ["ssh", "-p", str(host.ssh.port)]
+    if host.ssh.identity_file:
+        argv += ["-i", host.ssh.identity_file]
+    if host.ssh.jump:
+        argv += ["-J", host.ssh.jump]
+    argv.append(f"{host.ssh.user}@{host.address}")
+    return f"check the host's address, port, user and key ({shlex.join(argv)}) and its known_hosts entry"
 
 
 def _driver_fix(required: str) -> str:

@@ -15,12 +15,34 @@ STATUSES = (PASS, WARN, FAIL, SKIP)
 INSTALL_FIX = {
     "npu-smi": "install the Ascend HDK driver package (it provides npu-smi) and reboot",
     "hccn_tool": "install the Ascend HDK driver package (it provides /usr/local/Ascend/driver/tools/hccn_tool)",
-    "docker": "install docker (EulerOS/HCE: yum install -y docker-engine.aarch64 docker-engine-selinux.noarch "
-    "docker-runc.aarch64) and run: systemctl enable --now docker",
     "nvidia-smi": "install the NVIDIA driver (it provides nvidia-smi)",
     "sysctl": "install procps (it provides sysctl)",
     "df": "install coreutils (it provides df)",
 }
+DOCKER_INSTALL_PAGE = "https://docs.docker.com/engine/install/"
+
+
+def docker_install_fix(facts: HostFacts) -> str:
+    """How to install docker on this host: from its OS family and architecture, else docker's install page."""
+    release = facts.os_release
+    family = release.family if release else None
+    name = (release.pretty_name or release.id) if release else None
+    if family == "debian":
+        command = "apt-get install -y docker.io"
+    elif family == "euler" and facts.arch == "aarch64":
+        command = "yum install -y docker-engine.aarch64 docker-engine-selinux.noarch docker-runc.aarch64"
+    elif family == "euler":
+        command = "yum install -y docker-engine"
+    else:
+        seen = f"{name}, " if name else ""
+        return (f"install docker ({seen}see {DOCKER_INSTALL_PAGE}) and run: systemctl enable --now docker")
+    return f"install docker ({name}: {command}) and run: systemctl enable --now docker"
+
+
+def install_fix(tool: str, facts: HostFacts) -> str:
+    if tool == "docker":
+        return docker_install_fix(facts)
+    return INSTALL_FIX.get(tool, f"install {tool}")
 
 
 @dataclass(frozen=True)
@@ -53,7 +75,7 @@ class Finding:
 def unknown(name: str, facts: HostFacts, key: str, tool: str, expected: str, **where) -> Finding:
     """A FAIL for a fact that is missing: the tool is not installed, or it failed, or nobody asked."""
     if tool in facts.missing_tools:
-        return Finding(name, FAIL, f"{tool} not found on the host", expected, INSTALL_FIX.get(tool, f"install {tool}"), **where)
+        return Finding(name, FAIL, f"{tool} not found on the host", expected, install_fix(tool, facts), **where)
     error = facts.probe_error(key)
     if error:
         return Finding(name, FAIL, f"{tool} failed: {error}", expected, f"run the probe by hand on the host and fix what it reports ({tool})", **where)

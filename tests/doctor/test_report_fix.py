@@ -31,6 +31,7 @@ SAMPLES = {
     "board:0": "npu-smi/board-i1-23.0.6",
     "version_info": "files/driver-version-info-23.0.6",
     "arch": "system/uname-m",
+    "os_release": "system/os-release-hce-2.0",
     "docker_version": "system/docker-version-json",
     "docker_info": "system/docker-info-json",
     "ip_forward": "system/sysctl-ip-forward-1",

@@ -170,6 +170,63 @@ def test_link_down_fails_hccn_link(bed, deployctl, restore_profiles):
     assert pings == [("tb1", "NPU 1 -> 10.201.2.11: 0/3 answered"), ("tb2", "NPU 1 -> 10.201.1.11: 0/3 answered")]
 
 
+DEBIAN_LIKE = ('PRETTY_NAME="Ubuntu 24.04.1 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\nID_LIKE=debian\n')
+EULER_LIKE = ('NAME="EulerOS"\nVERSION="2.0 (SP10)"\nID="euleros"\nVERSION_ID="2.0"\n'
+              'PRETTY_NAME="EulerOS 2.0 (SP10)"\nANSI_COLOR="0;31"\n')
+# first on the SSH session's PATH, in the host's own /usr/local overlay
+TOOLS = "/usr/local/Ascend/driver/tools"
+NO_DOCKER = "#!/bin/sh\necho 'sh: docker: command not found' >&2\nexit 127\n"
+AARCH64 = '#!/bin/sh\nif [ "$1" = -m ]; then echo aarch64; exit 0; fi\nexec /bin/uname "$@"\n'
+
+
+def _put(bed, host, path, text, mode="644"):
+    bed.run_on(host, ["sh", "-c", f'rm -f "$1" && cat > "$1" && chmod {mode} "$1"', "sh", path], input=text)
+
+
+def _os_release_of(bed, host):
+    """What to put back: the symlink target (the usual /etc/os-release) or the file's text."""
+    link = bed.run_on(host, ["readlink", "/etc/os-release"], check=False)
+    return ("link", link.stdout.strip()) if link.returncode == 0 else ("text", bed.run_on(
+        host, ["cat", "/etc/os-release"]).stdout)
+
+
+def _restore_os_release(bed, host, saved):
+    kind, value = saved
+    if kind == "link":
+        bed.run_on(host, ["sh", "-c", 'rm -f /etc/os-release && ln -s "$1" /etc/os-release', "sh", value])
+    else:
+        _put(bed, host, "/etc/os-release", value)
+
+
+def test_docker_hint_follows_each_hosts_os_and_architecture(bed, deployctl):
+    """No docker on a Debian-like x86_64 host and an EulerOS-like aarch64 host: each gets its own recipe."""
+    saved = {host: _os_release_of(bed, host) for host in ("tb3", "tb4")}
+    try:
+        _put(bed, "tb3", "/etc/os-release", DEBIAN_LIKE)
+        _put(bed, "tb4", "/etc/os-release", EULER_LIKE)
+        for host in ("tb3", "tb4"):
+            _put(bed, host, f"{TOOLS}/docker", NO_DOCKER, mode="755")
+        _put(bed, "tb4", f"{TOOLS}/uname", AARCH64, mode="755")
+        path = write_spec(bed, deployctl, "doc-os", mixed("tb3") + "    - {host: tb4, devices: [0], port: 8381}\n",
+                          ["tb3", "tb4"])
+        code, doc = deployctl.json("doctor", path)
+    finally:
+        for host in ("tb3", "tb4"):
+            bed.run_on(host, ["rm", "-f", f"{TOOLS}/docker", f"{TOOLS}/uname"])
+            _restore_os_release(bed, host, saved[host])
+    assert code == 3
+    docker = {h: [c for c in checks(doc, h) if c["name"] == "docker"][0] for h in ("tb3", "tb4")}
+    assert docker["tb3"]["observed"] == docker["tb4"]["observed"] == "docker not found on the host"
+    assert docker["tb3"]["fix"] == ("install docker (Ubuntu 24.04.1 LTS: apt-get install -y docker.io) and run: "
+                                    "systemctl enable --now docker")
+    assert docker["tb4"]["fix"] == ("install docker (EulerOS 2.0 (SP10): yum install -y docker-engine.aarch64 "
+                                    "docker-engine-selinux.noarch docker-runc.aarch64) and run: "
+                                    "systemctl enable --now docker")
+    # put back: each host's own os-release, and docker answers again
+    assert {host: _os_release_of(bed, host) for host in ("tb3", "tb4")} == saved
+    assert deployctl.json("doctor", path)[0] == 0
+
+
 def test_host_down_is_a_failing_ssh_row_not_a_crash(bed, deployctl):
     first = bed.hosts[0]
     code, doc = deployctl.json("doctor", "--host", "root@10.200.0.11:2", "--host", "root@10.200.0.12",
@@ -179,6 +236,8 @@ def test_host_down_is_a_failing_ssh_row_not_a_crash(bed, deployctl):
     assert (down["host"], down["address"], down["reachable"]) == ("10.200.0.11:2", "10.200.0.11", False)
     assert [(c["name"], c["status"], c["observed"]) for c in down["checks"]] == [
         ("ssh", "FAIL", "cannot connect to 10.200.0.11:2: connection refused")]
+    # the command to try by hand is the real one, not `ssh -p PORT USER@ADDRESS`
+    assert f"(ssh -p 2 -i {first.identity_file} root@10.200.0.11)" in down["checks"][0]["fix"]
     up = doc["hosts"][1]
     assert up["reachable"] is True and up["checks"][0] == {
         "name": "ssh", "status": "PASS", "observed": "connected", "expected": "reachable over SSH", "fix": None}

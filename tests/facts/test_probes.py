@@ -33,6 +33,7 @@ def test_ascend_disaggregated_probe_argv():
         ("/usr/local/Ascend/driver/tools/hccn_tool", "-i", "5", "-link", "-g"),
         ("/usr/local/Ascend/driver/tools/hccn_tool", "-i", "5", "-tls", "-g"),
         ("uname", "-m"),
+        ("cat", "/etc/os-release"),
         ("docker", "version", "--format", "{{json .}}"),
         ("docker", "info", "--format", "{{json .}}"),
         ("sysctl", "-n", "net.ipv4.ip_forward"),

@@ -331,3 +331,52 @@ def test_weights_identity_pass_skip_warn_fail():
     assert (partial["a"].status, partial["b"].status) == ("PASS", "WARN")
     differ = check_weights_identity({"a": "sha256:1", "b": "sha256:2"})
     assert {f.status for f in differ.values()} == {"FAIL"} and "weights sync" in differ["b"].fix
+
+
+def _release(case: str):
+    return system.parse_os_release(out(f"system/os-release-{case}"))
+
+
+@pytest.mark.parametrize("case, arch, command", [
+    ("ubuntu-24.04", "x86_64", "Ubuntu 24.04.1 LTS: apt-get install -y docker.io"),
+    ("debian-12", "aarch64", "Debian GNU/Linux 12 (bookworm): apt-get install -y docker.io"),
+    ("hce-2.0", "aarch64", "Huawei Cloud EulerOS 2.0 (aarch64): yum install -y docker-engine.aarch64 "
+                           "docker-engine-selinux.noarch docker-runc.aarch64"),
+    ("euleros-2.0-sp10", "x86_64", "EulerOS 2.0 (SP10): yum install -y docker-engine"),
+    ("openeuler-22.03", "x86_64", "openEuler 22.03 (LTS-SP1): yum install -y docker-engine"),
+    ("centos-7", "x86_64", "CentOS Linux 7 (Core): yum install -y docker-engine"),
+])
+def test_docker_install_fix_follows_the_hosts_os_family_and_architecture(case, arch, command):
+    facts = replace(HEALTHY, arch=arch, os_release=_release(case), docker=None, missing_tools=("docker",))
+    (finding,) = by_name(check_host(ASCEND, facts), "docker")
+    assert finding.fix == f"install docker ({command}) and run: systemctl enable --now docker"
+    assert (".aarch64" in finding.fix) == (arch == "aarch64" and "yum" in command)
+
+
+@pytest.mark.parametrize("release", [None, "alpine-3.20"])
+def test_docker_install_fix_on_an_unknown_os_links_dockers_install_page(release):
+    facts = replace(HEALTHY, os_release=release and _release(release), docker=None, missing_tools=("docker",))
+    (finding,) = by_name(check_host(ASCEND, facts), "docker")
+    assert "https://docs.docker.com/engine/install/" in finding.fix
+    assert "yum" not in finding.fix and "apt-get" not in finding.fix
+    assert ("Alpine Linux v3.20" in finding.fix) == (release is not None)
+
+
+def test_ssh_fix_is_the_real_command_and_a_local_host_has_no_ssh():
+    from deployctl.spec.model import Host, SshSettings
+
+    down = HostFacts(reachable=False, error="cannot connect to 10.200.0.11:22: connection refused")
+    host = Host("tb1", "10.200.0.11", SshSettings(user="root", port=22))
+    (ssh,) = check_host(ASCEND, down, host=host)
+    assert ssh.fix == ("check the host's address, port, user and key (ssh -p 22 root@10.200.0.11) and its "
+                       "known_hosts entry")
+    jumped = Host("n2", "192.0.2.12", SshSettings(user="ma-user", port=2222, identity_file="/k/id ed",
+                                                  jump="bastion:22"))
+    (ssh,) = check_host(ASCEND, down, host=jumped)
+    assert "(ssh -p 2222 -i '/k/id ed' -J bastion:22 ma-user@192.0.2.12)" in ssh.fix
+    assert "PORT" not in check_host(ASCEND, down)[0].fix
+
+    local = check_host(ASCEND, HEALTHY, host=Host("here", "local"))
+    assert (local[0].name, local[0].status, local[0].observed) == ("ssh", "PASS", "local (no SSH)")
+    remote = check_host(ASCEND, HEALTHY, host=host)
+    assert (remote[0].observed, remote[0].expected) == ("connected", "reachable over SSH")
