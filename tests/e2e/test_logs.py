@@ -37,7 +37,10 @@ def test_json_is_one_document_with_each_instance_lines(bed, deployctl):
         assert len(entry["lines"]) == 3
 
         code, out, err = deployctl("logs", path, "-f", "--output", "json")
-        assert code == 2 and out == "" and "--follow" in err
+        assert code == 2 and "--follow" in err
+        refused = one_document(out)  # the failure document of --output json, nothing streamed
+        assert refused["ok"] is False and refused["error"]["type"] == "UsageError"
+        assert "--follow" in refused["error"]["message"]
     finally:
         deployctl("down", path, "--yes")
 
