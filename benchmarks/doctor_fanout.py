@@ -32,7 +32,7 @@ from pathlib import Path
 from deployctl.batch import batch_script
 from deployctl.doctor.gather import doctor_probes
 from deployctl.doctor.targets import plan_for_spec
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.spec.load import load_spec
 from deployctl.weights.manifest import MANIFEST_NAME
 from tests.testbed import Testbed

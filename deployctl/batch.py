@@ -10,7 +10,7 @@ import shlex
 import uuid
 from typing import Sequence
 
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.transport import Result, Transport
 
 # Vendor tools live outside a non-login shell's PATH on DevServers.

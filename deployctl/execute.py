@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
 from deployctl.errors import HostError
-from deployctl.plan.model import Command, HealthCheck, Plan, Step
+from deployctl.core import Command
+from deployctl.plan.model import HealthCheck, Plan, Step
 from deployctl.transport import Result, Transport
 
 Event = Callable[[str, Step, str], None]  # (kind, step, message); kinds: start, progress, done, failed, undo

@@ -13,7 +13,7 @@ from typing import Callable, Mapping, TypeVar
 from deployctl.errors import HostError
 from deployctl.facts.docker import parse_docker_inspect
 from deployctl.plan.containers import ranktable_dir
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.plan.up import DeployFacts, health_path
 from deployctl.spec.model import Host, Spec
 from deployctl.transport import Transport

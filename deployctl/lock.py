@@ -10,7 +10,7 @@ import time
 from datetime import datetime, timezone
 
 from deployctl.errors import HostError
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.transport import Transport
 
 _LOCKED = 75

@@ -1,7 +1,7 @@
 """run_batch: many commands, one round trip, exact outputs and exit codes per command."""
 
 from deployctl.batch import run_batch
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.transport.local import LocalTransport
 
 

@@ -1,7 +1,8 @@
 """execute: stages in order, a failure undoes what ran (in reverse), a no-op runs nothing, secrets stay hidden."""
 
 from deployctl.execute import Executor
-from deployctl.plan.model import Command, HealthCheck, Plan, PutFile, Secret, Stage, Step
+from deployctl.core import Command, Secret
+from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.transport import Result
 from tests.fakes.transport import FakeTransport
 

@@ -32,3 +32,12 @@ def test_pure_module_imports_no_io(path):
             imported.add(node.module)
     bad = sorted(name for name in imported if any(name == f or name.startswith(f + ".") for f in FORBIDDEN))
     assert bad == [], f"{path.name} imports {bad}"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "spec").rglob("*.py")), ids=lambda p: p.name)
+def test_spec_imports_nothing_from_plan(path):
+    """spec/ is the bottom layer beside core: the plan is built from it, never the other way round."""
+    tree = ast.parse(path.read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert sorted(n for n in imported if n.startswith("deployctl.plan")) == []

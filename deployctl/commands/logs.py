@@ -14,7 +14,7 @@ DOCKER_HINT = "start it (systemctl start docker) and check `docker ps` on the ho
 def read_logs(transport, name: str, since: str | None, tail: int) -> list[tuple[str, str]]:
     """(timestamp, text) pairs of one container, oldest first; a HostError when docker cannot give them."""
     from deployctl.facts.docker_logs import parse_docker_logs
-    from deployctl.plan.model import Command
+    from deployctl.core import Command
 
     argv = ["docker", "logs", "--timestamps"]
     argv += ["--since", since] if since else ["--tail", str(tail)]

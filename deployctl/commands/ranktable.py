@@ -230,7 +230,7 @@ def _this_host_ip(transport, requested: Optional[str]) -> str:
 def _card_count(transport, requested: Optional[int]) -> Optional[int]:
     """--cards, else `npu-smi info -l`'s count; None where npu-smi is not installed (ids then checked loosely)."""
     from deployctl.facts.npu_smi import parse_npu_smi_count
-    from deployctl.plan.model import Command
+    from deployctl.core import Command
 
     if requested is not None:
         if requested < 1:
@@ -278,7 +278,7 @@ def _device_ips(transport, devices: list[int]) -> dict[int, str]:
     import shutil
 
     from deployctl.facts.files import HCCN_CONF, parse_hccn_conf
-    from deployctl.plan.model import Command
+    from deployctl.core import Command
     from deployctl.ranktable.device_ips import (
         HCCN_TOOL, HCCN_TOOL_PATH, ToolAnswer, hccn_ip_argv, ip_from_tool, resolve_device_ip,
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 from deployctl.doctor.report import HostReport
 from deployctl.errors import HostError
 from deployctl.plan.findings import FAIL
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.transport import Transport
 
 # "zz-" sorts after every numbered file, Debian's 99-sysctl.conf (a link to /etc/sysctl.conf) included.

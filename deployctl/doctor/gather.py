@@ -15,7 +15,7 @@ from deployctl.facts.assemble import ProbeOutput, host_facts_from
 from deployctl.facts.model import HostFacts
 from deployctl.facts.probes import Probe, hccn_ping_probe, probes_for
 from deployctl.doctor.targets import DoctorPlan, PingPair, Target
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.transport import Transport
 
 # df fails on a path that does not exist yet (weights not synced): walk up to the first existing parent.

@@ -15,7 +15,7 @@ from deployctl.gather import on_hosts
 from deployctl.image.inputs import LABEL_INPUTS, context_tar, inputs_digest
 from deployctl.image.package import Package
 from deployctl.image.plan import HostAction, HostImage, plan_image_build
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.spec.model import Spec
 from deployctl.transport import Transport
 

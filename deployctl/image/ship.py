@@ -13,7 +13,7 @@ import uuid
 from typing import Mapping, Sequence
 
 from deployctl.errors import HostError
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.transport import Transport
 
 _CHUNK = 1 << 20

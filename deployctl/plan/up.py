@@ -27,7 +27,8 @@ from deployctl.plan.containers import (
     ranktable_dir,
 )
 from deployctl.plan import triton
-from deployctl.plan.model import Command, HealthCheck, Plan, PutFile, Secret, Stage, Step
+from deployctl.core import Command, Secret
+from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.plan.verify import plan_verify
 from deployctl.spec.model import Spec
 

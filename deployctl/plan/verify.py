@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from deployctl.plan.model import Command, Stage, Step
+from deployctl.core import Command
+from deployctl.plan.model import Stage, Step
 from deployctl.spec.model import Instance, Spec
 
 SMOKE_PROMPT = "Say hello in one short sentence."

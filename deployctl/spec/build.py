@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from deployctl.plan.model import Secret
+from deployctl.core import Secret
 from deployctl.spec.locate import Document
 from deployctl.spec.model import (
     EnvVar, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Spec, SshSettings, WeightsSpec,

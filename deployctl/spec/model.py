@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
-from deployctl.plan.model import Secret
+from deployctl.core import Secret
 
 ROLES = ("mixed", "prefill", "decode", "scheduler")
 LOCAL_ADDRESS = "local"

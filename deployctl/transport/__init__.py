@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Union
 
-from deployctl.plan.model import Command, Secret
+from deployctl.core import Command, Secret
 
 
 @dataclass(frozen=True)

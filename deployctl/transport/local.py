@@ -8,7 +8,7 @@ import tempfile
 from typing import Union
 
 from deployctl.errors import HostError
-from deployctl.plan.model import Command, Secret
+from deployctl.core import Command, Secret
 from deployctl.transport import Result, stdin_bytes
 
 

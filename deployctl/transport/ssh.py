@@ -23,7 +23,7 @@ from typing import Optional, Union
 import paramiko
 
 from deployctl.errors import HostError, HostKeyError
-from deployctl.plan.model import Command, Secret
+from deployctl.core import Command, Secret
 from deployctl.spec.model import Host, SshSettings
 from deployctl.transport import Result, stdin_bytes
 from deployctl.transport.connect import DEFAULT_CONNECT_TIMEOUT

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from deployctl.errors import HostError
-from deployctl.plan.model import Command
+from deployctl.core import Command
 from deployctl.transport import Transport
 from deployctl.weights.manifest import MANIFEST_NAME, HostState
 

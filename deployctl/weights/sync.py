@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from deployctl.errors import HostError, UsageError
-from deployctl.plan.model import Command, Secret
+from deployctl.core import Command, Secret
 from deployctl.spec.model import Spec
 from deployctl.transport import Transport
 from deployctl.weights.host_state import read_host_state

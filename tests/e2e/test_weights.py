@@ -169,7 +169,7 @@ class _Recording:
 
 def test_no_secret_in_any_argv_or_put(testbed, uploaded, s3_env, capsys, tmp_path):
     from deployctl.deploy import connected
-    from deployctl.plan.model import Command, Secret
+    from deployctl.core import Command, Secret
     from deployctl.spec.load import load_spec
     from deployctl.ui import UI
     from deployctl.weights import sync_weights

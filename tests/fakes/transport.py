@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Union
 
-from deployctl.plan.model import Command, Secret
+from deployctl.core import Command, Secret
 from deployctl.transport import Result, stdin_bytes
 
 Response = Union[str, Result, Callable[[Command], Result]]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from deployctl.errors import SpecError
-from deployctl.plan.model import Secret
+from deployctl.core import Secret
 from deployctl.spec.load import check_spec_text, load_spec, load_spec_text
 from deployctl.spec.model import EnvVar, Host, SshSettings
 from tests.spec.corpus import SPECS

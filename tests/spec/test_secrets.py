@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.plan.model import Secret
+from deployctl.core import Secret
 from deployctl.plan.up import DeployFacts, plan_up
 from deployctl.spec.load import check_spec_text, load_spec_text
 from deployctl.ui import UI, render_plan
