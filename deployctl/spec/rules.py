@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from deployctl.errors import Problem
-from deployctl.spec import models
+from deployctl.spec import known_models
 from deployctl.spec.locate import Path
 from deployctl.spec.show import control_character, quoted
 
@@ -293,16 +293,16 @@ def check_platform(c: Context) -> Iterator[Problem]:
 def check_model_table(c: Context) -> Iterator[Problem]:
     """Seed 000's table: refuse too few cards, warn when max_model_len exceeds what the cards hold."""
     memory = c.value(("requirements", "npu_memory_gb"), int)
-    size = models.memory_class(memory)
+    size = known_models.memory_class(memory)
     if c.platform != "ascend" or size is None:
         return
-    family = models.family_for(c.value(("model", "family"), str), c.value(("model", "served_name"), str),
+    family = known_models.family_for(c.value(("model", "family"), str), c.value(("model", "served_name"), str),
                                c.value(("weights", "source"), str), c.value(("weights", "dest"), str))
     if family is None:
         return
-    limits = models.model_table()[family].on(size)
+    limits = known_models.model_table()[family].on(size)
     if limits is None:
-        other = models.model_table()[family].on_64gb
+        other = known_models.model_table()[family].on_64gb
         need = f" (64 GB cards: at least {other.min_cards})" if other else ""
         yield Problem(("requirements", "npu_memory_gb"), f"{family} does not run on {size} GB cards{need}")
         return

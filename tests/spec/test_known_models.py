@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deployctl.spec.models import CardLimits, family_for, match_family, memory_class, model_table
+from deployctl.spec.known_models import CardLimits, family_for, match_family, memory_class, model_table
 from deployctl.spec.schema import load_schema
 
 
