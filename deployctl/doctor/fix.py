@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from deployctl.doctor.report import HostReport
+from deployctl.doctor.report import HostChecks
 from deployctl.errors import HostError
 from deployctl.plan.findings import FAIL
 from deployctl.core import Command
@@ -37,7 +37,7 @@ class FixOutcome:
         return out
 
 
-def hosts_to_fix(reports: tuple[HostReport, ...]) -> tuple[str, ...]:
+def hosts_to_fix(reports: tuple[HostChecks, ...]) -> tuple[str, ...]:
     """Hosts whose ip_forward FAILs with a value read (0): the one repair that is safe to make."""
     return tuple(r.host for r in reports
                  if (f := r.finding("ip_forward")) is not None and f.status == FAIL and f.observed == "0")

@@ -12,7 +12,9 @@ from deployctl.plan.findings import FAIL, WARN, Finding
 
 
 @dataclass(frozen=True)
-class HostReport:
+class HostChecks:
+    """One host's doctor findings, in check order."""
+
     host: str
     address: str
     reachable: bool
@@ -35,7 +37,7 @@ class HostReport:
 
 def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
                  ssh_fixes: Optional[Mapping[str, str]] = None,
-                 weights: Optional[Mapping[str, Optional[str]]] = None) -> tuple[HostReport, ...]:
+                 weights: Optional[Mapping[str, Optional[str]]] = None) -> tuple[HostChecks, ...]:
     """One report per target, in plan order; `ssh_fixes` replaces the generic fix of an `ssh` FAIL
     (an unknown host key's fix is the exact trust command)."""
     identity = check_weights_identity(weights) if weights else {}
@@ -54,11 +56,11 @@ def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
                              for f in findings)
         if name in identity:
             findings += (identity[name],)
-        reports.append(HostReport(name, target.host.address, host_facts.reachable, findings))
+        reports.append(HostChecks(name, target.host.address, host_facts.reachable, findings))
     return tuple(reports)
 
 
-def document(reports: tuple[HostReport, ...], fixes: Optional[list] = None) -> dict:
+def document(reports: tuple[HostChecks, ...], fixes: Optional[list] = None) -> dict:
     """The contract's `doctor` JSON (plus `fixes` after --fix)."""
     doc = {"ok": not any(r.failed for r in reports), "hosts": [r.to_json() for r in reports]}
     if fixes is not None:
@@ -66,7 +68,7 @@ def document(reports: tuple[HostReport, ...], fixes: Optional[list] = None) -> d
     return doc
 
 
-def failure_lines(reports: tuple[HostReport, ...]) -> list[str]:
+def failure_lines(reports: tuple[HostChecks, ...]) -> list[str]:
     """`tb2 ip_forward: 0 (expected 1); fix: ...`: one line per FAIL."""
     return [f"{r.host} {f.name}: {f.observed} (expected {f.expected})" + (f"; fix: {f.fix}" if f.fix else "")
             for r in reports for f in r.failed]
@@ -75,7 +77,7 @@ def failure_lines(reports: tuple[HostReport, ...]) -> list[str]:
 _STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
 
 
-def table(reports: tuple[HostReport, ...], title: str = "doctor"):
+def table(reports: tuple[HostChecks, ...], title: str = "doctor"):
     """A rich Table: one row per check per host; the fix column says what to do about a FAIL or WARN."""
     from rich.markup import escape
     from rich.table import Table
@@ -94,7 +96,7 @@ def table(reports: tuple[HostReport, ...], title: str = "doctor"):
     return out
 
 
-def summary(reports: tuple[HostReport, ...]) -> str:
+def summary(reports: tuple[HostChecks, ...]) -> str:
     counts = {s: sum(1 for r in reports for f in r.findings if f.status == s) for s in ("FAIL", "WARN")}
     hosts_failed = sum(1 for r in reports if r.failed)
     if counts["FAIL"]:
