@@ -11,10 +11,11 @@ import uuid
 from typing import Sequence
 
 from deployctl.core import Command
+from deployctl.facts.hccn_tool import HCCN_TOOL_DIR
 from deployctl.transport import Result, Transport
 
 # Vendor tools live outside a non-login shell's PATH on DevServers.
-_PATH = "PATH=$PATH:/usr/local/Ascend/driver/tools:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin; export PATH"
+_PATH = f"PATH=$PATH:{HCCN_TOOL_DIR}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin; export PATH"
 
 
 def batch_script(commands: Sequence[Command], marker: str) -> str:

@@ -10,7 +10,8 @@ import deployctl
 PACKAGE = Path(deployctl.__file__).parent
 PURE = ["spec", "facts", "plan", "ranktable/model.py", "ranktable/build.py", "ranktable/merge.py",
         "ranktable/check.py", "ranktable/rules.py", "ranktable/rules_pd.py", "ranktable/rules_hccl.py",
-        "ranktable/device_ips.py", "image/plan.py", "weights/manifest.py", "bench/metrics.py", "bench/stats.py"]
+        "ranktable/device_ips.py", "ranktable/validation.py", "ranktable/gen_request.py",
+        "image/plan.py", "weights/manifest.py", "bench/metrics.py", "bench/stats.py"]
 FORBIDDEN = ("subprocess", "socket", "paramiko", "boto3", "botocore", "docker", "rich", "requests",
              "deployctl.transport", "deployctl.execute", "deployctl.gather", "deployctl.deploy", "deployctl.ui")
 

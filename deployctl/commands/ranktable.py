@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Optional
 
-from deployctl.errors import ExitStatus, Problem, RanktableError, UsageError
+from deployctl.errors import ExitStatus, RanktableError, UsageError
 
 
 def gen(args, ui) -> int:
@@ -16,10 +15,11 @@ def gen(args, ui) -> int:
         return _gen_for_spec(args, ui)
     from deployctl.ranktable import build_host_ranktables
     from deployctl.ranktable.build import check_request
+    from deployctl.ranktable.gen_request import parse_server_list, refuse_invalid
     from deployctl.transport.local import LocalTransport
 
-    prefill = _server_list("--prefill-server-list", args.prefill_server_list)
-    decode = _server_list("--decode-server-list", args.decode_server_list)
+    prefill = parse_server_list("--prefill-server-list", args.prefill_server_list)
+    decode = parse_server_list("--decode-server-list", args.decode_server_list)
     if not (prefill or decode or args.api_server):
         raise UsageError("nothing to generate: give --prefill-server-list, --decode-server-list or --api-server")
     transport = LocalTransport()
@@ -28,7 +28,7 @@ def gen(args, ui) -> int:
     check_request(host_ip, prefill, decode, cards)  # validate's rules, before anything is gathered or written
     devices = sorted({d for instance in prefill + decode for d in instance})
     files = build_host_ranktables(host_ip, prefill, decode, args.api_server, _device_ips(transport, devices), cards)
-    _refuse_invalid(files.files(), cards)
+    refuse_invalid(files.files(), cards)
     written = _write(transport, Path(args.save_dir or "."), files.files())
     _report_written(ui, written, f"ranktables for {host_ip}")
     return ExitStatus.OK
@@ -36,15 +36,16 @@ def gen(args, ui) -> int:
 
 def _gen_for_spec(args, ui) -> int:
     """Every ranktable of a disaggregated spec, from its live hosts over SSH, already merged."""
-    from deployctl import deploy
+    from deployctl.hosts import connect_options, connected
+    from deployctl.prepare import ranktables_from_hosts
     from deployctl.spec.load import load_spec
     from deployctl.transport.local import LocalTransport
 
     spec = load_spec(args.spec)
     if spec.mode != "disaggregated":
         raise UsageError(f"{spec.name} is a mixed deployment: ranktables exist only for disaggregated specs")
-    with deploy.connected(spec, options=deploy.connect_options(args, ui), hosts=spec.used_hosts) as transports:
-        files = deploy.render_ranktables(spec, transports)
+    with connected(spec, options=connect_options(args, ui), hosts=spec.used_hosts) as transports:
+        files = ranktables_from_hosts(spec, transports)
     directory = Path(args.save_dir) if args.save_dir else spec.state_dir / "ranktables"
     texts = {name: data.decode() for name, data in files.contents.items()}
     written = _write(LocalTransport(), directory, texts)
@@ -54,27 +55,14 @@ def _gen_for_spec(args, ui) -> int:
 
 def merge(args, ui) -> int:
     """Per-host global files -> global_ranktable_merge.json; nothing is written when the merge is refused."""
-    from deployctl.ranktable import MERGED_FILE_NAME, check_ranktable, merge as merge_tables
-    from deployctl.ranktable import ranktable_from_document, to_json
-    from deployctl.ranktable.check import GLOBAL_KINDS
+    from deployctl.ranktable import MERGED_FILE_NAME, to_json
+    from deployctl.ranktable.merge import merge_documents
     from deployctl.transport.local import LocalTransport
 
     paths = [*args.files, *args.global_ranktable_list]
     if not paths:
         raise UsageError("nothing to merge: give the per-host global ranktables (FILE... or --global-ranktable-list)")
-    tables, problems = [], []
-    for path in paths:
-        document = _read_json(path)
-        result = check_ranktable(document)
-        if result.kind not in GLOBAL_KINDS:
-            problems.append(Problem((), f"a {result.kind} file, expected a per-host global ranktable", file=path))
-        problems += [Problem(v.path, v.message, file=path) for v in result.problems]
-        if not problems:
-            tables.append(ranktable_from_document(document))
-    if problems:
-        raise RanktableError(f"refused: {len(problems)} problem{'s' if len(problems) != 1 else ''} in the inputs",
-                             problems)
-    text = to_json(merge_tables(tables, paths))
+    text = to_json(merge_documents([(path, _read_json(path)) for path in paths]))
     written = _write(LocalTransport(), Path(args.save_dir), {MERGED_FILE_NAME: text})
     _report_written(ui, written, f"merged {len(paths)} file{'s' if len(paths) != 1 else ''}")
     return ExitStatus.OK
@@ -83,94 +71,42 @@ def merge(args, ui) -> int:
 def validate(args, ui) -> int:
     """Every file's kind and every broken rule; exit 2 (after printing) when any file is invalid."""
     from deployctl.ranktable import check_ranktable
+    from deployctl.ranktable.validation import check_locals, file_report, validation_document
 
     reports, documents = [], {}
     for path in args.files:
         try:
             document = _read_json(path)
         except RanktableError as error:
-            reports.append(_file_report(path, None, [("", "readable", error.message.removeprefix(f"{path}: "))]))
+            reports.append(file_report(path, None, [("", "readable", error.message.removeprefix(f"{path}: "))]))
             continue
         result = check_ranktable(document, complete=args.complete, cards=args.cards)
         documents[path] = (result, document)
-        reports.append(_file_report(path, result.kind, [(v.json_path, v.rule, v.message) for v in result.problems]))
-    _check_locals(reports, documents)
+        reports.append(file_report(path, result.kind, [(v.json_path, v.rule, v.message) for v in result.problems]))
+    check_locals(reports, documents)
     if args.against_hosts:
         _check_against_hosts(args, reports, documents)
-    document = {"valid": all(r["valid"] for r in reports), "files": reports}
+    document = validation_document(reports)
     ui.emit_json(document) if ui.json else _render_validation(ui, reports)
     return ExitStatus.OK if document["valid"] else ExitStatus.SPEC
 
 
-def _check_locals(reports: list[dict], documents: dict[str, tuple[Any, Any]]) -> None:
-    """Each valid local file given with valid global files must equal its entry in them."""
-    from deployctl.ranktable.check import GLOBAL_KINDS, PD_LOCAL, check_local_against_globals
-
-    globals_ = [(p, d) for p, (r, d) in documents.items() if r.kind in GLOBAL_KINDS and r.valid]
-    for report in reports:
-        result, local = documents.get(report["file"], (None, None))
-        if result is None or result.kind != PD_LOCAL or not result.valid:
-            continue
-        found = check_local_against_globals(local, globals_)
-        report["errors"] += [_error(v.json_path, v.rule, v.message) for v in found]
-        report["valid"] = not report["errors"]
-
-
-def device_entries(document: Any):
-    """(json path, server_ip, device_id, device_ip) of every device in a P/D or HCCL ranktable."""
-    if not isinstance(document, dict):
-        return
-    groups = document.get("server_group_list")
-    lists = ([(f"server_group_list[{g}].", group.get("server_list") or []) for g, group in enumerate(groups)
-              if isinstance(group, dict)] if isinstance(groups, list) else [("", document.get("server_list") or [])])
-    for prefix, servers in lists:
-        for s, server in enumerate(servers if isinstance(servers, list) else []):
-            if not isinstance(server, dict):
-                continue
-            ip = server.get("server_ip") or server.get("server_id")
-            for d, device in enumerate(server.get("device") or []):
-                if isinstance(device, dict) and str(device.get("device_id", "")).isdigit():
-                    yield (f"{prefix}server_list[{s}].device[{d}].device_ip", ip, int(device["device_id"]),
-                           device.get("device_ip"))
-
-
 def _check_against_hosts(args, reports: list[dict], documents: dict) -> None:
     """Each device_ip must be what `hccn_tool` reports for that NPU on the live host the file names."""
-    from deployctl import deploy
+    from deployctl.hosts import connect_options, connected
     from deployctl.gather import gather_device_ips, on_hosts, server_ip
+    from deployctl.ranktable.validation import check_against_live, devices_named
     from deployctl.spec.load import load_spec
 
     spec = load_spec(args.against_hosts)
-    by_ip = {server_ip(h): h for h in spec.hosts}
-    wanted: dict[str, set[int]] = {}
-    for result, document in documents.values():
-        for _, ip, device, _ in device_entries(document):
-            if ip in by_ip:
-                wanted.setdefault(by_ip[ip].name, set()).add(device)
+    host_of_ip = {server_ip(h): h.name for h in spec.hosts}
+    wanted = devices_named(documents, host_of_ip)
     hosts = [h for h in spec.hosts if h.name in wanted]
     live: dict = {}
     if hosts:  # none: no file names a host of the spec (`hosts=[]` would mean all of them)
-        with deploy.connected(spec, options=deploy.connect_options(args), hosts=hosts) as transports:
-            live = on_hosts(transports, lambda t: gather_device_ips(t, tuple(sorted(wanted[t.name]))))
-    for report in reports:
-        _, document = documents.get(report["file"], (None, None))
-        for path, ip, device, device_ip in device_entries(document):
-            host = by_ip.get(ip)
-            if host is None:
-                report["errors"].append(_error(path, "against-hosts", f"server {ip} is not a host of {spec.name}"))
-            elif live[host.name].get(device) != device_ip:
-                report["errors"].append(_error(
-                    path, "against-hosts",
-                    f"{device_ip} but {host.label} reports {live[host.name].get(device)} for NPU {device}"))
-        report["valid"] = not report["errors"]
-
-
-def _file_report(path: str, kind: Optional[str], errors: list[tuple[str, str, str]]) -> dict:
-    return {"file": path, "kind": kind, "valid": not errors, "errors": [_error(*e) for e in errors]}
-
-
-def _error(json_path: str, rule: str, message: str) -> dict:
-    return {"json_path": json_path, "message": message, "rule": rule}
+        with connected(spec, options=connect_options(args), hosts=hosts) as transports:
+            live = on_hosts(transports, lambda t: gather_device_ips(t, wanted[t.name]))
+    check_against_live(reports, documents, host_of_ip, {h.name: h.label for h in spec.hosts}, live, spec.name)
 
 
 def _render_validation(ui, reports: list[dict]) -> None:
@@ -202,20 +138,6 @@ def _read_json(path: str) -> Any:
     return decode_document(data, path)
 
 
-def _server_list(flag: str, items: list[str]) -> list[tuple[int, ...]]:
-    """`4,5 6,7` -> [(4, 5), (6, 7)]: one item per instance (a quoted `"4,5 6,7"` works too)."""
-    out = []
-    for word in (w for item in items for w in item.split()):
-        try:
-            ids = tuple(int(part) for part in word.split(","))
-        except ValueError:
-            raise UsageError(f"{flag}: {word!r} is not a comma-separated list of device ids (e.g. 4,5)") from None
-        if any(d < 0 for d in ids):
-            raise UsageError(f"{flag}: {word!r}: device ids are 0 or more")
-        out.append(ids)
-    return out
-
-
 def _this_host_ip(transport, requested: Optional[str]) -> str:
     """--host-ip when it is bound here; else the address of the default route's interface."""
     from deployctl.gather import bound_host_ip
@@ -245,17 +167,6 @@ def _card_count(transport, requested: Optional[int]) -> Optional[int]:
     return parse_npu_smi_count(result.stdout).total_count
 
 
-def _refuse_invalid(files: dict[str, str], cards: Optional[int]) -> None:
-    """What gen would write must pass `ranktable validate` (a device IP twice, from hccn_tool, is caught here)."""
-    from deployctl.ranktable import check_ranktable
-
-    problems = [Problem(v.path, v.message, file=name) for name, text in files.items()
-                for v in check_ranktable(json.loads(text), cards=cards).problems]
-    if problems:
-        raise RanktableError(f"refused: {len(problems)} problem{'s' if len(problems) != 1 else ''} in the files "
-                             "gen would write; no file written", problems)
-
-
 def _require_bound(address: str) -> None:
     """The kernel accepts a bind only to an address of this host: the check needs no `ip` tool."""
     import ipaddress
@@ -279,11 +190,10 @@ def _device_ips(transport, devices: list[int]) -> dict[int, str]:
 
     from deployctl.facts.files import HCCN_CONF, parse_hccn_conf
     from deployctl.core import Command
-    from deployctl.ranktable.device_ips import (
-        HCCN_TOOL, HCCN_TOOL_PATH, ToolAnswer, hccn_ip_argv, ip_from_tool, resolve_device_ip,
-    )
+    from deployctl.facts.hccn_tool import HCCN_TOOL_PATH, TOOL
+    from deployctl.ranktable.device_ips import ToolAnswer, hccn_ip_argv, ip_from_tool, resolve_device_ip
 
-    tool = shutil.which(HCCN_TOOL) or (HCCN_TOOL_PATH if os.access(HCCN_TOOL_PATH, os.X_OK) else None)
+    tool = shutil.which(TOOL) or (HCCN_TOOL_PATH if os.access(HCCN_TOOL_PATH, os.X_OK) else None)
     conf_path = HCCN_CONF
     conf, conf_read = None, False
     found = {}

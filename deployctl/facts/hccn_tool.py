@@ -9,6 +9,9 @@ from deployctl.facts.model import HccnIp, HccnLink, HccnNetHealth, HccnPing, Hcc
 from deployctl.facts.text import first_line, key_values, numbered_lines
 
 TOOL = "hccn_tool"
+# where the driver installs it; the PATH of a non-interactive SSH session often lacks this folder
+HCCN_TOOL_DIR = "/usr/local/Ascend/driver/tools"
+HCCN_TOOL_PATH = f"{HCCN_TOOL_DIR}/{TOOL}"
 
 
 def _single(text: str, tool: str, prefix: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from deployctl.facts.hccn_tool import HCCN_TOOL_PATH
 from deployctl.facts.model import ContainerDevices, HostFacts
 
 PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
@@ -14,7 +15,7 @@ STATUSES = (PASS, WARN, FAIL, SKIP)
 # what to install when a probe's tool is missing (exit 127)
 INSTALL_FIX = {
     "npu-smi": "install the Ascend HDK driver package (it provides npu-smi) and reboot",
-    "hccn_tool": "install the Ascend HDK driver package (it provides /usr/local/Ascend/driver/tools/hccn_tool)",
+    "hccn_tool": f"install the Ascend HDK driver package (it provides {HCCN_TOOL_PATH})",
     "nvidia-smi": "install the NVIDIA driver (it provides nvidia-smi)",
     "sysctl": "install procps (it provides sysctl)",
     "df": "install coreutils (it provides df)",

@@ -9,11 +9,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from deployctl.errors import FactParseError, RanktableError
-from deployctl.facts.hccn_tool import parse_hccn_ip
+from deployctl.facts.hccn_tool import HCCN_TOOL_PATH, TOOL, parse_hccn_ip
 from deployctl.facts.model import HccnConf
-
-HCCN_TOOL = "hccn_tool"
-HCCN_TOOL_PATH = "/usr/local/Ascend/driver/tools/hccn_tool"  # where the driver installs it, often not on PATH
 
 
 @dataclass(frozen=True)
@@ -45,9 +42,9 @@ def resolve_device_ip(device_id: int, answer: ToolAnswer, conf: Optional[HccnCon
     found = ip_from_tool(answer) or (conf.address(device_id) if conf is not None else None)
     if found:
         return found
-    command = " ".join(hccn_ip_argv(HCCN_TOOL, device_id))
+    command = " ".join(hccn_ip_argv(TOOL, device_id))
     if answer.stdout is None:
-        tool_said = f"{HCCN_TOOL} is not installed (not on PATH, not at {HCCN_TOOL_PATH})"
+        tool_said = f"{TOOL} is not installed (not on PATH, not at {HCCN_TOOL_PATH})"
     else:
         detail = answer.stderr.strip().splitlines()[-1] if answer.stderr.strip() else f"exit {answer.exit_code}"
         tool_said = f"{command} printed none ({detail})" if answer.exit_code else f"{command} printed none"

@@ -3,12 +3,31 @@ what would make a broken deployment (an NPU or a device IP twice, two schedulers
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from deployctl.errors import Problem, RanktableError
-from deployctl.ranktable.model import DECODE, GROUP_IDS, PREFILL, ROLE_OF_GROUP, SCHEDULER, Group, Ranktable
+from deployctl.ranktable.check import GLOBAL_KINDS, check_ranktable
+from deployctl.ranktable.model import (
+    DECODE, GROUP_IDS, PREFILL, ROLE_OF_GROUP, SCHEDULER, Group, Ranktable, ranktable_from_document,
+)
 
 SHOWN = 10  # duplicates listed in the error; a file given twice would list every device twice
+
+
+def merge_documents(documents: Sequence[tuple[str, Any]]) -> Ranktable:
+    """(file name, decoded JSON) of per-host global files -> the merge; every bad input refused at once."""
+    tables, problems = [], []
+    for path, document in documents:
+        result = check_ranktable(document)
+        if result.kind not in GLOBAL_KINDS:
+            problems.append(Problem((), f"a {result.kind} file, expected a per-host global ranktable", file=path))
+        problems += [Problem(v.path, v.message, file=path) for v in result.problems]
+        if not problems:
+            tables.append(ranktable_from_document(document))
+    if problems:
+        raise RanktableError(f"refused: {len(problems)} problem{'s' if len(problems) != 1 else ''} in the inputs",
+                             problems)
+    return merge(tables, [path for path, _ in documents])
 
 
 def merge(ranktables: Sequence[Ranktable], names: Optional[Sequence[str]] = None) -> Ranktable:
