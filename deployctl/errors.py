@@ -33,10 +33,6 @@ class UsageError(DeployctlError):
     exit_status = ExitStatus.SPEC
 
 
-class NotImplementedYet(DeployctlError):
-    exit_status = ExitStatus.FAILED
-
-
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a document: where (file/line/col/path) and what."""

@@ -1,4 +1,4 @@
-"""Parsers for `docker -v`, `docker version|info|ps --format '{{json .}}'` and `docker inspect`."""
+"""Parsers for `docker version|info|ps --format '{{json .}}'` and `docker inspect`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from deployctl.errors import FactParseError
 from deployctl.facts.model import ContainerDevices, ContainerSummary, DockerInfo, DockerVersion
 from deployctl.facts.text import first_line, numbered_lines
 
-_DOCKER_V = re.compile(r"^Docker version (\S+?),? build (\S+)")
 _DAVINCI = re.compile(r"^/dev/davinci(\d+)$")
 
 
@@ -29,15 +28,6 @@ def _object(text: str, tool: str) -> dict:
     if not isinstance(value, dict):
         raise FactParseError(tool, number, line, "one JSON object")
     return value
-
-
-def parse_docker_v(text: str) -> str:
-    """`docker -v`: `Docker version X.Y.Z, build <hash>` -> `X.Y.Z`."""
-    number, line = first_line(text)
-    match = _DOCKER_V.match(line.strip())
-    if not match:
-        raise FactParseError("docker -v", number, line, "'Docker version X.Y.Z, build <hash>'")
-    return match.group(1)
 
 
 def parse_docker_version(text: str) -> DockerVersion:

@@ -1,23 +1,14 @@
-"""Parsers for the Ascend files deployctl reads with `cat`: version.info, ascend_install.info,
-hccn.conf and the CANN toolkit's install info / version.cfg."""
+"""Parsers for the Ascend files deployctl reads with `cat`: the driver's version.info and hccn.conf."""
 
 from __future__ import annotations
 
 import re
 
 from deployctl.errors import FactParseError
-from deployctl.facts.model import (
-    AscendInstallInfo,
-    DriverVersionInfo,
-    HccnConf,
-    HccnDeviceConf,
-    ToolkitInstallInfo,
-    ToolkitVersionCfg,
-)
+from deployctl.facts.model import DriverVersionInfo, HccnConf, HccnDeviceConf
 from deployctl.facts.text import first_line, key_values, to_int
 
 VERSION_INFO = "/usr/local/Ascend/driver/version.info"
-ASCEND_INSTALL_INFO = "/etc/ascend_install.info"
 HCCN_CONF = "/etc/hccn.conf"
 
 
@@ -40,19 +31,6 @@ def parse_version_info(text: str) -> DriverVersionInfo:
     )
 
 
-def parse_ascend_install_info(text: str) -> AscendInstallInfo:
-    """/etc/ascend_install.info: install path, status (`complete`) and the run user."""
-    values = {key: value for _n, key, value in key_values(text, ASCEND_INSTALL_INFO, separator="=")}
-    if not {"Driver_Install_Path_Param", "Driver_Install_Status", "UserName"} & values.keys():
-        number, line = first_line(text)
-        raise FactParseError(ASCEND_INSTALL_INFO, number, line, "'Driver_Install_Status=<status>' lines")
-    return AscendInstallInfo(
-        driver_install_path=values.get("Driver_Install_Path_Param"),
-        driver_install_status=values.get("Driver_Install_Status"),
-        run_user=values.get("UserName"),
-    )
-
-
 _HCCN_KEY = re.compile(r"(address|netmask|netdetect|gateway|send_arp_status|tls_enable)_(\d+)")
 _HCCN_INT_FIELDS = ("send_arp_status", "tls_enable")
 
@@ -72,35 +50,3 @@ def parse_hccn_conf(text: str) -> HccnConf:
         fields.setdefault(device_id, {})[name] = parsed
     devices = tuple(HccnDeviceConf(device_id=device_id, **fields[device_id]) for device_id in sorted(fields))
     return HccnConf(devices=devices)
-
-
-def parse_toolkit_install_info(text: str) -> ToolkitInstallInfo:
-    """ascend_toolkit_install.info: `version=8.0.RC3`, `arch=aarch64`."""
-    tool = "ascend_toolkit_install.info"
-    values = {key: value for _n, key, value in key_values(text, tool, separator="=")}
-    return ToolkitInstallInfo(cann_version=_required(values, "version", tool, text), arch=values.get("arch"))
-
-
-_RUNNING = re.compile(r"(\w+)_running_version")
-_RUNNING_VALUE = re.compile(r"\[([^:\]]+):([^\]]+)\]")
-
-
-def parse_toolkit_version_cfg(text: str) -> ToolkitVersionCfg:
-    """CANN version.cfg: `<component>_running_version=[<inner>:<CANN>]`; the first line is a comment."""
-    tool = "version.cfg"
-    components: list[tuple[str, str]] = []
-    cann: list[str] = []
-    for number, key, value in key_values(text, tool, separator="=", comment="#"):
-        name, parsed = _RUNNING.fullmatch(key), _RUNNING_VALUE.fullmatch(value)
-        if not name:
-            continue
-        if not parsed:
-            raise FactParseError(tool, number, f"{key}={value}", "'[<inner version>:<CANN version>]'")
-        components.append((name.group(1), parsed.group(1)))
-        cann.append(parsed.group(2))
-    if not components:
-        number, line = first_line(text)
-        raise FactParseError(tool, number, line, "'<component>_running_version=[...]' lines")
-    # toolkit's own entry names the CANN release; the others normally agree with it.
-    by_name = dict(zip((name for name, _ in components), cann))
-    return ToolkitVersionCfg(cann_version=by_name.get("toolkit", cann[0]), component_versions=tuple(components))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from deployctl.errors import FactParseError
-from deployctl.facts.model import HccnIp, HccnLink, HccnNetHealth, HccnPing, HccnTls
+from deployctl.facts.model import HccnIp, HccnLink, HccnPing, HccnTls
 from deployctl.facts.text import first_line, key_values, numbered_lines
 
 TOOL = "hccn_tool"
@@ -43,16 +43,6 @@ def parse_hccn_link(text: str) -> HccnLink:
         number, line = first_line(text)
         raise FactParseError(f"{TOOL} -link -g", number, line, "'link status: UP' or 'DOWN'")
     return HccnLink(status=status)
-
-
-def parse_hccn_net_health(text: str) -> HccnNetHealth:
-    """`-net_health -g`: `net health status: <Success|Init|Fault|...>`."""
-    return HccnNetHealth(status=_single(text, f"{TOOL} -net_health -g", "net health status:"))
-
-
-def parse_hccn_netdetect(text: str) -> str:
-    """`-netdetect -g`: `netdetect addr: <ip>`."""
-    return _single(text, f"{TOOL} -netdetect -g", "netdetect addr:")
 
 
 _TLS_SWITCH = re.compile(r"tls switch\[(\d)\]")

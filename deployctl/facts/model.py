@@ -53,18 +53,6 @@ class HccnLink:
 
 
 @dataclass(frozen=True)
-class HccnNetHealth:
-    status: str  # Success, Init, Fault, ...
-
-    @property
-    def healthy(self) -> Optional[bool]:
-        """True on Success, None on Init (detection not running yet), False otherwise."""
-        if self.status == "Success":
-            return True
-        return None if self.status == "Init" else False
-
-
-@dataclass(frozen=True)
 class HccnTls:
     device_id: Optional[int]
     enabled: bool
@@ -129,11 +117,6 @@ class NpuChip:
     def healthy(self) -> bool:
         return self.health == "OK"
 
-    @property
-    def hbm_class_gb(self) -> Optional[int]:
-        """The memory class from the HBM total: 65536 MB -> 64, 32768 MB -> 32."""
-        return None if self.hbm_total_mb is None else round(self.hbm_total_mb / 1024)
-
 
 @dataclass(frozen=True)
 class NpuSmiInfo:
@@ -195,16 +178,6 @@ class NpuCount:
 
 
 @dataclass(frozen=True)
-class NpuChipMapping:
-    """One row of `npu-smi info -m`; `chip_logic_id` is None on the Mcu rows."""
-
-    npu_id: int
-    chip_id: int
-    chip_logic_id: Optional[int]
-    chip_name: str
-
-
-@dataclass(frozen=True)
 class NpuBoard:
     """`npu-smi info -t board -i N`: versions and identity of one card."""
 
@@ -218,25 +191,6 @@ class NpuBoard:
     chip_count: Optional[int] = None
 
 
-@dataclass(frozen=True)
-class NpuHealth:
-    """`npu-smi info -t health -i N -c C`."""
-
-    health_status: str
-    error_codes: tuple[str, ...] = ()
-    error_information: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class NpuMemory:
-    """`npu-smi info -t memory -i N -c C`."""
-
-    hbm_capacity_mb: int
-    ddr_capacity_mb: Optional[int] = None
-    hbm_clock_mhz: Optional[int] = None
-    hbm_temp_c: Optional[int] = None
-
-
 # --- files ------------------------------------------------------------------------------------
 
 
@@ -247,31 +201,6 @@ class DriverVersionInfo:
     version: str
     package_version: Optional[str] = None
     compatible_firmware_range: Optional[tuple[str, str]] = None
-
-
-@dataclass(frozen=True)
-class AscendInstallInfo:
-    """/etc/ascend_install.info."""
-
-    driver_install_path: Optional[str]
-    driver_install_status: Optional[str]
-    run_user: Optional[str]
-
-
-@dataclass(frozen=True)
-class ToolkitInstallInfo:
-    """ascend_toolkit_install.info (inside images)."""
-
-    cann_version: str
-    arch: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class ToolkitVersionCfg:
-    """CANN version.cfg: `<component>_running_version=[<inner>:<CANN>]` lines."""
-
-    cann_version: str
-    component_versions: tuple[tuple[str, str], ...]  # (component, inner version)
 
 
 # --- system and docker ------------------------------------------------------------------------
@@ -397,45 +326,6 @@ class GpuProcess:
     pid: int
     process_name: Optional[str]
     used_memory_mib: Optional[int]
-
-
-@dataclass(frozen=True)
-class GpuListEntry:
-    """One `nvidia-smi -L` line."""
-
-    index: int
-    name: str
-    uuid: str
-
-
-@dataclass(frozen=True)
-class GpuTableRow:
-    index: int
-    name: str
-    bus_id: str
-    memory_used_mib: int
-    memory_total_mib: int
-    utilization_pct: Optional[int]
-    compute_mode: str
-    mig: Optional[str]
-
-
-@dataclass(frozen=True)
-class GpuTableProcess:
-    gpu: int
-    pid: int
-    process_name: str
-    memory_mib: Optional[int]
-
-
-@dataclass(frozen=True)
-class NvidiaSmiTable:
-    """The default `nvidia-smi` table (layout varies by driver branch; prefer the CSV queries)."""
-
-    driver_version: str
-    cuda_version: Optional[str]
-    gpus: tuple[GpuTableRow, ...]
-    processes: tuple[GpuTableProcess, ...]
 
 
 # --- one host ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Parsers for `npu-smi info` and its `-l`, `-m`, `-t board|health|memory` forms (HDK 23.0.x-25.x, 910B).
+"""Parsers for `npu-smi info` and its `-l` and `-t board` forms (HDK 23.0.x-25.x, 910B).
 
 The main table is split on `|` and whitespace, never on fixed offsets; a header this parser does not
 know (A3 two-die rows, 310P, HDK 26 wide tables) is refused with a clear FactParseError."""
@@ -13,10 +13,7 @@ from deployctl.errors import FactParseError
 from deployctl.facts.model import (
     NpuBoard,
     NpuChip,
-    NpuChipMapping,
     NpuCount,
-    NpuHealth,
-    NpuMemory,
     NpuProcess,
     NpuSmiInfo,
 )
@@ -248,28 +245,6 @@ def parse_npu_smi_count(text: str) -> NpuCount:
     return NpuCount(total_count=total, npu_ids=tuple(ids), chip_counts=tuple(chips))
 
 
-def parse_npu_smi_mapping(text: str) -> tuple[NpuChipMapping, ...]:
-    """`npu-smi info -m`: NPU ID, Chip ID, Chip Logic ID (`-` on Mcu rows), Chip Name."""
-    tool = "npu-smi info -m"
-    lines = numbered_lines(text)
-    if not lines or lines[0][1].split() != ["NPU", "ID", "Chip", "ID", "Chip", "Logic", "ID", "Chip", "Name"]:
-        number, line = lines[0] if lines else (1, "")
-        raise FactParseError(tool, number, line, "the header 'NPU ID  Chip ID  Chip Logic ID  Chip Name'")
-    out = []
-    for number, line in lines[1:]:
-        words = line.split(None, 3)
-        if len(words) != 4:
-            raise FactParseError(tool, number, line, "'<npu id> <chip id> <logic id|-> <chip name>'")
-        logic = None if words[2] == "-" else to_int(words[2], tool, number, line, "Chip Logic ID")
-        out.append(NpuChipMapping(
-            npu_id=to_int(words[0], tool, number, line, "NPU ID"),
-            chip_id=to_int(words[1], tool, number, line, "Chip ID"),
-            chip_logic_id=logic,
-            chip_name=words[3].strip(),
-        ))
-    return tuple(out)
-
-
 def parse_npu_smi_board(text: str) -> NpuBoard:
     """`npu-smi info -t board -i N`; `Invalid card id.` (a card that does not exist) raises."""
     tool = "npu-smi info -t board"
@@ -286,29 +261,4 @@ def parse_npu_smi_board(text: str) -> NpuBoard:
         serial_number=fields.get("Serial Number", (0, None))[1],
         pci_device_id=fields.get("PCI Device ID", (0, None))[1],
         chip_count=_optional_int(fields, "Chip Count", tool),
-    )
-
-
-def parse_npu_smi_health(text: str) -> NpuHealth:
-    """`npu-smi info -t health -i N -c C`: status, hex error codes (`NA` when healthy), information."""
-    tool = "npu-smi info -t health"
-    fields = _fields(text, tool)
-    codes = fields.get("Error Code", (0, "NA"))[1]
-    information = fields.get("Error Information", (0, "NA"))[1]
-    return NpuHealth(
-        health_status=_field(fields, "Health Status", tool, text)[1],
-        error_codes=() if codes in ("NA", "") else tuple(codes.split()),
-        error_information=None if information in ("NA", "") else information,
-    )
-
-
-def parse_npu_smi_memory(text: str) -> NpuMemory:
-    """`npu-smi info -t memory -i N -c C`: `HBM Capacity(MB)` is the per-card device memory."""
-    tool = "npu-smi info -t memory"
-    fields = _fields(text, tool)
-    return NpuMemory(
-        hbm_capacity_mb=_int_field(fields, "HBM Capacity(MB)", tool, text),
-        ddr_capacity_mb=_optional_int(fields, "DDR Capacity(MB)", tool),
-        hbm_clock_mhz=_optional_int(fields, "HBM Clock Speed(MHz)", tool),
-        hbm_temp_c=_optional_int(fields, "HBM Temperature(C)", tool),
     )

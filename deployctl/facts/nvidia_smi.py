@@ -1,5 +1,5 @@
-"""Parsers for nvidia-smi: the `--query-gpu` / `--query-compute-apps` CSV forms (preferred), `-L`, and
-the default table (its layout changes between driver branches; read it only when nothing else works)."""
+"""Parsers for nvidia-smi's `--query-gpu` / `--query-compute-apps` CSV forms (the default table's layout
+changes between driver branches; deployctl never reads it)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 from typing import Optional, Sequence
 
 from deployctl.errors import FactParseError
-from deployctl.facts.model import GpuInfo, GpuListEntry, GpuProcess, GpuTableProcess, GpuTableRow, NvidiaSmiTable
-from deployctl.facts.text import first_line, numbered_lines, to_int
+from deployctl.facts.model import GpuInfo, GpuProcess
+from deployctl.facts.text import first_line, numbered_lines
 
 # nvidia-smi answers an error with one line on stdout and a non-zero exit; the parsers name it
 _ERRORS = (re.compile(r"^No devices were found"), re.compile(r"is not a valid field to query"),
@@ -99,72 +99,3 @@ def parse_nvidia_smi_compute_apps(text: str, fields: Optional[Sequence[str]] = N
         GpuProcess(row.get("gpu_uuid"), row["pid"], row.get("process_name"), row.get("used_memory_mib"))
         for row in rows
     )
-
-
-_LIST = re.compile(r"^GPU (\d+): (.+) \(UUID: (\S+)\)$")
-
-
-def parse_nvidia_smi_list(text: str) -> tuple[GpuListEntry, ...]:
-    """`nvidia-smi -L`: `GPU 0: <name> (UUID: GPU-...)` per GPU."""
-    _raise_on_error(text, "nvidia-smi -L")
-    out = []
-    for number, line in numbered_lines(text):
-        match = _LIST.match(line.strip())
-        if not match:
-            raise FactParseError("nvidia-smi -L", number, line, "'GPU <n>: <name> (UUID: <uuid>)'")
-        out.append(GpuListEntry(int(match.group(1)), match.group(2), match.group(3)))
-    return tuple(out)
-
-
-_TABLE_TITLE = re.compile(r"Driver Version:\s+(\S+)(?:\s+CUDA Version:\s+(\S+))?")
-_GPU_ROW = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s+(\S+)\s+\S+\s+\|")
-_MEM_ROW = re.compile(r"\|\s+(\d+)MiB\s+/\s+(\d+)MiB\s+\|\s+(\d+|N/A)%?\s+(\S+)\s+\|")
-_PROC_ROW = re.compile(r"^\|\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+\S+\s+(.+?)\s+(\d+)MiB\s+\|")
-
-
-def parse_nvidia_smi_table(text: str) -> NvidiaSmiTable:
-    """The default `nvidia-smi` table (R535-R580): driver/CUDA version, 3 lines per GPU, processes."""
-    tool = "nvidia-smi"
-    _raise_on_error(text, tool)
-    lines = numbered_lines(text)
-    title = next((_TABLE_TITLE.search(line) for _n, line in lines if "Driver Version" in line), None)
-    if not title:
-        number, line = first_line(text)
-        raise FactParseError(tool, number, line, "'| NVIDIA-SMI ... Driver Version: <v> CUDA Version: <v> |'")
-    gpus, processes = [], []
-    for position, (number, line) in enumerate(lines):
-        gpu = _GPU_ROW.match(line)
-        if gpu:
-            gpus.append(_table_gpu(gpu, lines, position, tool))
-        process = _PROC_ROW.match(line)
-        if process and "Processes" not in line:
-            processes.append(GpuTableProcess(int(process.group(1)), int(process.group(2)),
-                                             process.group(3), int(process.group(4))))
-    return NvidiaSmiTable(title.group(1), title.group(2), tuple(gpus), tuple(processes))
-
-
-def _table_gpu(gpu: re.Match, lines: list, position: int, tool: str) -> GpuTableRow:
-    if position + 1 >= len(lines):
-        raise FactParseError(tool, lines[position][0], lines[position][1], "the GPU's memory line")
-    number, line = lines[position + 1]
-    memory = _MEM_ROW.search(line)
-    if not memory:
-        raise FactParseError(tool, number, line, "'| ... <used>MiB / <total>MiB | <util>% <compute mode> |'")
-    mig = None
-    if position + 2 < len(lines) and not lines[position + 2][1].startswith("+"):
-        mig = _table_cells(lines[position + 2][1])[-1] or None
-    util = memory.group(3)
-    return GpuTableRow(
-        index=int(gpu.group(1)),
-        name=gpu.group(2),
-        bus_id=gpu.group(4),
-        memory_used_mib=to_int(memory.group(1), tool, number, line, "memory used"),
-        memory_total_mib=to_int(memory.group(2), tool, number, line, "memory total"),
-        utilization_pct=None if util == "N/A" else int(util),
-        compute_mode=memory.group(4),
-        mig=mig,
-    )
-
-
-def _table_cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]

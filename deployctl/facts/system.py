@@ -19,16 +19,6 @@ def parse_sysctl_value(text: str) -> int:
     return to_int(line.strip(), "sysctl -n", number, line, "the value")
 
 
-def parse_sysctl_ip_forward(text: str) -> int:
-    """`sysctl net.ipv4.ip_forward`: `net.ipv4.ip_forward = 1` (other keys ignored)."""
-    for number, line in numbered_lines(text):
-        key, found, value = line.partition("=")
-        if found and key.strip() == IP_FORWARD:
-            return to_int(value.strip(), "sysctl", number, line, IP_FORWARD)
-    number, line = first_line(text)
-    raise FactParseError("sysctl", number, line, f"'{IP_FORWARD} = <0|1>'")
-
-
 def parse_df(text: str) -> DiskFree:
     """`df -Pk PATH`: POSIX format, 1024-byte blocks; the last line is the filesystem holding PATH."""
     tool = "df -Pk"

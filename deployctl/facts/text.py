@@ -34,10 +34,3 @@ def to_int(value: str, tool: str, line_no: int, line: str, what: str) -> int:
         return int(value)
     except ValueError:
         raise FactParseError(tool, line_no, line, f"{what} as an integer") from None
-
-
-def to_float(value: str, tool: str, line_no: int, line: str, what: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise FactParseError(tool, line_no, line, f"{what} as a number") from None

@@ -59,10 +59,6 @@ class SpecRanktables:
     def global_json(self) -> str:
         return to_json(self.global_ranktable)
 
-    def files_for(self, host: str) -> dict[str, str]:
-        """What one host needs on disk: the merged global plus its local files."""
-        return {self.global_name: self.global_json, **self.local_files.get(host, {})}
-
 
 def instance_server(host_ip: str, device_ids: Sequence[int], device_ips: Mapping[int, str], where: str = "") -> Server:
     """One instance's entry: physical ids, their IPs, logical rank ids from 0."""

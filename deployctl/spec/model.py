@@ -11,7 +11,6 @@ from typing import Optional, Union
 
 from deployctl.core import Secret
 
-ROLES = ("mixed", "prefill", "decode", "scheduler")
 LOCAL_ADDRESS = "local"
 
 

@@ -53,25 +53,11 @@ def _npu_count(count, cmd):
             "chip_count_per_npu": {str(i): n for i, n in zip(count.npu_ids, count.chip_counts)}}
 
 
-def _npu_mapping(rows, cmd):
-    # facts.json lists the NPU chips before the Mcu rows; npu-smi interleaves them per card
-    chips = _plain(sorted(rows, key=lambda r: (r.chip_id, r.npu_id)))
-    only = [{"npu_id": r.npu_id, "chip_logic_id": r.chip_logic_id, "chip_name": r.chip_name}
-            for r in rows if r.chip_logic_id is not None]
-    return {"chips": chips, "npu_chips_only": only}
-
-
 def _gpus(gpus, cmd):
     out = {"gpus": _plain(gpus), "gpu_count": len(gpus)}
     if gpus and gpus[0].driver_version:
         out["driver_version"] = gpus[0].driver_version
     return out
-
-
-def _gpu_table(table, cmd):
-    gpus = [dict(_plain(g), utilization_pct=g.utilization_pct, util_pct=g.utilization_pct) for g in table.gpus]
-    return {"driver_version": table.driver_version, "cuda_version": table.cuda_version,
-            "gpu_count": len(table.gpus), "gpus": gpus, "processes": _plain(table.processes)}
 
 
 def _query_fields(cmd: str):
@@ -96,39 +82,25 @@ def _containers_inspect(found, cmd):
 FACTS = [
     (r"^npu-smi info$", npu_smi.parse_npu_smi_info, _npu_info),
     (r"^npu-smi info -l$", npu_smi.parse_npu_smi_count, _npu_count),
-    (r"^npu-smi info -m$", npu_smi.parse_npu_smi_mapping, _npu_mapping),
     (r"^npu-smi info -t board -i \d+$", npu_smi.parse_npu_smi_board, lambda b, c: _plain(b)),
-    (r"^npu-smi info -t health", npu_smi.parse_npu_smi_health,
-     lambda h, c: dict(_plain(h), npu_id=_device(c), chip_id=int(c.split("-c ")[1]))),
-    (r"^npu-smi info -t memory", npu_smi.parse_npu_smi_memory, lambda m, c: _plain(m)),
     (r"^cat /usr/local/Ascend/driver/version.info$", files.parse_version_info,
      lambda v, c: {"driver_version": v.version, "package_version": v.package_version,
                    "compatible_firmware_range": list(v.compatible_firmware_range)}),
-    (r"^cat /etc/ascend_install.info$", files.parse_ascend_install_info, lambda v, c: _plain(v)),
     (r"^cat /etc/hccn.conf$", files.parse_hccn_conf, _hccn_conf),
-    (r"ascend_toolkit_install.info$", files.parse_toolkit_install_info, lambda v, c: _plain(v)),
-    (r"version.cfg$", files.parse_toolkit_version_cfg,
-     lambda v, c: {"cann_version": v.cann_version, "component_versions": dict(v.component_versions)}),
     (r"^hccn_tool -i \d+ -ip -g$", hccn_tool.parse_hccn_ip, lambda v, c: dict(_plain(v), device_id=_device(c))),
     (r"^hccn_tool -i \d+ -link -g$", hccn_tool.parse_hccn_link,
      lambda v, c: {"link_status": v.status, "device_id": _device(c)}),
-    (r"^hccn_tool -i \d+ -net_health -g$", hccn_tool.parse_hccn_net_health,
-     lambda v, c: {"net_health": v.status, "healthy": v.healthy, "device_id": _device(c)}),
-    (r"^hccn_tool -i \d+ -netdetect -g$", hccn_tool.parse_hccn_netdetect,
-     lambda v, c: {"netdetect_address": v, "device_id": _device(c)}),
     (r"^hccn_tool -i \d+ -tls -g$", hccn_tool.parse_hccn_tls,
      lambda v, c: {"device_id": v.device_id, "tls_enabled": v.enabled, "tls_preconfigured": v.preconfigured,
                    "tls_alarm_days": v.alarm_days}),
     (r"^hccn_tool -i \d+ -ping -g address", hccn_tool.parse_hccn_ping,
      lambda v, c: dict(_plain(v), reachable=v.reachable)),
     (r"^sysctl -n net.ipv4.ip_forward$", system.parse_sysctl_value, lambda v, c: {"ip_forward": v}),
-    (r"^sysctl (-p \| grep )?net.ipv4.ip_forward$", system.parse_sysctl_ip_forward, lambda v, c: {"ip_forward": v}),
     (r"^df -Pk ", system.parse_df, lambda v, c: _plain(v)),
     (r"^uname -m$", system.parse_uname_machine, lambda v, c: {"arch": v}),
     (r"^cat /etc/os-release$", system.parse_os_release,
      lambda v, c: {"id": v.id, "id_like": list(v.id_like), "version_id": v.version_id, "pretty_name": v.pretty_name,
                    "family": v.family}),
-    (r"^docker -v$", docker.parse_docker_v, lambda v, c: {"docker_version": v}),
     (r"^docker version ", docker.parse_docker_version,
      lambda v, c: {"client_version": v.client, "server_version": v.server}),
     (r"^docker info ", docker.parse_docker_info, lambda v, c: dict(_plain(v), runtimes=list(v.runtimes))),
@@ -137,9 +109,14 @@ FACTS = [
     (r"^nvidia-smi --query-gpu=", lambda t, c: nvidia_smi.parse_nvidia_smi_query_gpu(t, _query_fields(c)), _gpus),
     (r"^nvidia-smi --query-compute-apps=",
      lambda t, c: nvidia_smi.parse_nvidia_smi_compute_apps(t, _query_fields(c)), lambda v, c: {"processes": _plain(v)}),
-    (r"^nvidia-smi -L$", nvidia_smi.parse_nvidia_smi_list, lambda v, c: {"gpus": _plain(v)}),
-    (r"^nvidia-smi( -i \d+)?$", nvidia_smi.parse_nvidia_smi_table, _gpu_table),
 ]
+
+# vendor samples of outputs deployctl never reads (the test bed's fakes render some of them): no parser
+NOT_READ = [r"^npu-smi info -m$", r"^npu-smi info -t (health|memory) ", r"^cat /etc/ascend_install.info$",
+            r"ascend_toolkit_install.info$", r"version.cfg$", r"^hccn_tool -i \d+ -(net_health|netdetect) -g$",
+            r"^sysctl (-p \| grep )?net.ipv4.ip_forward$", r"^docker -v$", r"^nvidia-smi -L$",
+            r"^nvidia-smi( -i \d+)?$"]
+PARSED = [case for case in CASES if not any(re.search(p, (case / "cmd.txt").read_text().strip()) for p in NOT_READ)]
 
 
 def _parser_for(cmd: str):
@@ -161,7 +138,7 @@ def _project(actual, expected):
     return actual
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("case", PARSED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fixture_case(case: Path):
     cmd = (case / "cmd.txt").read_text().strip()
     stdout = (case / "stdout.txt").read_text() if (case / "stdout.txt").exists() else ""
@@ -187,5 +164,8 @@ def test_fixture_case(case: Path):
 
 
 def test_every_command_has_exactly_one_parser():
-    for case in CASES:
+    for case in PARSED:
         _parser_for((case / "cmd.txt").read_text().strip())
+    for case in set(CASES) - set(PARSED):
+        cmd = (case / "cmd.txt").read_text().strip()
+        assert not [p for p, *_ in FACTS if re.search(p, cmd)], f"{cmd!r} is read after all: take it out of NOT_READ"

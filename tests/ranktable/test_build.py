@@ -131,8 +131,6 @@ def test_global_for_spec_equals_the_vendor_merge_and_locals():
         "demo-decode-1": "local_ranktable_192.0.2.22_4567.json",
         "demo-scheduler-0": "local_ranktable_192.0.2.21_host.json",
     }
-    assert list(built.files_for("node2")) == [
-        "global_ranktable_merge.json", "local_ranktable_192.0.2.22_0123.json", "local_ranktable_192.0.2.22_4567.json"]
     assert check_ranktable(json.loads(built.global_json), complete=True).valid
 
 
