@@ -43,15 +43,14 @@ def spec_file(bed, directory: Path, name: str, prefix: str, dest: str) -> Path:
 
 
 def timed_sync(path: Path) -> tuple[float, list]:
-    from deployctl.deploy import connected
+    from deployctl.hosts import connected
     from deployctl.spec.load import load_spec
-    from deployctl.ui import UI
-    from deployctl.weights import sync_weights
+    from deployctl.commands.weights import sync_weights
 
     spec = load_spec(path)
     with connected(spec) as transports:
         started = time.monotonic()
-        reports = sync_weights(spec, transports, UI(quiet=True))
+        reports = sync_weights(spec, transports)
         return time.monotonic() - started, reports
 
 
@@ -111,7 +110,7 @@ def main() -> int:
 
         def run_ours() -> None:
             seconds, reports = timed_sync(big_spec)
-            assert reports[0].transferred_bytes == total, reports
+            assert reports[0]["transferred_bytes"] == total, reports
             our_rounds.append(seconds)
             bed.run_on(HOST, ["rm", "-rf", dest_ours])
 

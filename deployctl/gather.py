@@ -1,114 +1,80 @@
-"""Gather what `up`, `down` and `status` need from each host: one round trip per host, all hosts in parallel.
-
-Scripts here are constants; every value reaches them as a positional argument, never pasted in.
-"""
+"""The one gather: every probe a command needs on a host, run as one batch (one round trip per host), all
+hosts in parallel, parsed by the pure assembler into one HostFacts per host."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Mapping, TypeVar
+from typing import Mapping, Sequence
 
-from deployctl.errors import HostError
-from deployctl.facts.docker import parse_docker_inspect
-from deployctl.plan.containers import ranktable_dir
+from deployctl.batch import run_batch
 from deployctl.core import Command
-from deployctl.plan.up import DeployFacts, health_path
+from deployctl.errors import HostError
+from deployctl.facts.assemble import ProbeOutput, host_facts_from
+from deployctl.facts.model import HostFacts
+from deployctl.facts.probes import Probe, device_ip_probes
+from deployctl.fanout import on_hosts
 from deployctl.spec.model import Host, Spec
 from deployctl.transport import Transport
 
-T = TypeVar("T")
-SEPARATOR = "@@deployctl@@"
-
-_DEPLOY_SCRIPT = (
-    'ids=$(docker ps --all --quiet --no-trunc) || exit 97; '
-    'if [ -n "$ids" ]; then docker inspect $ids 2>/dev/null || true; else echo "[]"; fi; '
-    f'echo {SEPARATOR}; '
-    'if [ -n "$1" ]; then docker image inspect --format "{{.Id}}" "$1" 2>/dev/null; fi; '
-    f'echo {SEPARATOR}; '
-    'shift; while [ "$1" != "--" ]; do [ -d "$1" ] && sha256sum -- "$1"/* 2>/dev/null; shift; done; shift; '
-    f'echo {SEPARATOR}; '
-    'h=$1; shift; for p in "$@"; do printf "%s %s\\n" "$p" "$(curl --silent --max-time 2 --output /dev/null '
-    '--write-out "%{http_code}" "http://127.0.0.1:$p$h")"; done; true'
-)
-
-_DEVICE_IP_SCRIPT = (
-    'PATH="$PATH:/usr/local/Ascend/driver/tools"; '
-    'for i in "$@"; do echo "@@dev $i"; hccn_tool -i "$i" -ip -g 2>/dev/null; echo "@@rc $?"; done; '
-    'echo "@@conf"; cat /etc/hccn.conf 2>/dev/null; true'
-)
+Results = list[tuple[Probe, ProbeOutput]]
 
 
-def on_hosts(transports: Mapping[str, Transport], work: Callable[[Transport], T]) -> dict[str, T]:
-    """Run `work` on every host in parallel; a HostError propagates (the first one, after all finished)."""
-    names = list(transports)
-    if not names:
-        return {}
-    with ThreadPoolExecutor(max_workers=min(64, len(names))) as pool:
-        futures = {name: pool.submit(work, transports[name]) for name in names}
-    errors = [f.exception() for f in futures.values() if f.exception() is not None]
-    if errors:
-        raise errors[0]
-    return {name: future.result() for name, future in futures.items()}
+def run_probes(transport: Transport, probes: Sequence[Probe], timeout: float = 120) -> Results:
+    """One batch on the host: every probe's stdout, stderr and exit code, in order."""
+    results = run_batch(transport, [Command(p.argv) for p in probes], timeout=timeout)
+    return [(p, ProbeOutput(r.exit_code, r.stdout, r.stderr)) for p, r in zip(probes, results)]
 
 
-def gather_deploy_facts(spec: Spec, transport: Transport) -> DeployFacts:
-    """Containers (all, with labels and devices), the spec image's ID, and hashes of deployctl's files."""
-    directories = (ranktable_dir(spec), f"{spec.remote_state_dir}/env")
-    if spec.server == "triton":  # the model repository's files (config.pbtxt, 1/model.json), one level each
-        from deployctl.plan.triton import model_dir
+def gather_state(spec: Spec, transports: Mapping[str, Transport], *, skip: frozenset[str] = frozenset(),
+                 stages: frozenset[str] = frozenset({"image", "weights", "ranktables", "containers"}),
+                 strict: bool = True, check: bool = True) -> dict[str, HostFacts]:
+    """What `plan_up` reads, from every host in one round trip each. With `check`, a host whose Docker daemon
+    (or, `strict`, python3 for the weights) cannot answer is a HostError naming it (see check_answers)."""
+    from deployctl.plan.probes import state_probes
 
-        directories += (model_dir(spec), f"{model_dir(spec)}/1")
-    ports = [str(i.port) for i in spec.instances if i.host == transport.name]
-    # health as `up` waits for it (one definition per server), so status and up agree
-    command = Command(("sh", "-c", _DEPLOY_SCRIPT, "sh", spec.image.name or "", *directories, "--", health_path(spec),
-                       *ports))
-    result = transport.run(command, timeout=60)
-    if result.exit_code == 97:
-        raise HostError(transport.name, "the Docker daemon is not reachable",
-                        address=getattr(transport, "address", None), stderr_tail=result.stderr,
+    def one(transport: Transport) -> HostFacts:
+        probes = state_probes(spec, transport.name, skip=skip, stages=stages)
+        return host_facts_from(run_probes(transport, probes), disk_path=None)
+
+    facts = on_hosts(transports, one)
+    if check:
+        check_answers(spec, transports, facts, skip=skip, stages=stages, strict=strict)
+    return facts
+
+
+def check_answers(spec: Spec, transports: Mapping[str, Transport], facts: Mapping[str, HostFacts], *,
+                  skip: frozenset[str], stages: frozenset[str], strict: bool = True) -> None:
+    """A HostError for the first host that could not say what the plan must know."""
+    from deployctl.plan.probes import state_probes
+
+    for name, transport in transports.items():
+        keys = {p.key for p in state_probes(spec, name, skip=skip, stages=stages)}
+        _require_answers(transport, keys, facts[name], strict)
+
+
+def _require_answers(transport: Transport, keys: set[str], facts: HostFacts, strict: bool) -> None:
+    if "deployed" in keys and facts.deployed is None:
+        raise HostError(transport.name, "the Docker daemon is not reachable", address=transport.address,
+                        stderr_tail=facts.probe_error("deployed") or "",
                         hint="start it (systemctl start docker) and check `docker ps` on the host")
-    inspect_text, image_text, hashes_text, health_text = (result.stdout.split(SEPARATOR + "\n") + ["", "", ""])[:4]
-    hashes = {}
-    for line in hashes_text.splitlines():
-        digest, _, path = line.partition("  ")
-        if path:
-            hashes[path] = digest
-    return DeployFacts(
-        containers=parse_docker_inspect(inspect_text),
-        image_id=image_text.strip() or None,
-        file_hashes=hashes,
-        health=parse_health_codes(health_text),
-    )
-
-
-def parse_health_codes(text: str) -> dict[int, bool]:
-    """`<port> <http status>` lines -> port: answered 200."""
-    health = {}
-    for line in text.splitlines():
-        port, _, code = line.partition(" ")
-        if port.isdigit():
-            health[int(port)] = code.strip() == "200"
-    return health
+    if "image" in keys and facts.image is None and strict:
+        raise HostError(transport.name, "cannot read the host's images", address=transport.address,
+                        stderr_tail=facts.probe_error("image") or "")
+    if "weights" in keys and facts.weights is None and strict:
+        if "python3" in facts.missing_tools:
+            raise HostError(transport.name, "python3 is not installed; weights sync runs its fetcher with python3",
+                            address=transport.address, hint="install python3 (>= 3.7) on the host")
+        raise HostError(transport.name, "cannot read the state of the weights directory",
+                        address=transport.address, stderr_tail=facts.probe_error("weights") or "")
 
 
 def gather_device_ips(transport: Transport, devices: tuple[int, ...]) -> dict[int, str]:
     """Each NPU's RoCE address: `hccn_tool -i N -ip -g`, else /etc/hccn.conf `address_N`; else a RanktableError."""
-    from deployctl.facts.files import HCCN_CONF, parse_hccn_conf
-    from deployctl.ranktable.device_ips import ToolAnswer, resolve_device_ip
+    from deployctl.plan.probes import device_ip_of
 
-    result = transport.run(Command(("sh", "-c", _DEVICE_IP_SCRIPT, "sh", *map(str, devices))), timeout=60)
-    text, _, conf_text = result.stdout.partition("@@conf\n")
-    conf = parse_hccn_conf(conf_text) if conf_text.strip() else None
-    answers: dict[int, ToolAnswer] = {}
-    for block in text.split("@@dev ")[1:]:
-        head, _, rest = block.partition("\n")
-        output, _, code = rest.rpartition("@@rc ")
-        code = int(code.strip() or 1)
-        answers[int(head)] = ToolAnswer(None if code == 127 else output, code)
-    return {d: resolve_device_ip(d, answers.get(d, ToolAnswer(None, 127)), conf, HCCN_CONF, where=transport.name)
-            for d in devices}
+    facts = host_facts_from(run_probes(transport, device_ip_probes(devices), timeout=60))
+    return {d: device_ip_of(facts, transport.name, d) for d in devices}
 
 
 def server_ip(host: Host, transport: Transport | None = None) -> str:
@@ -149,3 +115,4 @@ def bound_host_ip(transport: Transport, name: str, *, hint: str) -> str:
         return choose_host_ip(parse_ip_addr(addresses.stdout), parse_default_route(route.stdout) if route.ok else None)
     except RanktableError as error:
         raise HostError(name, error.message, hint=hint) from None
+

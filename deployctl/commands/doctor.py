@@ -17,7 +17,7 @@ def run(args, ui) -> int:
         plan = plan_for_spec(load_spec(args.spec), tuple(args.host))
     else:
         plan = plan_for_hosts(tuple(args.host), args.identity_file, args.known_hosts)
-    from deployctl.deploy import connect_options
+    from deployctl.hosts import connect_options
 
     reports, fixes = examine(plan, ui, connect=connect_options(args), fix=args.fix)
     return render(ui, reports, fixes)
@@ -30,7 +30,7 @@ def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False, 
     from deployctl.doctor.gather import gather_facts, unreachable
     from deployctl.doctor.progress import HostProgress
     from deployctl.doctor.report import host_reports
-    from deployctl.gather import on_hosts
+    from deployctl.fanout import on_hosts
     from deployctl.transport.connect import ConnectOptions, close_all
 
     names = [t.host.name for t in plan.targets]
@@ -41,7 +41,7 @@ def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False, 
             facts.update(gather_facts(plan, transports, on_host=progress.answered))
             # an unknown or changed host key: the fix is the exact command that trusts (or forgets) it
             ssh_fixes = {n: e.hint for n, e in errors.items() if isinstance(e, HostKeyError) and e.hint}
-            weights = _weights_digests(plan, transports)
+            weights = _weights_digests(plan, facts)
             reports = host_reports(plan, facts, ssh_fixes, weights)
             outcomes = None
             if fix:
@@ -55,14 +55,15 @@ def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False, 
     return reports, outcomes
 
 
-def _weights_digests(plan, transports):
-    """Each reachable host's weights manifest digest, when the spec's weights are synced by deployctl."""
-    if not plan.weights_dest or len(transports) < 1:
-        return None
-    from deployctl.gather import on_hosts
-    from deployctl.weights.sync import read_manifest_digest
+def _weights_digests(plan, facts):
+    """Each reachable host's weights manifest digest (gathered in the same batch), when the spec's weights are
+    synced by deployctl."""
+    from deployctl.weights.manifest import manifest_digest
 
-    return on_hosts(transports, lambda t: read_manifest_digest(t, plan.weights_dest))
+    reachable = {name: f for name, f in facts.items() if f.reachable}
+    if not plan.weights_dest or not reachable:
+        return None
+    return {name: manifest_digest(f.weights.manifest) if f.weights else None for name, f in reachable.items()}
 
 
 def _connect(plan, progress, options):

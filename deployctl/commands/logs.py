@@ -37,7 +37,7 @@ def read_logs(transport, name: str, since: str | None, tail: int) -> list[tuple[
 
 
 def run(args, ui) -> int:
-    from deployctl import deploy
+    from deployctl.hosts import connect_options, connected
     from deployctl.spec.load import load_spec
 
     spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
@@ -48,7 +48,7 @@ def run(args, ui) -> int:
     if args.follow and ui.json:
         raise UsageError("--follow streams lines as they come; --output json prints one document (drop one of them)")
     hosts = [spec.host(n) for n in dict.fromkeys(i.host for i in instances)]
-    with deploy.connected(spec, options=deploy.connect_options(args, ui), hosts=hosts) as transports:
+    with connected(spec, options=connect_options(args, ui), hosts=hosts) as transports:
         if ui.json:
             return _json(ui, spec.name, instances, transports, args.tail)
         return _print(instances, transports, args.tail, args.follow)

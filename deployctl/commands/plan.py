@@ -1,4 +1,5 @@
-"""`deployctl plan`: what `up` would do, step by step, commands as argv; nothing runs."""
+"""`deployctl plan`: every step `up` would take — image builds and ships, weight transfers with their bytes,
+files, containers (commands as argv), smoke requests; nothing runs."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ from deployctl.errors import ExitStatus
 
 
 def run(args, ui) -> int:
-    from deployctl import deploy
-    from deployctl.commands.up import _plan, require_runnable
+    from deployctl.commands.up import require_runnable
+    from deployctl.hosts import connect_options, connected
+    from deployctl.prepare import prepare
     from deployctl.spec.load import load_spec
     from deployctl.ui import render_plan
 
     spec = load_spec(args.spec)
     require_runnable(spec)
-    with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
-        plan, _ = _plan(spec, transports, frozenset(), ui)
+    with connected(spec, options=connect_options(args, ui)) as transports:
+        plan = prepare(spec, transports, on_wait=ui.info).plan
     render_plan(ui, plan)
     return ExitStatus.OK

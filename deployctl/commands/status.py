@@ -5,13 +5,15 @@ from __future__ import annotations
 from deployctl.errors import ExitStatus
 
 
-def weights_identity(spec, transports) -> dict | None:
+def weights_identity(spec, facts) -> dict | None:
     """Whether every host that runs an instance holds the same weights (manifest digest), or None without weights."""
     if not spec.weights.dest:
         return None
-    from deployctl.weights import manifest_digests
+    from deployctl.plan.weights_stage import weights_hosts
+    from deployctl.weights.manifest import manifest_digest
 
-    digests = manifest_digests(spec, transports)
+    digests = {name: manifest_digest(facts[name].weights.manifest) if facts[name].weights else None
+               for name in weights_hosts(spec) if name in facts}
     values = set(digests.values())
     return {"identical": len(values) == 1 and None not in values, "hosts": digests}
 
@@ -34,14 +36,18 @@ def weights_line(weights: dict) -> str:
 
 
 def run(args, ui) -> int:
-    from deployctl import deploy
+    from deployctl.gather import gather_state
+    from deployctl.hosts import connect_options, connected
+    from deployctl.plan.status import status_rows
     from deployctl.spec.load import load_spec
     from deployctl.ui import render_status
 
     spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
-    with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
-        rows = deploy.read_status(spec, transports)
-        weights = weights_identity(spec, transports)
+    with connected(spec, options=connect_options(args, ui)) as transports:
+        # one round trip per host: the containers and, where weights are synced, the manifest
+        facts = gather_state(spec, transports, stages=frozenset({"containers", "weights"}), strict=False)
+    rows = status_rows(spec, facts)
+    weights = weights_identity(spec, facts)
     if ui.json:
         ui.emit_json({"deployment": spec.name, "instances": rows, **({"weights": weights} if weights else {})})
         return ExitStatus.OK

@@ -1,4 +1,5 @@
-"""`deployctl up`: checks -> image -> weights -> ranktables -> prefill/decode -> health -> scheduler -> smoke."""
+"""`deployctl up`: gather -> plan (image, weights, ranktables and files, containers, smoke) -> checks when
+anything is to change -> execute -> status."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from deployctl.errors import ExitStatus, HostError, UsageError
 
 STAGES = ("checks", "image", "weights")
+PREPARE_STAGES = ("image", "ship", "weights")  # what runs before a re-plan when image identities were pending
 
 
 def parse_skip(text: str) -> frozenset[str]:
@@ -17,7 +19,7 @@ def parse_skip(text: str) -> frozenset[str]:
     return skip
 
 
-def confirm(plan, args, ui) -> None:
+def confirm(plan, args) -> None:
     """Replacing or removing running containers needs --yes, or a yes at a terminal."""
     from deployctl.ui import confirm_or_refuse
 
@@ -27,9 +29,19 @@ def confirm(plan, args, ui) -> None:
         confirm_or_refuse(names, getattr(args, "yes", False))
 
 
+def require_runnable(spec) -> None:
+    """`up` starts containers: it needs an image and the model directory."""
+    missing = [key for key, value in (("image.name", spec.image.name), ("weights.dest", spec.weights.dest))
+               if not value]
+    if missing:
+        raise UsageError(f"{spec.source or 'spec'}: `up` needs {' and '.join(missing)}",
+                         hint="add them to the spec (see `deployctl schema`)")
+
+
 def run(args, ui) -> int:
-    from deployctl import deploy
+    from deployctl.hosts import connect_options, connected
     from deployctl.lock import DeployLock
+    from deployctl.prepare import prepare
     from deployctl.spec.load import load_spec
     from deployctl.ui import render_plan, render_report, render_status
 
@@ -40,10 +52,9 @@ def run(args, ui) -> int:
         from deployctl.image.fetch import require_local_package
 
         require_local_package(spec)  # before any host is touched
-    with deploy.connected(spec, options=deploy.connect_options(args, ui)) as transports:
+    with connected(spec, options=connect_options(args, ui)) as transports:
         if args.dry_run:
-            plan, _ = _plan(spec, transports, skip, ui)
-            render_plan(ui, plan)
+            render_plan(ui, prepare(spec, transports, skip=skip, on_wait=ui.info).plan)
             return ExitStatus.OK
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait) as lock:
@@ -51,13 +62,15 @@ def run(args, ui) -> int:
             try:
                 for stage in sorted(skip):
                     ui.info(f"skipped stage: {stage} (--skip)")
-                plan, facts = _plan(spec, transports, skip, ui)
-                if _prepare_stages(spec, transports, skip, plan, ui):
-                    plan, facts = _plan(spec, transports, skip, ui)  # image IDs or weights changed: plan again
-                confirm(plan, args, ui)
-                report = _execute(spec, plan, transports, args, ui)
+                prepared = prepare(spec, transports, skip=skip, on_wait=ui.info)
+                if prepared.plan.changed and "checks" not in skip:
+                    from deployctl.commands.doctor import checks_for_spec
+
+                    checks_for_spec(spec, transports, ui)  # any FAIL stops here, before a change
+                confirm(prepared.plan, args)
+                report, plan = _execute(spec, prepared, transports, skip, args, ui)
                 result = "ok" if not report.failed else ("interrupted" if report.interrupted else "rolled back")
-                rows = deploy.read_status(spec, transports) if report.executed else deploy.status_rows(spec, facts)
+                rows = _status(spec, transports) if report.executed else _rows(spec, prepared.facts)
                 render_report(ui, report)
                 if report.failed:
                     render_status(ui, spec, rows, title="state after rollback")
@@ -75,79 +88,48 @@ def run(args, ui) -> int:
     return ExitStatus.OK
 
 
-def _prepare_stages(spec, transports, skip, plan, ui) -> bool:
-    """checks -> image build -> weights, before any container changes; True when the plan must be redone.
-
-    The checks guard changes: when the containers need nothing and no build or sync stage is active, nothing
-    is about to change, and a re-run stays a no-op.
-    """
-    building = bool(spec.image.build) and "image" not in skip
-    syncing = "weights" not in skip and _weights_stage() is not None
-    if not (plan.changed or building or syncing):
-        return False
-    if "checks" not in skip:
-        run_checks(spec, transports, ui)
-    if building:
-        from deployctl.image.stage import build_for_up
-
-        build_for_up(spec, transports, ui)  # replaces the plan's pull of a missing image
-    if syncing:
-        _weights_stage()(spec, transports, ui)
-    return building or syncing
-
-
-def _weights_stage():
-    """The weights stage of `up` (deployctl.weights.sync_for_up), None until that module exists."""
-    try:
-        from deployctl.weights import sync_for_up
-    except ImportError:
-        return None
-    return sync_for_up
-
-
-def require_runnable(spec) -> None:
-    """`up` starts containers: it needs an image and the model directory."""
-    missing = [key for key, value in (("image.name", spec.image.name), ("weights.dest", spec.weights.dest))
-               if not value]
-    if missing:
-        raise UsageError(f"{spec.source or 'spec'}: `up` needs {' and '.join(missing)}",
-                         hint="add them to the spec (see `deployctl schema`)")
-
-
-def _plan(spec, transports, skip, ui):
-    """Read-only: render ranktables, gather what runs, plan every container change -> (plan, facts)."""
-    from deployctl import deploy
-    from deployctl.plan.up import plan_up
-
-    ranktables = deploy.render_ranktables(spec, transports)
-    facts = deploy.gather_all(spec, transports)
-    if spec.image.build:
-        skip = skip | {"image"}  # the build stage (image build) owns the image, never a pull
-    return plan_up(spec, facts, ranktables, skip=skip), facts
-
-
-def run_checks(spec, transports, ui) -> None:
-    """The doctor's checks on every host that runs an instance; any FAIL stops `up` before a change."""
-    try:
-        from deployctl.commands.doctor import checks_for_spec
-    except ImportError:
-        return
-    checks_for_spec(spec, transports, ui)
-
-
-def _execute(spec, plan, transports, args, ui):
+def _execute(spec, prepared, transports, skip, args, ui):
+    """The whole plan in one executor; where an image identity is known only after the image stage (a base or
+    the image itself pulled), that stage first, then the rest planned on what the hosts hold then."""
     from deployctl.execute import Executor
-    from deployctl.ui import progress_printer
+    from deployctl.plan.model import Plan
+    from deployctl.prepare import prepare
+    from deployctl.ui_events import up_events
 
-    executor = Executor(transports, on_event=progress_printer(ui), health_timeout=args.health_timeout)
-    return executor.execute(plan)
+    with up_events(ui) as on_event:
+        executor = Executor(transports, on_event=on_event, health_timeout=args.health_timeout,
+                            presign=prepared.presign)
+        plan = prepared.plan
+        if plan.pending:
+            first = Plan(plan.deployment, tuple(s for s in plan.stages if s.name in PREPARE_STAGES))
+            report = executor.execute(first)
+            if report.failed:
+                return report, plan
+            plan = prepare(spec, transports, skip=skip | {"image", "weights"},
+                           stages=frozenset({"image", "ranktables", "containers"})).plan
+            later = executor.execute(plan)
+            later.outcomes[:0] = report.outcomes
+            return later, plan
+        return executor.execute(plan), plan
+
+
+def _rows(spec, facts):
+    from deployctl.plan.status import status_rows
+
+    return status_rows(spec, facts)
+
+
+def _status(spec, transports):
+    from deployctl.gather import gather_state
+
+    return _rows(spec, gather_state(spec, transports, stages=frozenset({"containers"})))
 
 
 def _finish(spec, plan, report, rows, ui) -> None:
+    from deployctl.bench.target import spec_endpoint
     from deployctl.ui import render_status
 
-    endpoint_instance = spec.scheduler or spec.instances[0]
-    endpoint = f"http://{spec.host(endpoint_instance.host).address}:{endpoint_instance.port}"
+    endpoint = spec_endpoint(spec)
     answers = smoke_answers(report)
     if ui.json:
         ui.emit_json({"deployment": spec.name, "changed": plan.changed, "endpoint": endpoint,

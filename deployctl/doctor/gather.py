@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Mapping, Optional
 
-from deployctl.batch import run_batch
 from deployctl.errors import HostError
 from deployctl.facts import docker, system
 from deployctl.facts.assemble import ProbeOutput, host_facts_from
 from deployctl.facts.model import HostFacts
 from deployctl.facts.probes import Probe, hccn_ping_probe, probes_for
+from deployctl.facts.weights_state import manifest_probe
+from deployctl.gather import run_probes
 from deployctl.doctor.targets import DoctorPlan, PingPair, Target
-from deployctl.core import Command
 from deployctl.transport import Transport
 
 # df fails on a path that does not exist yet (weights not synced): walk up to the first existing parent.
@@ -40,12 +40,9 @@ def doctor_probes(plan: DoctorPlan, target: Target) -> tuple[Probe, ...]:
             probe = Probe(("sh", "-c", CONTAINERS), docker.parse_docker_inspect, "containers",
                           parse_failed_output=True, tool_name="docker")
         out.append(probe)
+    if plan.weights_dest:  # the manifest a weights sync left: hosts must serve identical weights
+        out.append(manifest_probe(plan.weights_dest))
     return tuple(out)
-
-
-def run_probes(transport: Transport, probes: tuple[Probe, ...], timeout: float = 120) -> Results:
-    results = run_batch(transport, [Command(p.argv) for p in probes], timeout=timeout)
-    return [(p, ProbeOutput(r.exit_code, r.stdout, r.stderr)) for p, r in zip(probes, results)]
 
 
 def device_ip(facts: HostFacts, device: int) -> Optional[str]:
@@ -80,7 +77,7 @@ def gather_facts(
 ) -> dict[str, HostFacts]:
     """HostFacts of every target whose transport is given, all hosts in parallel; a host that fails
     mid-way is unreachable, not a crash. `on_host` is told as each host answers (the live display)."""
-    from deployctl.gather import on_hosts
+    from deployctl.fanout import on_hosts
 
     map_hosts = map_hosts or on_hosts
     names = [t.host.name for t in plan.targets if t.host.name in transports]

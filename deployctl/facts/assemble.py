@@ -15,6 +15,7 @@ FIELDS = {
     "arch": "arch", "os_release": "os_release", "npu_info": "npu", "npu_count": "npu_count", "version_info": "driver_files",
     "docker_version": "docker", "docker_info": "docker_info", "ip_forward": "ip_forward", "disk": "disk",
     "containers": "containers", "hccn_conf": "hccn_conf", "gpus": "gpus", "gpu_apps": "gpu_processes",
+    "deployed": "deployed", "image": "image", "weights": "weights", "bound_addresses": "bound_addresses",
 }
 HCCN_FIELDS = {"hccn_ip": "ip", "hccn_link": "link", "hccn_tls": "tls"}
 

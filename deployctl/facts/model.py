@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # the states import this module's types; annotations only, no cycle at run time
+    from deployctl.facts.deployed import DeployedState
+    from deployctl.facts.image_state import HostImage
+    from deployctl.ranktable.host_address import HostAddresses
+    from deployctl.weights.manifest import HostState
 
 # --- hccn_tool and /etc/hccn.conf -------------------------------------------------------------
 
@@ -358,6 +364,11 @@ class HostFacts:
     gpu_processes: Optional[tuple[GpuProcess, ...]] = None
     missing_tools: tuple[str, ...] = ()
     probe_errors: tuple[tuple[str, str], ...] = ()  # (probe key, message)
+    # what `up`, `plan`, `status` and `down` read (facts/deployed.py, image_state.py, weights_state.py)
+    deployed: Optional["DeployedState"] = None
+    image: Optional["HostImage"] = None
+    weights: Optional["HostState"] = None
+    bound_addresses: Optional["HostAddresses"] = None  # a `local` host's own IPv4 addresses (ranktable server_ip)
 
     def probe_error(self, key: str) -> Optional[str]:
         for name, message in self.probe_errors:

@@ -96,6 +96,12 @@ def container_inspect_probe(container_ids: tuple[str, ...]) -> Probe:
     return Probe(("docker", "inspect", *container_ids), docker.parse_docker_inspect, "containers")
 
 
+def device_ip_probes(devices: tuple[int, ...]) -> tuple[Probe, ...]:
+    """Each NPU's RoCE address (`hccn_tool -i N -ip -g`) and /etc/hccn.conf, its fallback."""
+    return (Probe(("cat", files.HCCN_CONF), files.parse_hccn_conf, "hccn_conf"),
+            *(_hccn(device, "ip", hccn_tool.parse_hccn_ip) for device in devices))
+
+
 def hccn_ping_probe(device: int, address: str) -> Probe:
     """Ping a peer device's RoCE IP from one of this host's NPUs (the pairs come from the spec)."""
     argv = (HCCN_TOOL, "-i", str(device), "-ping", "-g", "address", address)

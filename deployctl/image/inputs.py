@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+from dataclasses import dataclass
 from typing import Mapping
 
-LABEL_INPUTS = "deployctl.inputs"
+from deployctl.image.package import Package
 
 
 def inputs_digest(base_image_id: str, llm_sha256: str, opp_sha256: str, recipe: Mapping[str, bytes]) -> str:
@@ -31,3 +32,14 @@ def context_tar(files: Mapping[str, bytes]) -> bytes:
             info.mtime = 0
             tar.addfile(info, io.BytesIO(files[name]))
     return buffer.getvalue()
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """The package plus the recipe actually built (the vendor's ascend_vllm/ or a folder from images/)."""
+
+    package: Package
+    context: Mapping[str, bytes]
+
+    def digest(self, base_id: str) -> str:
+        return inputs_digest(base_id, self.package.llm_sha256, self.package.opp_sha256, self.context)

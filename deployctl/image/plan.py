@@ -7,16 +7,7 @@ from typing import Mapping, Optional, Sequence
 
 from deployctl.errors import UsageError
 from deployctl.facts.compat import rows_for_driver, row_for_release
-
-
-@dataclass(frozen=True)
-class HostImage:
-    """What a host has: the image's ID and `deployctl.inputs` label, the base image's ID, the NPU driver."""
-
-    image_id: Optional[str] = None
-    inputs: Optional[str] = None
-    base_id: Optional[str] = None
-    driver: Optional[str] = None
+from deployctl.facts.image_state import HostImage
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from deployctl.core import Command, Secret
+
+if TYPE_CHECKING:
+    from deployctl.plan.actions import Action
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,16 @@ class Step:
     health: Optional[HealthCheck] = None
     container: Optional[str] = None
     undo_health: Optional[HealthCheck] = None  # what `undo` restores, waited for so rollback ends serving
+    actions: tuple[Action, ...] = ()  # builds, ships, weight transfers (after puts and commands)
 
     @property
     def changes(self) -> bool:
         return self.action not in ("keep", "skip")
+
+    @property
+    def work(self) -> tuple:
+        """Everything the step does, in order: files, commands, typed actions, then the health wait."""
+        return (*self.puts, *self.commands, *self.actions, *((self.health,) if self.health else ()))
 
 
 @dataclass(frozen=True)
@@ -57,12 +66,22 @@ class Stage:
 
     name: str
     steps: tuple[Step, ...]
+    summary: str = ""  # said once the stage ran (`weights: 2 host(s) hold 3 files`)
+    counts_bytes: bool = False  # the summary goes on with the bytes the stage moved
+
+    def summary_after(self, moved: int) -> str:
+        if not self.counts_bytes:
+            return self.summary
+        return self.summary + (f", {moved} bytes transferred" if moved else ", nothing to transfer")
 
 
 @dataclass(frozen=True)
 class Plan:
     deployment: str
     stages: tuple[Stage, ...]
+    # hosts whose image identity is known only once the image stage ran (a base or the image itself must be
+    # pulled): `up` runs the image stages, gathers again and plans the rest
+    pending: tuple[str, ...] = ()
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -79,10 +98,34 @@ class Plan:
             base = {"host": step.host, "stage": step.stage, "action": step.action, "reason": step.reason}
             if step.container:
                 base["container"] = step.container
-            if not step.puts and not step.commands:
+            if not step.puts and not step.commands and not step.actions:
                 entries.append({**base, "argv": []})
             for put in step.puts:
                 entries.append({**base, "argv": [], "put": put.path, "mode": f"{put.mode:o}"})
             for command in step.commands:
                 entries.append({**base, "argv": list(command.argv)})
-        return {"deployment": self.deployment, "steps": entries}
+            for action in step.actions:
+                entries.append({**base, "argv": [], **action.to_json()})
+        return {"deployment": self.deployment, "changed": self.changed, "steps": entries,
+                "moves": self.moves()}
+
+    def moves(self) -> list[dict]:
+        """Bytes each host receives: image builds' contexts and ships, weight transfers (None: known later)."""
+        from deployctl.plan.actions import Build, Fetch, Ship
+
+        totals: dict[str, dict] = {}
+
+        def add(host: str, key: str, amount: Optional[int]) -> None:
+            row = totals.setdefault(host, {"host": host, "image_bytes": 0, "weight_bytes": 0})
+            row[key] = None if amount is None or row[key] is None else row[key] + amount
+
+        for step in self.steps:
+            for action in step.actions:
+                if isinstance(action, Build):
+                    add(step.host, "image_bytes", action.bytes)
+                elif isinstance(action, Ship):
+                    for target in action.targets:
+                        add(target, "image_bytes", action.size)
+                elif isinstance(action, Fetch):
+                    add(step.host, "weight_bytes", action.bytes)
+        return list(totals.values())

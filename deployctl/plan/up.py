@@ -9,11 +9,12 @@ before any new container starts, so an NPU is never held by two containers, and 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from deployctl.errors import PlanError
-from deployctl.facts.model import ContainerDevices
+from deployctl.facts.deployed import DeployedState
+from deployctl.facts.model import ContainerDevices, HostFacts
 from deployctl.plan.containers import (
     LABEL_DEPLOYMENT,
     LABEL_DIGEST,
@@ -29,38 +30,26 @@ from deployctl.plan.containers import (
 from deployctl.plan import triton
 from deployctl.core import Command, Secret
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
+from deployctl.plan.probes import health_path
+from deployctl.plan.image_stage import plan_image_stages
 from deployctl.plan.verify import plan_verify
+from deployctl.plan.weights_stage import Listing, plan_weights
+from deployctl.image.inputs import BuildInputs
 from deployctl.spec.model import Spec
-
-@dataclass(frozen=True)
-class DeployFacts:
-    """What `up` needs to know about one host before planning."""
-
-    containers: tuple[ContainerDevices, ...] = ()
-    image_id: Optional[str] = None  # ID of spec.image.name on the host; None when missing
-    file_hashes: Mapping[str, str] = field(default_factory=dict)  # remote path -> sha256 of its content
-    health: Mapping[int, bool] = field(default_factory=dict)  # port -> GET /health answered 200
-
-    def container(self, name: str) -> Optional[ContainerDevices]:
-        for container in self.containers:
-            if container.name == name:
-                return container
-        return None
-
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def owned_containers(spec: Spec, facts: DeployFacts) -> tuple[ContainerDevices, ...]:
+def owned_containers(spec: Spec, facts: DeployedState) -> tuple[ContainerDevices, ...]:
     return tuple(c for c in facts.containers if c.label(LABEL_DEPLOYMENT) == spec.name)
 
 
-def check_devices_free(spec: Spec, facts: Mapping[str, DeployFacts]) -> None:
+def check_devices_free(spec: Spec, facts: Mapping[str, DeployedState]) -> None:
     """Refuse to take an NPU/GPU held by a running container that is not this deployment's."""
     problems = []
     for instance in spec.instances:
-        host_facts = facts.get(instance.host, DeployFacts())
+        host_facts = facts.get(instance.host, DeployedState())
         for container in host_facts.containers:
             if not container.running or container.label(LABEL_DEPLOYMENT) == spec.name:
                 continue
@@ -102,14 +91,6 @@ def digest_of(container: Container, image_id: str, ranktables: Optional[Ranktabl
     return container_digest(container, image_id, ranktable_digest, repository)
 
 
-def health_path(spec: Spec) -> str:
-    """What answers 200 once an instance serves, as each server reports it: vLLM's /health; Triton's readiness
-    (strict by default: ready only once its models are). `up` waits on it and `status` reads it."""
-    if spec.server == "triton":
-        return "/v2/health/ready"
-    return "/health"
-
-
 def triton_repository_puts(spec: Spec) -> dict[str, list[PutFile]]:
     """Each host's model-repository files; instances on one host must agree on them (one directory)."""
     wanted: dict[str, dict[str, bytes]] = {}
@@ -126,19 +107,7 @@ def triton_repository_puts(spec: Spec) -> dict[str, list[PutFile]]:
             for host, files in wanted.items()}
 
 
-def plan_image(spec: Spec, facts: Mapping[str, DeployFacts]) -> Stage:
-    """Use the image where present; pull it where missing (building is `image build`'s stage)."""
-    steps = []
-    for host in spec.used_hosts:
-        if facts[host.name].image_id:
-            steps.append(Step(host.name, "image", "keep", f"{spec.image.name} present"))
-        else:
-            steps.append(Step(host.name, "image", "run", f"{spec.image.name} missing: pull",
-                              commands=(Command(("docker", "pull", spec.image.name or "")),)))
-    return Stage("image", tuple(steps))
-
-
-def plan_files(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Optional[RanktableFiles],
+def plan_files(spec: Spec, facts: Mapping[str, DeployedState], ranktables: Optional[RanktableFiles],
                containers: tuple[Container, ...]) -> Stage:
     """Ranktables for every P/D host and the 0600 env files of secrets; unchanged files are not rewritten."""
     wanted: dict[str, list[PutFile]] = {h.name: [] for h in spec.used_hosts}
@@ -189,8 +158,10 @@ def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[in
     )
 
 
-def plan_containers(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Optional[RanktableFiles]) -> tuple[Stage, ...]:
-    """stop (replaced and retired) -> workers (prefill+decode or mixed, in parallel) -> scheduler -> verify."""
+def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: Optional[RanktableFiles],
+                    images: Optional[Mapping[str, Optional[str]]] = None) -> tuple[Stage, ...]:
+    """stop (replaced and retired) -> workers (prefill+decode or mixed, in parallel) -> scheduler -> verify.
+    `images`: each host's image identity once the image stages ran (default: the image ID there now)."""
     check_devices_free(spec, facts)
     stops: list[Step] = []
     starts: dict[str, list[Step]] = {"workers": [], "scheduler": []}
@@ -198,7 +169,7 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Op
     for container in desired:
         instance = container.instance
         host_facts = facts[instance.host]
-        image_id = host_facts.image_id or ""
+        image_id = (images[instance.host] if images is not None else host_facts.image_id) or ""
         digest = digest_of(container, image_id, ranktables, spec)
         current = host_facts.container(container.name)
         wave = "scheduler" if instance.role == "scheduler" else "workers"
@@ -218,7 +189,7 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Op
         ))
     wanted = {c.name for c in desired}
     for host in spec.hosts:
-        owned = owned_containers(spec, facts.get(host.name, DeployFacts()))
+        owned = owned_containers(spec, facts.get(host.name, DeployedState()))
         for current in owned:
             if not current.name.endswith(PREVIOUS_SUFFIX) and current.name not in wanted:
                 stops.append(_stop_step(host.name, current.name, "remove", "no longer in the spec"))
@@ -249,27 +220,34 @@ def _decide(current: Optional[ContainerDevices], digest: str, image_id: str) -> 
     return "keep", "running with this configuration"
 
 
-def plan_up(spec: Spec, facts: Mapping[str, DeployFacts], ranktables: Optional[RanktableFiles] = None,
-            *, skip: frozenset[str] = frozenset()) -> Plan:
-    """Every stage of `up` after the checks: image, files, stop, workers, scheduler, verify."""
-    containers = desired_containers(spec, ranktables)
-    stages = []
-    if "image" not in skip:
-        stages.append(plan_image(spec, facts))
-    stages.append(plan_files(spec, facts, ranktables, containers))
-    stages.extend(plan_containers(spec, facts, ranktables))
-    plan = Plan(spec.name, tuple(stages))
-    if plan.changed:
-        plan = Plan(spec.name, plan.stages + (plan_verify(spec),))
+@dataclass(frozen=True)
+class UpInputs:
+    """What the control machine adds to the hosts' facts: rendered ranktables, the image's build inputs, the
+    weights source's listing and the digest of the fetcher program this deployctl ships."""
+
+    ranktables: Optional[RanktableFiles] = None
+    build: Optional[BuildInputs] = None
+    listing: Optional[Listing] = None
+    fetcher_digest: str = ""
+
+
+def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInputs(), *,
+            skip: frozenset[str] = frozenset(),
+            stages: frozenset[str] = frozenset({"image", "weights", "containers"})) -> Plan:
+    """Every stage of `up` after the checks, in order: image, ship, weights, files, stop, workers, scheduler,
+    verify; `stages` keeps a part of it (`image build` plans the image, `weights sync` the weights)."""
+    deployed = {host: f.deployed or DeployedState() for host, f in facts.items()}
+    image_stages, images = plan_image_stages(spec, facts, inputs.build, skip)
+    planned = list(image_stages) if "image" in stages else []
+    if "weights" in stages and inputs.listing is not None and "weights" not in skip:
+        planned.append(plan_weights(spec, facts, inputs.listing, inputs.fetcher_digest))
+    pending: tuple[str, ...] = ()
+    if "containers" in stages:
+        planned.append(plan_files(spec, deployed, inputs.ranktables, desired_containers(spec, inputs.ranktables)))
+        planned.extend(plan_containers(spec, deployed, inputs.ranktables, images))
+        image_changes = {s.host for stage in image_stages for s in stage.steps if s.changes}
+        pending = tuple(sorted(h for h, identity in images.items() if identity is None and h in image_changes))
+    plan = Plan(spec.name, tuple(planned), pending=pending)
+    if plan.changed and "containers" in stages:
+        plan = Plan(spec.name, plan.stages + (plan_verify(spec),), pending=pending)
     return plan
-
-
-def plan_down(spec: Spec, facts: Mapping[str, DeployFacts]) -> Plan:
-    """Remove this deployment's containers (by label, `.previous` ones too) and nothing else."""
-    steps = []
-    for host in spec.hosts:
-        for container in owned_containers(spec, facts.get(host.name, DeployFacts())):
-            steps.append(Step(host.name, "down", "remove", f"container {container.state}",
-                              container=container.name,
-                              commands=(Command(("docker", "rm", "--force", container.name)),)))
-    return Plan(spec.name, (Stage("down", tuple(steps)),))

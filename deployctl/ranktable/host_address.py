@@ -53,3 +53,24 @@ def choose_host_ip(addresses: Sequence[BoundAddress], default_interface: Optiona
         raise RanktableError("cannot tell this host's address: no global IPv4 address is bound here",
                              hint="pass --host-ip with the address the other hosts reach this one at")
     return preferred[0].address
+
+
+@dataclass(frozen=True)
+class HostAddresses:
+    """What `ip` said about this host: its IPv4 addresses and the default route's interface."""
+
+    addresses: tuple[BoundAddress, ...]
+    default_interface: Optional[str]
+
+    def choose(self) -> str:
+        return choose_host_ip(self.addresses, self.default_interface)
+
+
+SEPARATOR = "@@route"
+# both answers in one command: the addresses, a marker, the default route (absent: no default route)
+ADDRESSES_ARGV = ("sh", "-c", f'{" ".join(IP_ADDR_ARGV)} && echo {SEPARATOR} && {{ {" ".join(DEFAULT_ROUTE_ARGV)} || true; }}')
+
+
+def parse_host_addresses(text: str) -> HostAddresses:
+    addresses, _, route = text.partition(SEPARATOR + "\n")
+    return HostAddresses(parse_ip_addr(addresses), parse_default_route(route))

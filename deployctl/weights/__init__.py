@@ -1,5 +1,2 @@
-"""Model weights: list the source on the control machine, fetch on every host with pre-signed URLs."""
-
-from deployctl.weights.sync import HostReport, manifest_digests, sync_for_up, sync_weights
-
-__all__ = ["HostReport", "manifest_digests", "sync_for_up", "sync_weights"]
+"""Model weights: the source (parsed, listed on the control machine), the manifest a host keeps, and the
+host-side fetcher program (weights_fetch.py) that `execute.weights` runs with pre-signed URLs."""

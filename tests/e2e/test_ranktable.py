@@ -70,10 +70,10 @@ def test_a_device_ip_missing_from_hccn_tool_comes_from_the_hosts_hccn_conf(bed, 
 
 def test_the_address_of_a_host_is_one_bound_on_it(bed, deployctl):
     # what `address: local` uses, asked of a real host over SSH: tb1 has no default route, so its global address
-    from deployctl import deploy
     from deployctl.gather import bound_host_ip
+    from deployctl.hosts import connected
     from deployctl.spec.load import load_spec
 
     spec = load_spec(deployctl.write(bed.spec_yaml("e2e-rt4", TOPOLOGY, hosts_used=["tb1", "tb2"], extra=MODEL)))
-    with deploy.connected(spec, hosts=spec.hosts[:1]) as transports:
+    with connected(spec, hosts=spec.hosts[:1]) as transports:
         assert bound_host_ip(transports["tb1"], "tb1", hint="") == "10.200.0.11"

@@ -123,13 +123,16 @@ def test_sync_three_hosts_rerun_change_and_no_secret(testbed, uploaded, s3_env, 
                                           "/var/lib/deployctl"], check=False).stdout
             assert found == ""
 
-        from deployctl.deploy import connected
+        from deployctl.gather import gather_state
+        from deployctl.hosts import connected
         from deployctl.spec.load import load_spec
-        from deployctl.weights import manifest_digests
+        from deployctl.weights.manifest import manifest_digest
 
         spec = load_spec(path)
         with connected(spec) as transports:
-            assert manifest_digests(spec, transports) == {h: doc["hosts"][0]["manifest_digest"] for h in HOSTS}
+            facts = gather_state(spec, transports, stages=frozenset({"weights"}))
+        assert {h: manifest_digest(f.weights.manifest) for h, f in facts.items()} == {
+            h: doc["hosts"][0]["manifest_digest"] for h in HOSTS}
         code, out, err = deployctl("status", path, "--output", "json")
         assert json.loads(out)["weights"] == {"identical": True,
                                               "hosts": {h: doc["hosts"][0]["manifest_digest"] for h in HOSTS}}
@@ -168,11 +171,10 @@ class _Recording:
 
 
 def test_no_secret_in_any_argv_or_put(testbed, uploaded, s3_env, capsys, tmp_path):
-    from deployctl.deploy import connected
+    from deployctl.hosts import connected
     from deployctl.core import Command, Secret
     from deployctl.spec.load import load_spec
-    from deployctl.ui import UI
-    from deployctl.weights import sync_weights
+    from deployctl.commands.weights import sync_weights
 
     path = Deployctl(capsys, tmp_path).write(spec_text(testbed, "e2e-weights-argv", ["tb4"]))
     spec = load_spec(path)
@@ -180,8 +182,8 @@ def test_no_secret_in_any_argv_or_put(testbed, uploaded, s3_env, capsys, tmp_pat
     log: list = []
     try:
         with connected(spec) as transports:
-            reports = sync_weights(spec, {name: _Recording(t, log) for name, t in transports.items()}, UI(quiet=True))
-        assert reports[0].files == 6
+            rows = sync_weights(spec, {name: _Recording(t, log) for name, t in transports.items()})
+        assert rows[0]["files"] == 6
         secret = testbed.s3.secret_key
         commands = [c for c in log if isinstance(c, Command)]
         assert any(isinstance(c.stdin, Secret) for c in commands)  # the job (URLs) went as stdin only

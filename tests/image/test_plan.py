@@ -10,8 +10,8 @@ import pytest
 from deployctl.errors import UsageError
 from deployctl.facts.compat import CompatRow
 from deployctl.image.inputs import context_tar, inputs_digest
-from deployctl.image.plan import HostAction, HostImage, check_compat, plan_image_build
-from deployctl.image.run import parse_probe
+from deployctl.facts.image_state import HostImage
+from deployctl.image.plan import HostAction, check_compat, plan_image_build
 
 
 def digest(base_id):
@@ -73,10 +73,3 @@ def test_compat_refuses_another_drivers_release_and_an_unknown_release():
         check_compat("6.3.909", {"a": "23.0.6", "b": "24.1.0"}, ROWS)
     with pytest.raises(UsageError, match="AscendCloud 6.3.999 is not in the compatibility table"):
         check_compat("6.3.999", {"a": "23.0.6"}, ROWS)
-
-
-def test_parse_probe_reads_image_label_base_and_driver_from_version_info():
-    text = ('@@image\nsha256:abc {"deployctl.inputs":"sha256:in","x":"y"}\n@@base\nsha256:base\n'
-            '@@board\n@@version\nVersion=23.0.6\npackage_version=23.0.6\n@@end\n')
-    assert parse_probe(text) == HostImage("sha256:abc", "sha256:in", "sha256:base", "23.0.6")
-    assert parse_probe("@@image\n@@base\n@@end\n") == HostImage()

@@ -8,7 +8,8 @@ import posixpath
 import pytest
 
 from deployctl.errors import SpecError
-from deployctl.plan.up import DeployFacts, plan_up
+from deployctl.plan.up import plan_up
+from tests.plan.hostfacts import deployed
 from deployctl.spec.load import load_spec_text
 from tests.plan.test_triton import TRITON
 
@@ -33,7 +34,7 @@ def test_no_file_outside_the_deployments_directory(server, served_name):
         assert served_name in HOSTILE or (server, served_name) == ("triton", "org:name")
         return
     assert served_name not in HOSTILE
-    plan = plan_up(spec, {"gpu1": DeployFacts((), None, {})})
+    plan = plan_up(spec, {"gpu1": deployed((), None, {})})
     paths = [put.path for step in plan.steps for put in step.puts]
     inside = f"/var/lib/deployctl/{spec.name}/"
     assert all(posixpath.normpath(path).startswith(inside) and ".." not in path.split("/") for path in paths), paths

@@ -13,7 +13,8 @@ from deployctl.errors import PlanError
 from tests.plan.test_up import container_fact
 from deployctl.plan import triton
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for, docker_run
-from deployctl.plan.up import DeployFacts, digest_of, plan_up
+from deployctl.plan.up import digest_of, plan_up
+from tests.plan.hostfacts import deployed
 from deployctl.spec.load import load_spec_text
 
 GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "triton"
@@ -108,7 +109,7 @@ def test_vllm_server_on_gpu_runs_the_openai_server_with_tp_from_gpu_count():
         "python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/mnt/weights/opt-125m",
         "--tensor-parallel-size", "2", "--max-model-len", "2048", "--max-num-seqs", "64",
         "--max-num-batched-tokens", "2048", "--host", "0.0.0.0", "--port", "8000", "--served-model-name", "opt-125m")
-    plan = plan_up(s, {"gpu1": DeployFacts((), "sha256:img")})
+    plan = plan_up(s, {"gpu1": deployed((), "sha256:img")})
     [start] = [step for step in plan.steps if step.stage == "workers"]
     assert (start.health.port, start.health.path) == (8000, "/health")
     [verify] = [step for step in plan.steps if step.stage == "verify"]
@@ -129,7 +130,7 @@ def running(s, image_id="sha256:img"):
 
 def test_fresh_plan_writes_the_repository_before_starting_and_checks_triton_health():
     s = spec()
-    plan = plan_up(s, {"gpu1": DeployFacts((), "sha256:img")})
+    plan = plan_up(s, {"gpu1": deployed((), "sha256:img")})
     assert [stage.name for stage in plan.stages] == ["image", "files", "stop", "workers", "verify"]
     [files] = [step for step in plan.steps if step.stage == "files"]
     assert {p.path: (p.content, p.mode) for p in files.puts} == {
@@ -148,7 +149,7 @@ def test_fresh_plan_writes_the_repository_before_starting_and_checks_triton_heal
 
 def test_rerun_with_repository_and_container_current_is_a_no_op():
     s = spec()
-    plan = plan_up(s, {"gpu1": DeployFacts(running(s), "sha256:img", repository_hashes(s))})
+    plan = plan_up(s, {"gpu1": deployed(running(s), "sha256:img", repository_hashes(s))})
     assert not plan.changed
     assert [(step.stage, step.action) for step in plan.steps] == [
         ("image", "keep"), ("files", "keep"), ("workers", "keep")]
@@ -159,7 +160,7 @@ def test_changed_engine_args_rewrite_model_json_and_replace_the_container():
     new = spec(TRITON.replace("max_model_len: 2048", "max_model_len: 1024"))
     # max_model_len is not on tritonserver's command line: only the repository digest sees the change.
     assert container_for(old, old.instances[0]).command == container_for(new, new.instances[0]).command
-    plan = plan_up(new, {"gpu1": DeployFacts(running(old), "sha256:img", repository_hashes(old))})
+    plan = plan_up(new, {"gpu1": deployed(running(old), "sha256:img", repository_hashes(old))})
     [files] = [step for step in plan.steps if step.stage == "files"]
     assert [p.path for p in files.puts] == [f"{REPO}/opt-125m/1/model.json"]
     assert {(step.stage, step.action) for step in plan.steps if step.container} == {
@@ -172,7 +173,7 @@ def test_instances_sharing_a_host_with_different_gpu_counts_are_refused():
     s = spec(TRITON + "    - {host: gpu1, devices: [1, 2], port: 8010}\n")
     assert len(s.instances) == 2
     with pytest.raises(PlanError, match="gpu1: Triton instances of 'opt-125m-triton' need different"):
-        plan_up(s, {"gpu1": DeployFacts((), "sha256:img")})
+        plan_up(s, {"gpu1": deployed((), "sha256:img")})
 
 
 def test_up_summary_takes_text_output_from_triton_and_content_from_vllm():

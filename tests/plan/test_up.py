@@ -5,7 +5,9 @@ import pytest
 from deployctl.errors import PlanError
 from deployctl.facts.model import ContainerDevices
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, RanktableFiles, container_for
-from deployctl.plan.up import DeployFacts, digest_of, plan_down, plan_up
+from deployctl.plan.down import plan_down
+from deployctl.plan.up import UpInputs, digest_of, plan_up
+from tests.plan.hostfacts import deployed
 from tests.plan.test_containers import PD, ranktables, spec
 
 
@@ -30,7 +32,7 @@ def running(s, rts, image_id="sha256:img", **overrides):
 
 
 def facts_for(s, rts, containers, image_id="sha256:img", hashes=None):
-    return {"node1": DeployFacts(tuple(containers), image_id, hashes or {})}
+    return {"node1": deployed(tuple(containers), image_id, hashes or {})}
 
 
 def file_hashes(s, rts):
@@ -45,7 +47,7 @@ def actions(plan):
 def test_fresh_host_creates_workers_then_scheduler_then_verifies():
     s = spec()
     rts = ranktables(s)
-    plan = plan_up(s, facts_for(s, rts, []), rts)
+    plan = plan_up(s, facts_for(s, rts, []), UpInputs(rts))
     assert [stage.name for stage in plan.stages] == ["image", "files", "stop", "workers", "scheduler", "verify"]
     assert actions(plan)[("workers", "llama2-13b-pd-prefill-0")] == "create"
     assert actions(plan)[("scheduler", "llama2-13b-pd-scheduler-0")] == "create"
@@ -55,7 +57,7 @@ def test_fresh_host_creates_workers_then_scheduler_then_verifies():
 def test_rerun_with_everything_running_changes_nothing():
     s = spec()
     rts = ranktables(s)
-    plan = plan_up(s, facts_for(s, rts, running(s, rts), hashes={**file_hashes(s, rts), **env_hashes(s, rts)}), rts)
+    plan = plan_up(s, facts_for(s, rts, running(s, rts), hashes={**file_hashes(s, rts), **env_hashes(s, rts)}), UpInputs(rts))
     assert not plan.changed
     assert all(step.action == "keep" for step in plan.steps)
 
@@ -75,7 +77,7 @@ def test_decode_model_change_replaces_only_decode():
     rts = ranktables(s)
     before = running(s, rts)
     changed = spec(PD.replace("model: {max_num_seqs: 512}", "model: {max_num_seqs: 128}"))
-    plan = plan_up(changed, facts_for(changed, rts, before, hashes={**file_hashes(s, rts), **env_hashes(s, rts)}), rts)
+    plan = plan_up(changed, facts_for(changed, rts, before, hashes={**file_hashes(s, rts), **env_hashes(s, rts)}), UpInputs(rts))
     replaced = {c for (stage, c), a in actions(plan).items() if a == "replace"}
     assert replaced == {"llama2-13b-pd-decode-0"}
     stop = next(step for step in plan.steps if step.stage == "stop")
@@ -87,7 +89,7 @@ def test_exited_container_is_recreated():
     s = spec()
     rts = ranktables(s)
     containers = running(s, rts, **{"llama2-13b-pd-prefill-0": "exited"})
-    plan = plan_up(s, facts_for(s, rts, containers, hashes={**file_hashes(s, rts), **env_hashes(s, rts)}), rts)
+    plan = plan_up(s, facts_for(s, rts, containers, hashes={**file_hashes(s, rts), **env_hashes(s, rts)}), UpInputs(rts))
     assert actions(plan)[("workers", "llama2-13b-pd-prefill-0")] == "replace"
     assert actions(plan)[("workers", "llama2-13b-pd-decode-0")] == "keep"
 
@@ -97,7 +99,7 @@ def test_npu_held_by_someone_else_is_refused_naming_the_holder():
     rts = ranktables(s)
     stranger = container_fact("x", "someone-elses", "running", "i", {}, (5,))
     with pytest.raises(PlanError, match="NPU 5 .* held by container 'someone-elses'"):
-        plan_up(s, facts_for(s, rts, [stranger]), rts)
+        plan_up(s, facts_for(s, rts, [stranger]), UpInputs(rts))
 
 
 def test_container_no_longer_in_spec_is_retired_and_strangers_untouched():
@@ -105,7 +107,7 @@ def test_container_no_longer_in_spec_is_retired_and_strangers_untouched():
     rts = ranktables(s)
     stray = container_fact("y", "llama2-13b-pd-decode-1", "running", "i", {LABEL_DEPLOYMENT: s.name})
     other = container_fact("z", "other-app", "running", "i", {LABEL_DEPLOYMENT: "other"})
-    plan = plan_up(s, facts_for(s, rts, running(s, rts) + [stray, other]), rts)
+    plan = plan_up(s, facts_for(s, rts, running(s, rts) + [stray, other]), UpInputs(rts))
     assert actions(plan)[("stop", "llama2-13b-pd-decode-1")] == "remove"
     assert not any(step.container == "other-app" for step in plan.steps)
     down = plan_down(s, facts_for(s, rts, running(s, rts) + [stray, other]))
@@ -115,7 +117,7 @@ def test_container_no_longer_in_spec_is_retired_and_strangers_untouched():
 def test_missing_image_is_pulled_and_plan_json_has_argv():
     s = spec()
     rts = ranktables(s)
-    plan = plan_up(s, {"node1": DeployFacts((), None, {})}, rts)
+    plan = plan_up(s, {"node1": deployed((), None, {})}, UpInputs(rts))
     image = plan.stages[0].steps[0]
     assert image.commands[0].argv == ("docker", "pull", "deployctl/vllm-ascend:6.3.909")
     document = plan.to_json()
@@ -130,7 +132,7 @@ def test_a_changed_global_ranktable_replaces_every_pd_container():
     hashes = {**file_hashes(s, rts), **env_hashes(s, rts)}
     moved = RanktableFiles(rts.global_name, rts.local_names,
                            {**rts.contents, rts.global_name: b'{"an instance moved": true}'})
-    plan = plan_up(s, facts_for(s, moved, running(s, rts), hashes=hashes), moved)
+    plan = plan_up(s, facts_for(s, moved, running(s, rts), hashes=hashes), UpInputs(moved))
     replaced = {c for (stage, c), a in actions(plan).items() if a == "replace" and stage != "stop"}
     assert replaced == {i.name for i in s.instances}
     files = next(stage for stage in plan.stages if stage.name == "files").steps[0]
@@ -144,7 +146,7 @@ def test_leftover_previous_is_removed_once_never_beside_its_own_replacement():
     leftovers = [container_fact(f"p{n}", f"{i.name}.previous", "exited", "i", {LABEL_DEPLOYMENT: s.name})
                  for n, i in enumerate(s.instances)]
     containers = running(s, rts, **{"llama2-13b-pd-prefill-0": "exited"}) + leftovers
-    plan = plan_up(s, facts_for(s, rts, containers, hashes=hashes), rts)
+    plan = plan_up(s, facts_for(s, rts, containers, hashes=hashes), UpInputs(rts))
     stop = [(step.container, step.action) for step in plan.steps if step.stage == "stop"]
     assert ("llama2-13b-pd-prefill-0", "replace") in stop
     assert ("llama2-13b-pd-prefill-0.previous", "remove") not in stop  # the replace step removes it first

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from deployctl.core import Secret
-from deployctl.plan.up import DeployFacts, plan_up
+from deployctl.plan.up import plan_up
+from tests.plan.hostfacts import deployed
 from deployctl.spec.load import check_spec_text, load_spec_text
 from deployctl.ui import UI, render_plan
 
@@ -103,7 +104,7 @@ def test_validate_errors_never_print_a_secret(tmp_path: Path, output):
 
 def test_plan_table_json_and_argv_never_hold_a_secret(capsys):
     spec = load_spec_text(SPEC, environ=ENVIRON)
-    plan = plan_up(spec, {"node1": DeployFacts((), None, {})})
+    plan = plan_up(spec, {"node1": deployed((), None, {})})
     render_plan(UI(color=False), plan)
     table = capsys.readouterr().out
     render_plan(UI(output="json"), plan)

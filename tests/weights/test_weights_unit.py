@@ -8,7 +8,8 @@ from deployctl.errors import UsageError
 from deployctl.weights.manifest import HostState, SourceObject, manifest_digest, plan_host
 from deployctl.weights.progress import parse_progress
 from deployctl.weights.source import Source, addressing_style, parse_source, region_of, relative_path
-from deployctl.weights.sync import build_job
+from deployctl.execute.weights import build_job
+from deployctl.plan.actions import Fetch
 
 
 def test_parse_source_forms():
@@ -64,7 +65,8 @@ def test_digest_is_order_free_and_none_when_empty():
 def test_job_carries_urls_only_for_fetched_files():
     state = HostState({}, {}, 10**9, "/")
     plan = plan_host((OBJ_A,), state)
-    job = build_job("/w", "s3://b/m/", plan, {"m/a": "http://s/m/a?sig"})
+    fetch = Fetch("s3://b/m/", "/w", plan.fetch, plan.remove, plan.bytes_needed, listed="")
+    job = build_job(fetch, {"m/a": "http://s/m/a?sig"})
     assert job["files"] == [{"key": "m/a", "path": "a", "size": 10, "etag": "e1", "url": "http://s/m/a?sig"}]
     assert job["dest"] == "/w" and set(job) == {"dest", "source", "part_size", "concurrency", "remove", "files"}
 

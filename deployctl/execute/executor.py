@@ -1,41 +1,36 @@
-"""execute: run a Plan's stages in order, each stage's steps in parallel; undo everything on failure.
+"""Executor: a Plan's stages in order, each stage's steps in parallel; undo everything on failure.
 
-The only module (with gather.py) that calls a transport. Progress goes out through `on_event`, so this
-module never imports rich.
-"""
+With gather.py, the only code that calls a transport. Progress goes out through `on_event`, so this never
+touches the screen."""
 
 from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from deployctl.errors import HostError
 from deployctl.core import Command
-from deployctl.plan.model import HealthCheck, Plan, Step
+from deployctl.errors import DeployctlError, HostError
+from deployctl.execute.health import Cancelled, wait_healthy
+from deployctl.plan.actions import Build, Fetch, Ship
+from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.transport import Result, Transport
 
-Event = Callable[[str, Step, str], None]  # (kind, step, message); kinds: start, progress, done, failed, undo
-
-# One round trip per poll: container state, then the HTTP status of its health endpoint, then its last log line.
-_HEALTH_SCRIPT = (
-    # `docker inspect --format` prints an empty line when it fails: judge by its status, and tell a missing
-    # container from a daemon that stopped answering.
-    's=$(docker inspect --format "{{.State.Status}} {{.State.ExitCode}}" "$1" 2>/dev/null) && echo "$s" || '
-    '{ docker version --format "{{.Server.Version}}" >/dev/null 2>&1 && echo "missing 0" || echo "no-daemon 0"; }; '
-    'curl --silent --max-time 2 --output /dev/null --write-out "%{http_code}\\n" "http://127.0.0.1:$2$3" || echo; '
-    'docker logs --tail 1 "$1" 2>&1 | tail -n 1'
-)
+# (kind, step, message); kinds: start, progress, transfer (a fetcher's progress line), done, failed, undo,
+# stage (a stage finished; message: its summary)
+Event = Callable[[str, Step, str], None]
 
 
 @dataclass
 class StepOutcome:
     step: Step
     status: str = "pending"  # pending | done | failed | undone | skipped
-    error: Optional[str] = None
+    error: Optional[object] = None
     results: list[Result] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # builds and ships: seconds per host
+    transferred: int = 0  # weight bytes moved
 
 
 @dataclass
@@ -44,7 +39,7 @@ class Report:
     failed: bool = False
     interrupted: bool = False
     rolled_back: bool = False
-    error: Optional[HostError] = None
+    error: Optional[DeployctlError] = None
 
     def results_of(self, stage: str) -> list[StepOutcome]:
         return [o for o in self.outcomes if o.step.stage == stage]
@@ -55,22 +50,13 @@ class Report:
         return sum(1 for o in self.outcomes if o.status in ("done", "failed", "undone") and o.step.changes)
 
 
-class _Cancelled(Exception):
-    pass
-
-
 def run_checked(transport: Transport, command: Command, *, timeout: Optional[float] = None) -> Result:
     """Run a command; a non-zero exit of a checked command is a HostError with the stderr tail."""
     result = transport.run(command, timeout=timeout)
     if command.check and not result.ok:
-        raise HostError(
-            transport.name,
-            f"command failed with exit code {result.exit_code}",
-            address=getattr(transport, "address", None),
-            command=command.display(),
-            exit_code=result.exit_code,
-            stderr_tail=(result.stderr or result.stdout)[-2000:],
-        )
+        raise HostError(transport.name, f"command failed with exit code {result.exit_code}",
+                        address=transport.address, command=command.display(), exit_code=result.exit_code,
+                        stderr_tail=(result.stderr or result.stdout)[-2000:])
     return result
 
 
@@ -78,11 +64,12 @@ class Executor:
     """Runs a plan against open transports, with rollback of what it changed when anything fails."""
 
     def __init__(self, transports: Mapping[str, Transport], *, on_event: Optional[Event] = None,
-                 health_timeout: float = 1200.0, poll_interval: float = 0.5) -> None:
+                 health_timeout: float = 1200.0, poll_interval: float = 0.5, presign=None) -> None:
         self.transports = transports
         self.on_event = on_event or (lambda kind, step, message: None)
         self.health_timeout = health_timeout
         self.poll_interval = poll_interval
+        self.presign = presign  # (bucket, keys) -> pre-signed URLs, for weight fetches from a store
         self.cancel = threading.Event()
 
     def execute(self, plan: Plan) -> Report:
@@ -102,6 +89,7 @@ class Executor:
                     report.failed = True
                     report.error = _first_error(failed)
                     break
+                self._stage_done(stage, outcomes)
         except KeyboardInterrupt:
             self.cancel.set()
             report.failed = report.interrupted = True
@@ -113,13 +101,17 @@ class Executor:
             self._finalize(report)
         return report
 
+    def _stage_done(self, stage: Stage, outcomes: list[StepOutcome]) -> None:
+        if stage.summary:
+            moved = sum(o.transferred for o in outcomes)
+            self.on_event("stage", Step("", stage.name, "stage"), stage.summary_after(moved))
+
     def _run_stage(self, outcomes: list[StepOutcome]) -> None:
         with ThreadPoolExecutor(max_workers=min(32, len(outcomes))) as pool:
             futures = [pool.submit(self._run_step, o) for o in outcomes]
             try:
-                for future in futures:
-                    while not future.done():
-                        time.sleep(0.05)  # short waits keep Ctrl-C responsive in the main thread
+                while wait(futures, timeout=0.05).not_done:
+                    pass  # short waits keep Ctrl-C responsive in the main thread
             except KeyboardInterrupt:
                 self.cancel.set()
                 for future in futures:
@@ -131,62 +123,53 @@ class Executor:
         transport = self.transports[step.host]
         self.on_event("start", step, step.reason)
         try:
-            for put in step.puts:
+            for item in step.work:
                 if self.cancel.is_set():
-                    raise _Cancelled
-                transport.put(put.path, put.content, mode=put.mode)
-            for command in step.commands:
-                if self.cancel.is_set():
-                    raise _Cancelled
-                outcome.results.append(run_checked(transport, command))
-            outcome.status = "done"  # from here on, undo must run even if health fails
-            if step.health:
-                self._wait_healthy(transport, step, step.health)
-        except _Cancelled:
+                    raise Cancelled
+                if isinstance(item, HealthCheck):
+                    outcome.status = "done"  # from here on, undo must run even if health fails
+                self._dispatch(transport, outcome, item)
+            outcome.status = "done"
+        except Cancelled:
             outcome.status, outcome.error = "failed", "interrupted"
             self.on_event("failed", step, "interrupted")
             return
-        except HostError as error:
+        except DeployctlError as error:
             outcome.status, outcome.error = "failed", error
             self.on_event("failed", step, error.message)
             return
         self.on_event("done", step, "")
 
-    def _wait_healthy(self, transport: Transport, step: Step, health: HealthCheck,
-                      timeout: Optional[float] = None) -> None:
-        timeout = self.health_timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        command = Command(("sh", "-c", _HEALTH_SCRIPT, "sh", health.container, str(health.port), health.path))
-        last_line = ""
-        while True:
-            if self.cancel.is_set():
-                raise _Cancelled
-            lines = (transport.run(command, timeout=30).stdout.splitlines() + ["", "", ""])[:3]
-            state, http, last_line = lines[0].split(" ")[0], lines[1].strip(), lines[2].strip() or last_line
-            if http == "200":
-                return
-            if state == "no-daemon":
-                raise HostError(transport.name, f"the Docker daemon is not reachable (waiting for {health.container})",
-                                address=getattr(transport, "address", None),
-                                hint="start it (systemctl start docker) and check `docker ps` on the host; "
-                                     "then run `up` again")
-            if state in ("exited", "dead", "missing"):
-                raise HostError(transport.name, f"{health.container} {state} while starting",
-                                address=getattr(transport, "address", None),
-                                stderr_tail=self._log_tail(transport, health.container))
-            self.on_event("progress", step, last_line)
-            if time.monotonic() > deadline:
-                raise HostError(transport.name,
-                                f"{health.container} not healthy after {timeout:.0f} s",
-                                address=getattr(transport, "address", None),
-                                stderr_tail=self._log_tail(transport, health.container),
-                                hint="raise --health-timeout if the model needs longer to load")
-            time.sleep(self.poll_interval)
+    def _dispatch(self, transport: Transport, outcome: StepOutcome, item) -> None:
+        step = outcome.step
+        if isinstance(item, PutFile):
+            transport.put(item.path, item.content, mode=item.mode)
+        elif isinstance(item, Command):
+            outcome.results.append(run_checked(transport, item))
+        elif isinstance(item, HealthCheck):
+            self._wait(transport, step, item)
+        elif isinstance(item, Build):
+            from deployctl.execute.image import run_build
 
-    @staticmethod
-    def _log_tail(transport: Transport, container: str) -> str:
-        result = transport.run(Command(("docker", "logs", "--tail", "20", container)), timeout=30)
-        return (result.stdout + result.stderr)[-3000:]
+            outcome.seconds[step.host] = run_build(transport, item)
+        elif isinstance(item, Ship):
+            from deployctl.execute.image import run_ship
+
+            outcome.seconds.update(run_ship(transport, item, self.transports))
+        elif isinstance(item, Fetch):
+            from deployctl.execute.weights import run_fetch
+
+            started = time.monotonic()
+            outcome.transferred += run_fetch(transport, item, self.presign,
+                                             lambda line: self.on_event("transfer", step, line))
+            outcome.seconds[step.host] = time.monotonic() - started
+        else:  # a planner and this dispatch out of step: a bug, never user input
+            raise TypeError(f"no executor for {type(item).__name__}")
+
+    def _wait(self, transport: Transport, step: Step, health: HealthCheck, timeout: Optional[float] = None) -> None:
+        wait_healthy(transport, health, timeout=self.health_timeout if timeout is None else timeout,
+                     poll_interval=self.poll_interval, cancel=self.cancel,
+                     on_progress=lambda line: self.on_event("progress", step, line))
 
     def _undo(self, report: Report) -> None:
         """Undo in reverse order, then wait for what was restored: a scheduler's health needs its workers back
@@ -206,15 +189,15 @@ class Executor:
                     transport.run(command, timeout=120)
                 if outcome.step.undo_health and outcome.status == "done":
                     restored.append((transport, outcome.step))
-            except (HostError, _Cancelled):
+            except (HostError, Cancelled):
                 pass  # best effort: the status table after rollback shows what each host runs
             outcome.status = "undone"
         for transport, step in reversed(restored):  # the plan's start order
             try:
-                self._wait_healthy(transport, step, step.undo_health, timeout=min(self.health_timeout, 120))
+                self._wait(transport, step, step.undo_health, timeout=min(self.health_timeout, 120))
             except HostError as error:  # said, not raised: the first error is the one the user must see
                 self.on_event("failed", step, f"restored, but {error.message}")
-            except _Cancelled:
+            except Cancelled:
                 pass
 
     def _finalize(self, report: Report) -> None:
@@ -227,9 +210,9 @@ class Executor:
                         pass
 
 
-def _first_error(failed: list[StepOutcome]) -> HostError:
+def _first_error(failed: list[StepOutcome]) -> DeployctlError:
     for outcome in failed:
-        if isinstance(outcome.error, HostError):
+        if isinstance(outcome.error, DeployctlError):
             return outcome.error
     step = failed[0].step
     return HostError(step.host, f"{step.container or step.stage}: {failed[0].error}")

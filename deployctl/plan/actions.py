@@ -1,0 +1,83 @@
+"""The typed actions a plan step holds beside files (PutFile), commands (Command) and health waits (HealthCheck):
+an image build, an image ship, a weights transfer. Data only: the executor runs them, the UI shows them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Union
+
+from deployctl.image.inputs import BuildInputs
+from deployctl.weights.manifest import SourceObject
+
+
+@dataclass(frozen=True)
+class Build:
+    """`docker build -` of `image` on the step's host, the recipe's context tar on stdin."""
+
+    image: str
+    base: str
+    inputs: Optional[str]  # the inputs label it will carry; None until the missing base image is pulled
+    recipe: BuildInputs = field(repr=False, compare=False)
+    context: bytes = field(repr=False, compare=False)
+    log_path: str = ""  # where the build log is kept on the control machine
+
+    @property
+    def pull_base(self) -> bool:
+        return self.inputs is None
+
+    @property
+    def bytes(self) -> int:
+        return len(self.context)
+
+    def display(self) -> str:
+        pull = f"docker pull {self.base}, then " if self.pull_base else ""
+        return f"{pull}docker build --tag {self.image} - (context {self.bytes} bytes)"
+
+    def to_json(self) -> dict:
+        return {"type": "build", "image": self.image, "base": self.base, "inputs": self.inputs,
+                "pull_base": self.pull_base, "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class Ship:
+    """`docker save` on the step's host streamed into `docker load` on every target at once."""
+
+    image: str
+    targets: tuple[str, ...]
+    size: Optional[int]  # bytes of the image; None until it is built
+
+    def display(self) -> str:
+        size = f"{self.size} bytes" if self.size is not None else "size known after the build"
+        return f"docker save {self.image} | docker load on {', '.join(self.targets)} ({size} each)"
+
+    def to_json(self) -> dict:
+        return {"type": "ship", "image": self.image, "to": list(self.targets), "bytes": self.size}
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Bring `dest` on the step's host in line with the source: fetch (or push, for a local directory) the
+    files its manifest does not vouch for, remove the files deployctl wrote that left the source."""
+
+    source: str
+    dest: str
+    objects: tuple[SourceObject, ...]
+    remove: tuple[str, ...]
+    bytes: int  # still to transfer (resumable partial bytes deducted)
+    listed: str  # when the source was listed (UTC, ISO 8601)
+    local_root: Optional[str] = None  # a local directory source: files go from here over the transport
+    bucket: str = ""  # the source's bucket, for the pre-signed URLs made at execution
+    fetcher_path: str = ""
+    send_fetcher: bool = True  # False when the host already holds this fetcher program
+    manifest: Mapping[str, dict] = field(default_factory=dict, repr=False, compare=False)  # what dest holds now
+
+    def display(self) -> str:
+        removal = f", remove {len(self.remove)} file(s)" if self.remove else ""
+        return f"fetch {len(self.objects)} file(s), {self.bytes} bytes from {self.source} into {self.dest}{removal}"
+
+    def to_json(self) -> dict:
+        return {"type": "fetch", "source": self.source, "dest": self.dest, "files": len(self.objects),
+                "bytes": self.bytes, "remove": list(self.remove)}
+
+
+Action = Union[Build, Ship, Fetch]

@@ -1,0 +1,95 @@
+"""What the plan needs to know about each host, as probes: one batch, one round trip per host (pure)."""
+
+from __future__ import annotations
+
+
+
+from deployctl.errors import HostError, RanktableError
+from deployctl.facts.deployed import deployed_probe
+from deployctl.facts.files import HCCN_CONF
+from deployctl.facts.image_state import image_probe
+from deployctl.facts.model import HostFacts
+from deployctl.facts.probes import Probe, device_ip_probes
+from deployctl.facts.weights_state import weights_probe
+from deployctl.plan.containers import ranktable_dir
+from deployctl.ranktable.device_ips import ToolAnswer, resolve_device_ip
+from deployctl.ranktable.host_address import ADDRESSES_ARGV, parse_host_addresses
+from deployctl.spec.model import Spec
+
+WEIGHTS_STATE_KEY = "weights"
+
+
+def health_path(spec: Spec) -> str:
+    """What answers 200 once an instance serves, as each server reports it: vLLM's /health; Triton's readiness
+    (strict by default: ready only once its models are). `up` waits on it and `status` reads it."""
+    if spec.server == "triton":
+        return "/v2/health/ready"
+    return "/health"
+
+
+def fetcher_path(spec: Spec) -> str:
+    """Where the host-side weights fetcher lives between syncs."""
+    return f"{spec.remote_state_dir}/weights_fetch.py"
+
+
+def host_devices(spec: Spec, host: str) -> tuple[int, ...]:
+    return tuple(sorted({d for i in spec.instances if i.host == host for d in i.devices}))
+
+
+def deployed_dirs(spec: Spec) -> tuple[str, ...]:
+    """The directories whose files deployctl writes (ranktables, env files, Triton's model repository)."""
+    directories = (ranktable_dir(spec), f"{spec.remote_state_dir}/env")
+    if spec.server == "triton":  # the model repository's files (config.pbtxt, 1/model.json), one level each
+        from deployctl.plan.triton import model_dir
+
+        directories += (model_dir(spec), f"{model_dir(spec)}/1")
+    return directories
+
+
+def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
+                 stages: frozenset[str] = frozenset({"image", "weights", "ranktables", "containers"})
+                 ) -> tuple[Probe, ...]:
+    """Every probe the plan of `stages` reads on `host`: what runs, the image, the weights, the device IPs."""
+    used = {h.name for h in spec.used_hosts}
+    ports = tuple(i.port for i in spec.instances if i.host == host)
+    probes = []
+    if "containers" in stages:
+        probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health_path(spec), ports))
+    if "ranktables" in stages and spec.mode == "disaggregated" and host in used:
+        devices = host_devices(spec, host)
+        if devices:
+            probes.extend(device_ip_probes(devices))
+        if spec.host(host).is_local:
+            probes.append(Probe(ADDRESSES_ARGV, parse_host_addresses, "bound_addresses", tool_name="ip"))
+    # even with the image stage skipped: a built image's inputs label is its identity in container digests
+    if "image" in stages and spec.image.build and host in used:
+        probes.append(image_probe(spec.image.name or "", spec.image.build.base, spec.platform))
+    if "weights" in stages and "weights" not in skip and spec.weights.dest and host in used:
+        probes.append(weights_probe(spec.weights.dest, fetcher_path(spec)))
+    return tuple(probes)
+
+
+def device_ip_of(facts: HostFacts, host: str, device: int) -> str:
+    """An NPU's RoCE address: the tool's answer, else /etc/hccn.conf; a RanktableError naming both otherwise."""
+    live = facts.hccn_device(device)
+    if live is not None and live.ip is not None:
+        return live.ip.ipaddr
+    missing = "hccn_tool" in facts.missing_tools
+    error = facts.probe_error("hccn_ip")
+    answer = ToolAnswer(None if missing else "", 1 if error else 0, error or "")
+    return resolve_device_ip(device, answer, facts.hccn_conf, HCCN_CONF, where=host)
+
+
+def local_server_ip(facts: HostFacts, host: str) -> str:
+    """A `local` host's address for ranktables: its default route's interface's, else its first global one."""
+    if facts.bound_addresses is None:
+        why = facts.probe_error("bound_addresses") or ("the ip tool is not installed" if "ip" in facts.missing_tools
+                                                      else "no answer")
+        raise HostError(host, f"cannot tell this host's address: {why}",
+                        hint="write the host's address in the spec instead of `local`")
+    try:
+        return facts.bound_addresses.choose()
+    except RanktableError as error:
+        raise HostError(host, error.message, hint="write the host's address in the spec instead of `local`") from None
+
+

@@ -1,0 +1,40 @@
+"""The contract's `status` instances from the hosts' facts (pure): one row per instance of the spec, plus the
+containers of this deployment that the spec no longer names."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from deployctl.facts.deployed import DeployedState
+from deployctl.facts.model import HostFacts
+from deployctl.plan.containers import LABEL_DEPLOYMENT, PREVIOUS_SUFFIX
+from deployctl.spec.model import Spec
+
+
+def status_rows(spec: Spec, facts: Mapping[str, HostFacts]) -> list[dict]:
+    deployed = {host: f.deployed or DeployedState() for host, f in facts.items()}
+    rows = []
+    for instance in spec.instances:
+        state = deployed.get(instance.host, DeployedState())
+        current = state.container(instance.name)
+        rows.append({
+            "name": instance.name,
+            "role": instance.role,
+            "host": instance.host,
+            "devices": list(instance.devices),
+            "port": instance.port,
+            "container": current.id[:12] if current else None,
+            "state": current.state if current else "missing",
+            "healthy": bool(current and current.running and state.health.get(instance.port)),
+            "image": current.image_id if current else None,
+        })
+    wanted = {i.name for i in spec.instances}
+    for host, state in deployed.items():
+        for container in state.containers:
+            if (container.label(LABEL_DEPLOYMENT) == spec.name and container.name not in wanted
+                    and not container.name.endswith(PREVIOUS_SUFFIX)):
+                rows.append({"name": container.name, "role": container.label("deployctl.role"), "host": host,
+                             "devices": [], "port": None, "container": container.id[:12],
+                             "state": container.state, "healthy": False, "image": container.image_id,
+                             "note": "not in the spec (removed by the next up)"})
+    return rows

@@ -1,0 +1,96 @@
+"""The weights stage of `up` and `weights sync` (pure): per host, what to fetch and remove, or nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from deployctl.errors import DeployctlError, HostError
+from deployctl.facts.model import HostFacts
+from deployctl.plan.actions import Fetch
+from deployctl.plan.model import Stage, Step
+from deployctl.plan.probes import fetcher_path
+from deployctl.spec.model import Spec
+from deployctl.weights.manifest import HostPlan, HostState, SourceObject, manifest_digest, plan_host
+from deployctl.weights.source import Source
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What the source holds, listed once on the control machine (or why it could not be listed)."""
+
+    source: Source
+    objects: tuple[SourceObject, ...] = ()
+    listed: str = ""  # when (UTC, ISO 8601)
+    unlisted: Optional[DeployctlError] = None  # no credentials: the hosts' manifests may still vouch
+
+
+def weights_hosts(spec: Spec) -> list[str]:
+    """Hosts that run instances (the scheduler reads no weights, but it may share a host)."""
+    return [h.name for h in spec.used_hosts]
+
+
+def plan_weights(spec: Spec, facts: Mapping[str, HostFacts], listing: Listing, fetcher_digest: str) -> Stage:
+    """Fetch what each host lacks; hosts that hold the listing already keep what they have."""
+    states = {host: facts[host].weights for host in weights_hosts(spec)}
+    if listing.unlisted is not None:
+        return _judged_by_manifests(spec, states, listing)
+    steps = []
+    for host, state in states.items():
+        plan = plan_host(listing.objects, state)
+        _check_space(host, spec.host(host).address, spec.weights.dest, state, plan)
+        if plan.idle:
+            digest = manifest_digest(state.manifest)
+            steps.append(Step(host, "weights", "keep", f"{len(listing.objects)} file(s) up to date"
+                              + (f" ({digest[:19]})" if digest else "")))
+            continue
+        fetch = Fetch(listing.source.text, spec.weights.dest, plan.fetch, plan.remove, plan.bytes_needed,
+                      listing.listed, local_root=None if listing.source.remote else listing.source.path,
+                      bucket=listing.source.bucket, fetcher_path=fetcher_path(spec),
+                      send_fetcher=state.fetcher_digest != fetcher_digest, manifest=state.manifest)
+        steps.append(Step(host, "weights", "fetch", _reason(plan), actions=(fetch,)))
+    summary = f"weights: {len(steps)} host(s) hold {len(listing.objects)} files"
+    return Stage("weights", tuple(steps), summary=summary, counts_bytes=True)
+
+
+def _reason(plan: HostPlan) -> str:
+    parts = [f"{len(plan.fetch)} file(s), {plan.bytes_needed} bytes to transfer"] if plan.fetch else []
+    if plan.remove:
+        parts.append(f"{len(plan.remove)} file(s) left the source")
+    return "; ".join(parts)
+
+
+def _check_space(host: str, address: Optional[str], dest: str, state: HostState, plan: HostPlan) -> None:
+    if plan.bytes_needed > state.free_bytes:
+        raise HostError(host, f"not enough space for the weights at {dest}: {plan.bytes_needed} bytes still to "
+                              f"download, {state.free_bytes} bytes free on {state.free_path}", address=address,
+                        hint=f"free {plan.bytes_needed - state.free_bytes} bytes on {state.free_path}, "
+                             "or set weights.dest on a larger filesystem")
+
+
+def _judged_by_manifests(spec: Spec, states: Mapping[str, HostState], listing: Listing) -> Stage:
+    """Without credentials to list the source: when every host holds a complete manifest of this very source,
+    identical across hosts, `up` goes on; otherwise the listing's error stands, with the way around it."""
+    held = held_without_listing(spec.weights.source or "", states)
+    error = listing.unlisted
+    if held is None:
+        error.hint = (f"{error.hint}; or, when every host already holds these weights, "
+                      f"skip this stage: deployctl up {spec.source or 'SPEC'} --skip weights")
+        raise error
+    reason = f"every host holds the manifest of {spec.weights.source} ({held}); source not listed: no credentials"
+    return Stage("weights", tuple(Step(host, "weights", "keep", reason) for host in states), summary=f"weights: {reason}")
+
+
+def held_without_listing(source: str, states: Mapping[str, HostState]) -> Optional[str]:
+    """'listed <when>' when every host holds a complete manifest of `source`, the same on all (every file
+    present at its recorded size); None otherwise."""
+    digests = {manifest_digest(state.manifest) for state in states.values()}
+    if not states or len(digests) != 1 or None in digests:
+        return None
+    for state in states.values():
+        if state.source != source:
+            return None
+        if any(state.sizes.get(path) != entry.get("size") for path, entry in state.manifest.items()):
+            return None
+    listed = sorted({state.listed or "at an unrecorded time" for state in states.values()})
+    return "listed " + ", ".join(listed)
