@@ -117,7 +117,7 @@ def keep_numbers_whole(table, *headers: str) -> None:
 
 
 _ACTION_STYLE = {"create": "green", "replace": "yellow", "remove": "red", "keep": "dim", "run": "cyan",
-                 "put": "cyan", "skip": "dim"}
+                 "put": "cyan", "skip": "dim", "build": "cyan", "ship": "cyan", "fetch": "cyan"}
 
 
 def render_plan(ui: UI, plan) -> None:
@@ -141,6 +141,8 @@ def render_plan(ui: UI, plan) -> None:
                 console.print(f"      {escape(put.display())}")
             for command in step.commands:
                 console.print(f"      $ {escape(command.display())}")
+            for action in step.actions:  # image builds and ships, weight transfers: what moves, in bytes
+                console.print(f"      {escape(action.display())}")
 
 
 def render_status(ui: UI, spec, rows: list, title: str = "") -> None:
