@@ -8,12 +8,11 @@ import pytest
 import deployctl
 
 PACKAGE = Path(deployctl.__file__).parent
-PURE = ["spec", "facts", "plan", "ranktable/model.py", "ranktable/build.py", "ranktable/merge.py",
-        "ranktable/check.py", "ranktable/rules.py", "ranktable/rules_pd.py", "ranktable/rules_hccl.py",
-        "ranktable/device_ips.py", "ranktable/validation.py", "ranktable/gen_request.py",
-        "image/plan.py", "weights/manifest.py", "bench/metrics.py", "bench/stats.py"]
+PURE = ["spec", "facts", "plan", "ranktable", "image/plan.py", "image/inputs.py", "image/package.py",
+        "weights/manifest.py", "weights/source.py", "bench/metrics.py", "bench/stats.py"]
 FORBIDDEN = ("subprocess", "socket", "paramiko", "boto3", "botocore", "docker", "rich", "requests",
-             "deployctl.transport", "deployctl.execute", "deployctl.gather", "deployctl.deploy", "deployctl.ui")
+             "deployctl.transport", "deployctl.execute", "deployctl.gather", "deployctl.ui", "deployctl.ui_events",
+             "deployctl.hosts", "deployctl.prepare", "deployctl.fanout", "deployctl.batch", "deployctl.lock")
 
 
 def pure_modules():
