@@ -83,9 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = _verb(sub, "plan", "deployctl.commands.plan:run",
               "connect to every host over SSH, gather its facts and print every step `up` would take "
               "(changes nothing; `validate` is the offline check)",
-              "deployctl plan playbooks/demo-pd.yaml")
+              "deployctl plan playbooks/demo-pd.yaml\ndeployctl plan spec.yaml --skip weights")
     _spec_arg(p)
     _host_key_flag(p)
+    p.add_argument("--skip", default="", metavar="STAGE,...",
+                   help="plan as `up --skip` would run: stages to leave out: checks, image, weights "
+                        "(comma separated; default: none)")
 
     p = _verb(sub, "up", "deployctl.commands.up:run",
               "bring the deployment up: checks, image, weights, ranktables, containers, health, smoke test",

@@ -35,6 +35,7 @@ def sync(args, ui) -> int:
 def sync_weights(spec, transports, *, dry_run: bool = False, on_wait=None, on_event=None) -> list[dict]:
     """Plan the weights stage, run it (unless `dry_run`), and say per host what it holds: the contract's rows."""
     from deployctl.execute import Executor
+    from deployctl.gather import gather_state
     from deployctl.prepare import prepare
 
     prepared = prepare(spec, transports, stages=WEIGHTS_STAGES, on_wait=on_wait, allow_unlisted=False)
@@ -47,7 +48,7 @@ def sync_weights(spec, transports, *, dry_run: bool = False, on_wait=None, on_ev
         if report.failed:
             raise report.error
         outcomes = {o.step.host: o for o in report.outcomes}
-        facts = prepare(spec, transports, stages=WEIGHTS_STAGES, skip=frozenset({"weights"})).facts
+        facts = gather_state(spec, transports, stages=WEIGHTS_STAGES)  # what each host holds now
     return host_rows(prepared, facts, outcomes, dry_run=dry_run)
 
 
