@@ -34,6 +34,8 @@ def _execute(plan, transports, ui) -> dict[str, float]:
 
     with up_events(ui) as on_event:
         report = Executor(transports, on_event=on_event).execute(plan)
+    if report.interrupted:
+        raise KeyboardInterrupt
     if report.failed:
         raise report.error
     return {host: s for outcome in report.outcomes for host, s in outcome.seconds.items()}

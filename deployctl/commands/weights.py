@@ -45,6 +45,8 @@ def sync_weights(spec, transports, *, dry_run: bool = False, on_wait=None, on_ev
         if on_wait is not None:
             on_wait(f"weights: {prepared.inputs.listing.source.text} -> {spec.weights.dest} on {', '.join(busy)}")
         report = Executor(transports, on_event=on_event, presign=prepared.presign).execute(prepared.plan)
+        if report.interrupted:
+            raise KeyboardInterrupt
         if report.failed:
             raise report.error
         outcomes = {o.step.host: o for o in report.outcomes}

@@ -107,16 +107,22 @@ class Executor:
             self.on_event("stage", Step("", stage.name, "stage"), stage.summary_after(moved))
 
     def _run_stage(self, outcomes: list[StepOutcome]) -> None:
-        with ThreadPoolExecutor(max_workers=min(32, len(outcomes))) as pool:
-            futures = [pool.submit(self._run_step, o) for o in outcomes]
-            try:
-                while wait(futures, timeout=0.05).not_done:
-                    pass  # short waits keep Ctrl-C responsive in the main thread
-            except KeyboardInterrupt:
-                self.cancel.set()
-                for future in futures:
+        pool = ThreadPoolExecutor(max_workers=min(32, len(outcomes)))
+        futures = [pool.submit(self._run_step, o) for o in outcomes]
+        try:
+            while wait(futures, timeout=0.05).not_done:
+                pass  # short waits keep Ctrl-C responsive in the main thread
+        except KeyboardInterrupt:
+            self.cancel.set()
+            # Container steps stop at the next command or health poll: wait for them, so that the rollback
+            # sees where they stopped. A build, ship or transfer has nothing to roll back and may run for
+            # hours: it ends when the caller closes its transport.
+            for future, outcome in zip(futures, outcomes):
+                if not outcome.step.actions:
                     future.result()
-                raise
+            raise
+        finally:
+            pool.shutdown(wait=False)
 
     def _run_step(self, outcome: StepOutcome) -> None:
         step = outcome.step
