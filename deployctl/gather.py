@@ -69,12 +69,14 @@ def _require_answers(transport: Transport, keys: set[str], facts: HostFacts, str
                         address=transport.address, stderr_tail=facts.probe_error("weights") or "")
 
 
-def gather_device_ips(transport: Transport, devices: tuple[int, ...]) -> dict[int, str]:
-    """Each NPU's RoCE address: `hccn_tool -i N -ip -g`, else /etc/hccn.conf `address_N`; else a RanktableError."""
+def gather_device_ips(transport: Transport, devices: tuple[int, ...], *, where: str | None = None
+                      ) -> dict[int, str]:
+    """Each NPU's RoCE address: `hccn_tool -i N -ip -g`, else /etc/hccn.conf `address_N`; else a RanktableError
+    naming `where` (default: the host)."""
     from deployctl.plan.probes import device_ip_of
 
     facts = host_facts_from(run_probes(transport, device_ip_probes(devices), timeout=60))
-    return {d: device_ip_of(facts, transport.name, d) for d in devices}
+    return {d: device_ip_of(facts, transport.name if where is None else where, d) for d in devices}
 
 
 def server_ip(host: Host, transport: Transport | None = None) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -186,27 +185,9 @@ def _require_bound(address: str) -> None:
 
 def _device_ips(transport, devices: list[int]) -> dict[int, str]:
     """Each NPU's device IP: the tool first (PATH, then the driver's folder), hccn.conf when it has none."""
-    import shutil
+    from deployctl.gather import gather_device_ips
 
-    from deployctl.facts.files import HCCN_CONF, parse_hccn_conf
-    from deployctl.core import Command
-    from deployctl.facts.hccn_tool import HCCN_TOOL_PATH, TOOL
-    from deployctl.ranktable.device_ips import ToolAnswer, hccn_ip_argv, ip_from_tool, resolve_device_ip
-
-    tool = shutil.which(TOOL) or (HCCN_TOOL_PATH if os.access(HCCN_TOOL_PATH, os.X_OK) else None)
-    conf_path = HCCN_CONF
-    conf, conf_read = None, False
-    found = {}
-    for device in devices:
-        answer = ToolAnswer(None)
-        if tool:
-            result = transport.run(Command(hccn_ip_argv(tool, device)), timeout=30)
-            answer = ToolAnswer(result.stdout, result.exit_code, result.stderr)
-        if ip_from_tool(answer) is None and not conf_read:
-            conf_read = True  # read once, and only when the tool did not answer
-            conf = parse_hccn_conf(Path(conf_path).read_text("utf-8")) if Path(conf_path).is_file() else None
-        found[device] = resolve_device_ip(device, answer, conf, conf_path)
-    return found
+    return gather_device_ips(transport, tuple(devices), where="")
 
 
 def _write(transport, save_dir: Path, files: dict[str, str]) -> list[str]:

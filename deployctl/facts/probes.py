@@ -12,8 +12,7 @@ from typing import Any, Callable, Optional
 from deployctl.facts import docker, files, hccn_tool, npu_smi, nvidia_smi, system
 
 NPU_SMI = "npu-smi"
-# the vendor's location; the login PATH of a non-interactive SSH session often lacks it
-HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
+HCCN_TOOL = hccn_tool.HCCN_TOOL_PATH  # the doctor checks the vendor's install location itself
 JSON = "{{json .}}"
 OS_RELEASE = "/etc/os-release"
 GPU_QUERY = ("index", "name", "uuid", "memory.total", "memory.used", "driver_version")
@@ -98,8 +97,10 @@ def container_inspect_probe(container_ids: tuple[str, ...]) -> Probe:
 
 def device_ip_probes(devices: tuple[int, ...]) -> tuple[Probe, ...]:
     """Each NPU's RoCE address (`hccn_tool -i N -ip -g`) and /etc/hccn.conf, its fallback."""
+    # by name: one on PATH first, else the driver's directory (the batch appends it to PATH)
     return (Probe(("cat", files.HCCN_CONF), files.parse_hccn_conf, "hccn_conf"),
-            *(_hccn(device, "ip", hccn_tool.parse_hccn_ip) for device in devices))
+            *(Probe(("hccn_tool", "-i", str(d), "-ip", "-g"), hccn_tool.parse_hccn_ip, f"hccn_ip:{d}")
+              for d in devices))
 
 
 def hccn_ping_probe(device: int, address: str) -> Probe:

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from deployctl.facts.hccn_tool import HCCN_TOOL_PATH as HCCN_TOOL  # mounted into the containers
 from deployctl.spec.model import EnvVar, Instance, Spec
 
 LABEL_DEPLOYMENT = "deployctl.deployment"
@@ -22,7 +23,6 @@ PREVIOUS_SUFFIX = ".previous"
 START_SERVERS = "/home/ma-user/AscendCloud/AscendCloud-LLM/llm_tools/PD_separate/start_servers.sh"
 VLLM_OPENAI = ("python", "-m", "vllm.entrypoints.openai.api_server")
 MANAGER_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
-HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
 
 
 @dataclass(frozen=True)
