@@ -31,6 +31,9 @@ def run_batch(transport: Transport, commands: Sequence[Command], *, timeout: flo
     """One `sh -c` on the host; returns one Result per command, in order."""
     if not commands:
         return []
+    if len(commands) == 1:  # one command needs no frame: its own stdout, stderr and exit status come back
+        result = transport.run(Command(("sh", "-c", f'{_PATH}; exec "$@"', "sh", *commands[0].argv)), timeout=timeout)
+        return [Result(commands[0].argv, result.exit_code, result.stdout, result.stderr)]
     marker = uuid.uuid4().hex[:10]
     result = transport.run(Command(("sh", "-c", batch_script(commands, marker))), timeout=timeout)
     return parse_batch(result.stdout, commands, marker)

@@ -12,7 +12,8 @@ from deployctl.core import Command
 from deployctl.errors import HostError
 from deployctl.facts.assemble import ProbeOutput, host_facts_from
 from deployctl.facts.model import HostFacts
-from deployctl.facts.probes import Probe, device_ip_probes
+from deployctl.facts.hccn_tool import device_ip_probes
+from deployctl.facts.probe import Probe
 from deployctl.fanout import on_hosts
 from deployctl.spec.model import Host, Spec
 from deployctl.transport import Transport

@@ -24,10 +24,9 @@ def is_url(text: str) -> bool:
 
 def spec_endpoint(spec) -> str:
     """The scheduler (disaggregated) or the first instance (mixed), as `up` reports it."""
-    instance = spec.scheduler or spec.instances[0]
-    host = spec.host(instance.host)
-    address = "127.0.0.1" if host.is_local else host.address
-    return f"http://{address}:{instance.port}"
+    from deployctl.plan.verify import endpoint_url
+
+    return endpoint_url(spec)
 
 
 def spec_facts(spec) -> dict:

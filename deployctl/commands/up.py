@@ -81,10 +81,10 @@ def run(args, ui) -> int:
             finally:
                 lock.history = {"action": "up", "spec_digest": spec.digest, "result": result}
     if getattr(args, "bench", False):  # `up --bench`: a short bench of the endpoint just deployed
-        from deployctl.bench.target import spec_endpoint
         from deployctl.commands.bench import bench_after_up
+        from deployctl.plan.verify import endpoint_url
 
-        return bench_after_up(spec, spec_endpoint(spec), ui)
+        return bench_after_up(spec, endpoint_url(spec), ui)
     return ExitStatus.OK
 
 
@@ -126,10 +126,10 @@ def _status(spec, transports):
 
 
 def _finish(spec, plan, report, rows, ui) -> None:
-    from deployctl.bench.target import spec_endpoint
+    from deployctl.plan.verify import endpoint_url
     from deployctl.ui import render_status
 
-    endpoint = spec_endpoint(spec)
+    endpoint = endpoint_url(spec)
     answers = smoke_answers(report)
     if ui.json:
         ui.emit_json({"deployment": spec.name, "changed": plan.changed, "endpoint": endpoint,

@@ -7,7 +7,7 @@ from typing import Iterable
 
 from deployctl.errors import FactParseError
 from deployctl.facts.model import HccnDeviceFacts, HostFacts
-from deployctl.facts.probes import Probe
+from deployctl.facts.probe import Probe
 
 MISSING = 127  # the shell's "command not found"
 # probe key -> HostFacts field for the probes that fill one field directly

@@ -8,7 +8,7 @@ from typing import Mapping, Optional
 
 from deployctl.facts.docker import parse_docker_inspect
 from deployctl.facts.model import ContainerDevices
-from deployctl.facts.probes import Probe
+from deployctl.facts.probe import Probe
 
 SEPARATOR = "@@deployctl@@"
 DAEMON_DOWN = 97  # the script's exit status when `docker ps` cannot reach the daemon

@@ -90,3 +90,13 @@ def parse_hccn_ping(text: str) -> HccnPing:
             )
     number, line = first_line(text)
     raise FactParseError(tool, number, line, "'device N PING A' then 'K packets transmitted, K received, ...'")
+
+
+def device_ip_probes(devices: tuple[int, ...]) -> tuple:
+    """Each NPU's RoCE address (`hccn_tool -i N -ip -g`) and /etc/hccn.conf, its fallback; the tool by name:
+    one on PATH first, else the driver's directory (the batch appends it to PATH)."""
+    from deployctl.facts.files import HCCN_CONF, parse_hccn_conf
+    from deployctl.facts.probe import Probe
+
+    return (Probe(("cat", HCCN_CONF), parse_hccn_conf, "hccn_conf"),
+            *(Probe((TOOL, "-i", str(d), "-ip", "-g"), parse_hccn_ip, f"hccn_ip:{d}") for d in devices))

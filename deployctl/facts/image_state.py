@@ -8,8 +8,7 @@ from typing import Optional
 
 from deployctl.errors import FactParseError
 from deployctl.facts.files import VERSION_INFO, parse_version_info
-from deployctl.facts.npu_smi import parse_npu_smi_board
-from deployctl.facts.probes import Probe
+from deployctl.facts.probe import Probe
 
 LABEL_INPUTS = "deployctl.inputs"
 _SECTIONS = ("image", "base", "board", "version", "end")
@@ -67,6 +66,8 @@ def parse_image_state(text: str) -> HostImage:
 
 
 def _driver(board: str, version: str) -> Optional[str]:
+    from deployctl.facts.npu_smi import parse_npu_smi_board  # only where a board answered: the rest skip it
+
     for text, parse in ((board, lambda t: parse_npu_smi_board(t).software_version),
                         (version, lambda t: parse_version_info(t).version)):
         if text.strip():

@@ -6,10 +6,10 @@ outputs into HostFacts. Keys name the HostFacts field a probe feeds (`board:N`, 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Optional
 
 from deployctl.facts import docker, files, hccn_tool, npu_smi, nvidia_smi, system
+from deployctl.facts.probe import Probe
 
 NPU_SMI = "npu-smi"
 HCCN_TOOL = hccn_tool.HCCN_TOOL_PATH  # the doctor checks the vendor's install location itself
@@ -17,23 +17,6 @@ JSON = "{{json .}}"
 OS_RELEASE = "/etc/os-release"
 GPU_QUERY = ("index", "name", "uuid", "memory.total", "memory.used", "driver_version")
 APP_QUERY = ("gpu_uuid", "pid", "process_name", "used_memory")
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One command and its parser. `parse_failed_output`: the tool exits non-zero yet prints what we
-    need on stdout (npu-smi's dcmi failure, docker version with the daemon down)."""
-
-    argv: tuple[str, ...]
-    parse: Callable[[str], Any]
-    key: str = ""
-    parse_failed_output: bool = False
-    tool_name: str = ""  # for `sh -c` script probes: the tool a 127 means is missing (`docker`, `df`)
-
-    @property
-    def tool(self) -> str:
-        """The program's name as findings and install fixes use it (`hccn_tool`, `npu-smi`)."""
-        return self.tool_name or self.argv[0].rsplit("/", 1)[-1]
 
 
 def _hccn(device: int, what: str, parse) -> Probe:
@@ -93,14 +76,6 @@ def probes_for(
 def container_inspect_probe(container_ids: tuple[str, ...]) -> Probe:
     """`docker inspect` of the running containers: which /dev/davinciN (or GPUs) each holds, and labels."""
     return Probe(("docker", "inspect", *container_ids), docker.parse_docker_inspect, "containers")
-
-
-def device_ip_probes(devices: tuple[int, ...]) -> tuple[Probe, ...]:
-    """Each NPU's RoCE address (`hccn_tool -i N -ip -g`) and /etc/hccn.conf, its fallback."""
-    # by name: one on PATH first, else the driver's directory (the batch appends it to PATH)
-    return (Probe(("cat", files.HCCN_CONF), files.parse_hccn_conf, "hccn_conf"),
-            *(Probe(("hccn_tool", "-i", str(d), "-ip", "-g"), hccn_tool.parse_hccn_ip, f"hccn_ip:{d}")
-              for d in devices))
 
 
 def hccn_ping_probe(device: int, address: str) -> Probe:

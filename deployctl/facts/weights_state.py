@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from deployctl.errors import FactParseError
-from deployctl.facts.probes import Probe
+from deployctl.facts.probe import Probe
 from deployctl.weights.manifest import MANIFEST_NAME, HostState
 
 # A constant program; dest and the fetcher's path reach it as arguments. Runs on the host's python3 (>= 3.7).

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import io
-import tarfile
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
-from deployctl.image.package import Package
+if TYPE_CHECKING:
+    from deployctl.image.package import Package
 
 
 def inputs_digest(base_image_id: str, llm_sha256: str, opp_sha256: str, recipe: Mapping[str, bytes]) -> str:
@@ -23,6 +23,8 @@ def inputs_digest(base_image_id: str, llm_sha256: str, opp_sha256: str, recipe: 
 
 def context_tar(files: Mapping[str, bytes]) -> bytes:
     """A deterministic tar of the build context (fixed mtimes and owners), for `docker build -`."""
+    import tarfile
+
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(files):

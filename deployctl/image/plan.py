@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from deployctl.errors import UsageError
-from deployctl.facts.compat import rows_for_driver, row_for_release
 from deployctl.facts.image_state import HostImage
 
 
@@ -60,6 +59,8 @@ def _short(digest: Optional[str]) -> str:
 
 def check_compat(version: str, drivers: Mapping[str, Optional[str]], rows=None) -> None:
     """The package's release must be the table's row for each host's NPU driver (hosts without one pass)."""
+    from deployctl.facts.compat import rows_for_driver, row_for_release
+
     row = row_for_release(version, rows)
     for host, driver in drivers.items():
         if not driver:

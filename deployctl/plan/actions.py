@@ -4,10 +4,11 @@ an image build, an image ship, a weights transfer. Data only: the executor runs 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Union
+from typing import TYPE_CHECKING, Mapping, Optional, Union
 
-from deployctl.image.inputs import BuildInputs
-from deployctl.weights.manifest import SourceObject
+if TYPE_CHECKING:
+    from deployctl.image.inputs import BuildInputs
+    from deployctl.weights.manifest import SourceObject
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,10 @@ from deployctl.facts.deployed import deployed_probe
 from deployctl.facts.files import HCCN_CONF
 from deployctl.facts.image_state import image_probe
 from deployctl.facts.model import HostFacts
-from deployctl.facts.probes import Probe, device_ip_probes
+from deployctl.facts.hccn_tool import device_ip_probes
+from deployctl.facts.probe import Probe
 from deployctl.facts.weights_state import weights_probe
 from deployctl.plan.containers import ranktable_dir
-from deployctl.ranktable.device_ips import ToolAnswer, resolve_device_ip
-from deployctl.ranktable.host_address import ADDRESSES_ARGV, parse_host_addresses
 from deployctl.spec.model import Spec
 
 WEIGHTS_STATE_KEY = "weights"
@@ -60,6 +59,8 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         if devices:
             probes.extend(device_ip_probes(devices))
         if spec.host(host).is_local:
+            from deployctl.ranktable.host_address import ADDRESSES_ARGV, parse_host_addresses
+
             probes.append(Probe(ADDRESSES_ARGV, parse_host_addresses, "bound_addresses", tool_name="ip"))
     # even with the image stage skipped: a built image's inputs label is its identity in container digests
     if "image" in stages and spec.image.build and host in used:
@@ -71,6 +72,8 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
 
 def device_ip_of(facts: HostFacts, host: str, device: int) -> str:
     """An NPU's RoCE address: the tool's answer, else /etc/hccn.conf; a RanktableError naming both otherwise."""
+    from deployctl.ranktable.device_ips import ToolAnswer, resolve_device_ip
+
     live = facts.hccn_device(device)
     if live is not None and live.ip is not None:
         return live.ip.ipaddr

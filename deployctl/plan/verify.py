@@ -11,6 +11,14 @@ from deployctl.spec.model import Instance, Spec
 SMOKE_PROMPT = "Say hello in one short sentence."
 
 
+def endpoint_url(spec: Spec) -> str:
+    """The scheduler (disaggregated) or the first instance (mixed): where `up` says the deployment serves."""
+    instance = spec.scheduler or spec.instances[0]
+    host = spec.host(instance.host)
+    address = "127.0.0.1" if host.is_local else host.address
+    return f"http://{address}:{instance.port}"
+
+
 def smoke_request_body(spec: Spec) -> bytes:
     """`/v1/chat/completions`, temperature 0: what the runbook's curl sends."""
     return json.dumps({
