@@ -117,7 +117,7 @@ def keep_numbers_whole(table, *headers: str) -> None:
 
 
 _ACTION_STYLE = {"create": "green", "replace": "yellow", "remove": "red", "keep": "dim", "run": "cyan",
-                 "put": "cyan", "skip": "dim", "build": "cyan", "ship": "cyan", "fetch": "cyan"}
+                 "put": "cyan", "skip": "dim", "build": "cyan", "ship": "cyan", "fetch": "cyan", "check": "magenta"}
 
 
 def render_plan(ui: UI, plan) -> None:

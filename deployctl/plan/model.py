@@ -52,7 +52,7 @@ class Step:
 
     @property
     def changes(self) -> bool:
-        return self.action not in ("keep", "skip")
+        return self.action not in ("keep", "skip", "check")
 
     @property
     def work(self) -> tuple:

@@ -249,5 +249,12 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
         pending = tuple(sorted(h for h, identity in images.items() if identity is None and h in image_changes))
     plan = Plan(spec.name, tuple(planned), pending=pending)
     if plan.changed and "containers" in stages:
-        plan = Plan(spec.name, plan.stages + (plan_verify(spec),), pending=pending)
+        checks = () if "checks" in skip else (plan_checks(spec),)
+        plan = Plan(spec.name, checks + plan.stages + (plan_verify(spec),), pending=pending)
     return plan
+
+
+def plan_checks(spec: Spec) -> Stage:
+    """Before anything changes, `up` runs the doctor's checks on every host that serves (any FAIL stops it)."""
+    return Stage("checks", tuple(Step(h.name, "checks", "check", "the doctor's checks, before any change")
+                                 for h in spec.used_hosts))

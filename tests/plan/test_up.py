@@ -48,7 +48,7 @@ def test_fresh_host_creates_workers_then_scheduler_then_verifies():
     s = spec()
     rts = ranktables(s)
     plan = plan_up(s, facts_for(s, rts, []), UpInputs(rts))
-    assert [stage.name for stage in plan.stages] == ["image", "files", "stop", "workers", "scheduler", "verify"]
+    assert [stage.name for stage in plan.stages] == ["checks", "image", "files", "stop", "workers", "scheduler", "verify"]
     assert actions(plan)[("workers", "llama2-13b-pd-prefill-0")] == "create"
     assert actions(plan)[("scheduler", "llama2-13b-pd-scheduler-0")] == "create"
     assert plan.changed
@@ -118,7 +118,7 @@ def test_missing_image_is_pulled_and_plan_json_has_argv():
     s = spec()
     rts = ranktables(s)
     plan = plan_up(s, {"node1": deployed((), None, {})}, UpInputs(rts))
-    image = plan.stages[0].steps[0]
+    (image,) = next(stage for stage in plan.stages if stage.name == "image").steps
     assert image.commands[0].argv == ("docker", "pull", "deployctl/vllm-ascend:6.3.909")
     document = plan.to_json()
     assert document["deployment"] == "llama2-13b-pd"
@@ -151,3 +151,16 @@ def test_leftover_previous_is_removed_once_never_beside_its_own_replacement():
     assert ("llama2-13b-pd-prefill-0", "replace") in stop
     assert ("llama2-13b-pd-prefill-0.previous", "remove") not in stop  # the replace step removes it first
     assert ("llama2-13b-pd-decode-0.previous", "remove") in stop
+
+
+def test_checks_come_first_when_anything_changes_and_never_for_a_rerun_or_when_skipped():
+    s = spec()
+    rts = ranktables(s)
+    fresh = plan_up(s, facts_for(s, rts, []), UpInputs(rts))
+    (check,) = fresh.stages[0].steps
+    assert (fresh.stages[0].name, check.host, check.action, check.changes) == ("checks", "node1", "check", False)
+    assert "checks" not in [st.name for st in plan_up(s, facts_for(s, rts, []), UpInputs(rts),
+                                                      skip=frozenset({"checks"})).stages]
+    hashes = {**file_hashes(s, rts), **env_hashes(s, rts)}
+    rerun = plan_up(s, facts_for(s, rts, running(s, rts), hashes=hashes), UpInputs(rts))
+    assert not rerun.changed and "checks" not in [st.name for st in rerun.stages]
