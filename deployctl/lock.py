@@ -66,7 +66,7 @@ class DeployLock:
                 raise HostError(
                     self.transport.name,
                     f"deployment is locked by another deploy: {_describe(result.stdout)}",
-                    address=getattr(self.transport, "address", None),
+                    address=self.transport.address,
                     hint=f"wait for it (--lock-wait SECONDS); if that deploy died, remove {self.state_dir}/lock on "
                     f"{self.transport.name}",
                 )

@@ -22,7 +22,7 @@ def read_logs(transport, name: str, since: str | None, tail: int) -> list[tuple[
     answer = parse_docker_logs(result.exit_code, result.stdout, result.stderr)
     if answer.failure is None:
         return list(answer.lines)
-    address = getattr(transport, "address", None)
+    address = transport.address
     if answer.failure == "missing":
         raise HostError(transport.name, f"instance {name} is not deployed (no container {name})", address=address,
                         hint="`deployctl up SPEC` deploys it; `deployctl status SPEC` shows what runs")

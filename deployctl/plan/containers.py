@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from deployctl.core import Secret
 from deployctl.facts.hccn_tool import HCCN_TOOL_PATH as HCCN_TOOL  # mounted into the containers
 from deployctl.spec.model import EnvVar, Instance, Spec
 
@@ -207,7 +208,7 @@ def container_digest(container: Container, image_id: str, ranktable_digest: str 
 
 
 def _secret_bytes(var: EnvVar) -> bytes:
-    value = var.value.reveal() if hasattr(var.value, "reveal") else var.value
+    value = var.value.reveal() if isinstance(var.value, Secret) else var.value
     return value.encode() if isinstance(value, str) else value
 
 

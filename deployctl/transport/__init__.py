@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Union
+from typing import TYPE_CHECKING, Protocol, Union
 
 from deployctl.core import Command, Secret
+
+if TYPE_CHECKING:
+    from deployctl.transport.stream import Stream
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,12 @@ class Transport(Protocol):
     address: str
 
     def run(self, command: Command, *, timeout: float | None = None) -> Result: ...
+
+    def run_streaming(self, command: Command, on_line, *, timeout: float | None = None) -> Result:
+        """Like run, calling on_line(text) for each stderr line as it arrives (progress)."""
+
+    def open_stream(self, command: Command) -> "Stream":
+        """The running command's byte streams (transport.stream.Stream)."""
 
     def put(self, path: str, content: Union[bytes, Secret], *, mode: int = 0o644) -> None: ...
 

@@ -10,6 +10,7 @@ from typing import Union
 from deployctl.errors import HostError
 from deployctl.core import Command, Secret
 from deployctl.transport import Result, stdin_bytes
+from deployctl.transport.stream import ProcessStream
 
 
 class LocalTransport:
@@ -74,6 +75,13 @@ class LocalTransport:
             thread.join()
         return Result(command.argv, proc.returncode, out.decode("utf-8", "replace"),
                       b"".join(err).decode("utf-8", "replace"))
+
+    def open_stream(self, command: Command) -> ProcessStream:
+        """Start a command and hand back its streams, to move bytes in or out (image shipping)."""
+        try:
+            return ProcessStream(list(command.argv))
+        except FileNotFoundError:
+            raise HostError(self.name, f"{command.argv[0]}: command not found", command=command.display()) from None
 
     def put(self, path: str, content: Union[bytes, Secret], *, mode: int = 0o644) -> None:
         data = stdin_bytes(content) or b""

@@ -26,6 +26,7 @@ from deployctl.errors import HostError, HostKeyError
 from deployctl.core import Command, Secret
 from deployctl.spec.model import Host, SshSettings
 from deployctl.transport import Result, stdin_bytes
+from deployctl.transport.stream import ChannelStream
 from deployctl.transport.connect import DEFAULT_CONNECT_TIMEOUT
 
 # paramiko logs connection failures (with tracebacks) from its own threads; we report them as HostError.
@@ -208,12 +209,12 @@ class SshTransport:
     def run(self, command: Command, *, timeout: Optional[float] = None) -> Result:
         return self.run_streaming(command, None, timeout=timeout)
 
-    def open_stream(self, command: Command) -> paramiko.Channel:
-        """Start a command and hand back its channel, to stream bytes in or out (image shipping)."""
+    def open_stream(self, command: Command) -> ChannelStream:
+        """Start a command and hand back its streams, to move bytes in or out (image shipping)."""
         try:
             channel = self._client.get_transport().open_session()
             channel.exec_command(shlex.join(command.argv))
-            return channel
+            return ChannelStream(channel, _drain)
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise HostError(self.name, f"connection lost: {exc}", address=self.address,
                             command=command.display()) from None

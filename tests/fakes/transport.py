@@ -30,11 +30,41 @@ class FakeTransport:
                 return Result(command.argv, 0, response, "")
         return Result(command.argv, 0, "", "")
 
+    def run_streaming(self, command: Command, on_line, *, timeout=None) -> Result:
+        result = self.run(command, timeout=timeout)
+        for line in result.stderr.splitlines():
+            on_line(line)
+        return result
+
+    def open_stream(self, command: Command) -> "ScriptedStream":
+        return ScriptedStream(self.run(command))
+
     def put(self, path: str, content: Union[bytes, Secret], *, mode: int = 0o644) -> None:
         self.files[path] = (stdin_bytes(content) or b"", mode)
 
     def get(self, path: str) -> bytes:
         return self.files[path][0]
+
+    def close(self) -> None:
+        pass
+
+
+class ScriptedStream:
+    """A command's streams as scripted: its stdout to read, what is written kept, its result at the end."""
+
+    def __init__(self, result: Result) -> None:
+        self.result, self.unread, self.written = result, result.stdout.encode(), bytearray()
+
+    def read(self, size: int) -> bytes:
+        chunk, self.unread = self.unread[:size], self.unread[size:]
+        return chunk
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def finish(self) -> tuple[int, bytes, bytes]:
+        rest, self.unread = self.unread, b""
+        return self.result.exit_code, rest, self.result.stderr.encode()
 
     def close(self) -> None:
         pass
