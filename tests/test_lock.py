@@ -43,7 +43,7 @@ class _MeetAfterFirstRefusal:
     """A LocalTransport that makes two deploys meet after each saw the dead holder, so both take over at once."""
 
     def __init__(self, barrier):
-        self.inner, self.barrier, self.name, self.refused = LocalTransport(), barrier, "local", False
+        self.inner, self.barrier, self.name, self.address, self.refused = LocalTransport(), barrier, "local", "local", False
 
     def run(self, command, **kw):
         result = self.inner.run(command, **kw)

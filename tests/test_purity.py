@@ -11,7 +11,7 @@ PACKAGE = Path(deployctl.__file__).parent
 PURE = ["spec", "facts", "plan", "ranktable", "image/plan.py", "image/inputs.py", "image/package.py",
         "weights/manifest.py", "weights/source.py", "bench/metrics.py", "bench/stats.py"]
 FORBIDDEN = ("subprocess", "socket", "paramiko", "boto3", "botocore", "docker", "rich", "requests",
-             "deployctl.transport", "deployctl.execute", "deployctl.gather", "deployctl.ui", "deployctl.ui_events",
+             "deployctl.transport", "deployctl.execute", "deployctl.gather", "deployctl.ui",
              "deployctl.hosts", "deployctl.prepare", "deployctl.fanout", "deployctl.batch", "deployctl.lock")
 
 
@@ -41,3 +41,13 @@ def test_spec_imports_nothing_from_plan(path):
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert sorted(n for n in imported if n.startswith("deployctl.plan")) == []
+
+
+@pytest.mark.parametrize("path", sorted(p for p in PACKAGE.rglob("*.py") if "ui" not in p.relative_to(PACKAGE).parts),
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_ui_package_imports_rich(path):
+    """Every table, colour and progress bar lives in deployctl/ui/: nothing else may import rich."""
+    tree = ast.parse(path.read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert sorted(n for n in imported if n == "rich" or n.startswith("rich.")) == []

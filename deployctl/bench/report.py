@@ -119,18 +119,3 @@ def table_rows(document: dict) -> tuple[list[str], list[list[str]]]:
                      _ms(run["tpot_ms"]["p50"]), _ms(run["tpot_ms"]["p99"]), _ms(run["itl_ms"]["p50"]),
                      _ms(run["e2el_ms"]["p50"]), _ms(run["e2el_ms"]["p99"])])
     return header, rows
-
-
-def render_table(console, document: dict, title: str = "") -> None:
-    from rich.table import Table
-
-    from deployctl.ui import keep_numbers_whole
-
-    header, rows = table_rows(document)
-    table = Table(title=title or None, title_justify="left")
-    for column in header:
-        table.add_column(column, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    keep_numbers_whole(table, *header)
-    console.print(table)

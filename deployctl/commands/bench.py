@@ -61,7 +61,8 @@ def execute(settings, mode: str, runs, header: dict, ui) -> dict:
 
 def finish(document: dict, ui, result_dir, baseline, max_regression: float) -> int:
     """Print and write the results, apply the baseline gate, and say the exit status."""
-    from deployctl.bench.report import render_table, write_results
+    from deployctl.bench.report import write_results
+    from deployctl.ui.bench import render_table
 
     if result_dir:
         written, note = write_results(document, result_dir)
@@ -94,17 +95,9 @@ def _gate(document: dict, baseline: dict, max_regression: float, ui) -> bool:
     if not regressions:
         ui.info(f"baseline: {matched} run(s) compared, none regressed by more than {max_regression:g}%")
         return False
-    from rich.table import Table
+    from deployctl.ui.bench import render_regressions
 
-    from deployctl.ui import keep_numbers_whole
-
-    table = Table(title=f"regressions beyond {max_regression:g}%", title_justify="left")
-    for column in ("run", "metric", "baseline", "now", "change"):
-        table.add_column(column, justify="right")
-    for r in regressions:
-        table.add_row(r.run, r.metric, f"{r.baseline:.2f}", f"{r.current:.2f}", f"{r.change_pct:+.1f}%")
-    keep_numbers_whole(table, "baseline", "now", "change")
-    ui.console(stderr=True).print(table)
+    render_regressions(ui, regressions, max_regression)
     return True
 
 
@@ -162,7 +155,7 @@ def bench_after_up(spec, endpoint: str, ui) -> int:
               **spec_facts(spec)}
     document = execute(settings, "static", static_runs([1, 4], [128], [32], 2), header, ui)
     if not ui.json:
-        from deployctl.bench.report import render_table
+        from deployctl.ui.bench import render_table
 
         render_table(ui.console(), document, title=f"bench after up: {spec.name} at {endpoint}")
     if not any(run["succeeded"] for run in document["runs"]):

@@ -28,7 +28,7 @@ def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False, 
     Returns (host reports, fix outcomes or None)."""
     from deployctl.doctor.fix import fix_ip_forward, hosts_to_fix
     from deployctl.doctor.gather import gather_facts, unreachable
-    from deployctl.doctor.progress import HostProgress
+    from deployctl.ui.doctor_progress import HostProgress
     from deployctl.doctor.report import host_reports
     from deployctl.fanout import on_hosts
     from deployctl.transport.connect import ConnectOptions, close_all
@@ -82,38 +82,28 @@ def _connect(plan, progress, options):
 
 def render(ui, reports, outcomes) -> int:
     """The table (stdout) or the JSON document; exit 3 when any check FAILs."""
-    from deployctl.doctor.report import document, summary, table
+    from deployctl.doctor.report import document, summary
+    from deployctl.ui.doctor import say_fixes, table
 
     fixes = None if outcomes is None else [o.to_json() for o in outcomes]
     if ui.json:
         ui.emit_json(document(reports, fixes))
     else:
         if outcomes is not None:
-            _say_fixes(ui, outcomes)
+            say_fixes(ui, outcomes)
         ui.console().print(table(reports))
         ui.print(summary(reports))
     return ExitStatus.CHECKS if any(r.failed for r in reports) else ExitStatus.OK
-
-
-def _say_fixes(ui, outcomes) -> None:
-    from rich.markup import escape
-
-    if not outcomes:
-        ui.info("--fix: nothing to fix (ip_forward is already 1 wherever it is checked)")
-    for outcome in outcomes:
-        for action in outcome.actions:
-            ui.info(escape(f"--fix: {outcome.host}: {action}"))
-        if outcome.error:
-            ui.info(escape(f"--fix: {outcome.host}: FAILED: {outcome.error}"))
 
 
 def checks_for_spec(spec, transports: Mapping, ui) -> None:
     """`up`'s first stage: doctor's checks on the spec's hosts over the open transports. Any FAIL renders
     the table to stderr and raises ChecksFailed (exit 3) before anything changes; WARN does not stop up."""
     from deployctl.doctor.gather import gather_facts
-    from deployctl.doctor.report import failure_lines, host_reports, summary, table
+    from deployctl.doctor.report import failure_lines, host_reports, summary
     from deployctl.doctor.targets import plan_for_spec
-    from rich.markup import escape
+    from deployctl.ui import escape
+    from deployctl.ui.doctor import table
 
     plan = plan_for_spec(spec)
     plan = replace(plan, targets=tuple(t for t in plan.targets if t.host.name in transports))

@@ -30,7 +30,7 @@ def build(args, ui) -> int:
 
 def _execute(plan, transports, ui) -> dict[str, float]:
     from deployctl.execute import Executor
-    from deployctl.ui_events import up_events
+    from deployctl.ui.events import up_events
 
     with up_events(ui) as on_event:
         report = Executor(transports, on_event=on_event).execute(plan)

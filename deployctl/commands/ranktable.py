@@ -109,7 +109,7 @@ def _check_against_hosts(args, reports: list[dict], documents: dict) -> None:
 
 
 def _render_validation(ui, reports: list[dict]) -> None:
-    from rich.markup import escape
+    from deployctl.ui import escape
 
     width = max(len(r["file"]) for r in reports)
     for report in reports:
@@ -207,7 +207,7 @@ def _report_written(ui, written: list[str], what: str) -> None:
     if ui.json:
         ui.emit_json({"written": written})
         return
-    from rich.markup import escape
+    from deployctl.ui import escape
 
     ui.print(f"{escape(what)}: wrote {len(written)} file{'s' if len(written) != 1 else ''}")
     for path in written:

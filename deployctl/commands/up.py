@@ -94,7 +94,7 @@ def _execute(spec, prepared, transports, skip, args, ui):
     from deployctl.execute import Executor
     from deployctl.plan.model import Plan
     from deployctl.prepare import prepare
-    from deployctl.ui_events import up_events
+    from deployctl.ui.events import up_events
 
     with up_events(ui) as on_event:
         executor = Executor(transports, on_event=on_event, health_timeout=args.health_timeout,

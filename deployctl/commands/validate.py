@@ -7,6 +7,7 @@ from deployctl.errors import ExitStatus, Problem, SpecError
 
 def run(args, ui) -> int:
     from deployctl.spec.load import check_spec_file
+    from deployctl.ui.validate import render_summary, render_warnings
 
     spec, errors, warnings = check_spec_file(args.spec)
     if spec is not None:
@@ -14,10 +15,10 @@ def run(args, ui) -> int:
     if ui.json:
         ui.emit_json(validation_document(spec, errors, warnings))
         return int(ExitStatus.SPEC if errors else ExitStatus.OK)
-    _render_warnings(ui, warnings)
+    render_warnings(ui, warnings)
     if errors:
         raise SpecError(errors)  # its warnings were just shown
-    _render_summary(ui, spec)
+    render_summary(ui, spec)
     return int(ExitStatus.OK)
 
 
@@ -68,42 +69,3 @@ def _located(problem: Problem) -> dict:
         {"hint": problem.hint} if problem.hint else {})
 
 
-def _render_warnings(ui, warnings: list[Problem]) -> None:
-    from rich.markup import escape
-
-    console = ui.console(stderr=True)
-    for warning in warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning.render())}")
-        if warning.hint:
-            console.print(f"  [cyan]hint:[/] {escape(warning.hint)}")
-
-
-def _render_summary(ui, spec) -> None:
-    """Instances per host (role, name, devices, ports, TP), the start order and NODE_PORTS."""
-    from rich import box
-    from rich.table import Table
-
-    from deployctl.ui import keep_numbers_whole
-
-    if ui.quiet:
-        return
-    table = Table(title=f"{spec.name}: {spec.mode}, {spec.platform}/{spec.server}", title_justify="left",
-                  box=box.SIMPLE_HEAD)
-    for column in ("host", "role", "container", "devices", "ports", "TP"):
-        table.add_column(column, no_wrap=column in ("container", "ports"))
-    for host in spec.hosts:
-        for instance in (i for i in spec.instances if i.host == host.name):
-            ports = [str(instance.port)] + [str(p) for p in (instance.grpc_port, instance.metrics_port) if p]
-            devices = ",".join(map(str, instance.devices)) or "-"
-            table.add_row(host.name, instance.role, instance.name, devices, "/".join(ports),
-                          str(instance.tp) if instance.devices else "-")
-    keep_numbers_whole(table, "devices", "ports", "TP")
-    ui.print(table)
-    ui.print("hosts: " + ", ".join(h.label for h in spec.used_hosts), markup=False)
-    waves = [", ".join(i.name for i in wave) for wave in spec.start_order]
-    ui.print("start order: " + "  ->  ".join(f"[{wave}]" for wave in waves), markup=False)
-    if spec.mode == "disaggregated":
-        ui.print("NODE_PORTS: " + ",".join(map(str, spec.node_ports)), markup=False)
-    containers, hosts = len(spec.instances), len(spec.used_hosts)
-    ui.print(f"spec is valid: {containers} container{'s' * (containers != 1)} on {hosts} host{'s' * (hosts != 1)}",
-             markup=False)

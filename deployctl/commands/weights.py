@@ -11,7 +11,7 @@ def sync(args, ui) -> int:
     from deployctl.hosts import connect_options, connected
     from deployctl.plan.weights_stage import weights_hosts
     from deployctl.spec.load import load_spec
-    from deployctl.ui_events import up_events
+    from deployctl.ui.events import up_events
 
     spec = load_spec(args.spec)
     if not spec.weights.dest:
@@ -26,7 +26,7 @@ def sync(args, ui) -> int:
     if ui.json:
         ui.emit_json(document)
     else:
-        from deployctl.ui_events import render_weights
+        from deployctl.ui.events import render_weights
 
         render_weights(ui, document, dry_run=args.dry_run)
     return ExitStatus.OK

@@ -8,7 +8,7 @@ from typing import Mapping, Optional
 from deployctl.doctor.targets import DoctorPlan
 from deployctl.facts.model import HostFacts
 from deployctl.plan.checks import check_host, check_tls_consistency, check_weights_identity
-from deployctl.plan.findings import FAIL, WARN, Finding
+from deployctl.plan.findings import FAIL, Finding
 
 
 @dataclass(frozen=True)
@@ -72,28 +72,6 @@ def failure_lines(reports: tuple[HostChecks, ...]) -> list[str]:
     """`tb2 ip_forward: 0 (expected 1); fix: ...`: one line per FAIL."""
     return [f"{r.host} {f.name}: {f.observed} (expected {f.expected})" + (f"; fix: {f.fix}" if f.fix else "")
             for r in reports for f in r.failed]
-
-
-_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
-
-
-def table(reports: tuple[HostChecks, ...], title: str = "doctor"):
-    """A rich Table: one row per check per host; the fix column says what to do about a FAIL or WARN."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    out = Table(title=title, title_justify="left", show_lines=False)
-    for column in ("host", "check", "status", "observed", "fix"):
-        out.add_column(column, overflow="fold")
-    for report in reports:
-        for index, finding in enumerate(report.findings):
-            status = f"[{_STYLE[finding.status]}]{finding.status}[/]"
-            fix = finding.fix if finding.status in (FAIL, WARN) and finding.fix else ""
-            if finding.status == FAIL and not fix:
-                fix = f"expected {finding.expected}"
-            out.add_row(escape(report.host) if index == 0 else "", finding.name, status,
-                        escape(finding.observed), escape(fix or ""), end_section=index == len(report.findings) - 1)
-    return out
 
 
 def summary(reports: tuple[HostChecks, ...]) -> str:

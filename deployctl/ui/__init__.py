@@ -1,4 +1,4 @@
-"""All terminal output goes through here; rich is imported lazily, on first use."""
+"""All terminal output goes through the ui package (rich is imported lazily, here and nowhere else)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,13 @@ class UI:
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
         sys.stdout.flush()
         self.emitted = True
+
+
+def escape(text: str) -> str:
+    """Text shown as it is, never read as console markup (host output, user values)."""
+    from rich.markup import escape as escape_markup
+
+    return escape_markup(text)
 
 
 def confirm_or_refuse(what: str, yes: bool) -> None:

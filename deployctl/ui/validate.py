@@ -1,0 +1,44 @@
+"""`validate`'s screen: its warnings and the summary of what the spec deploys."""
+
+from __future__ import annotations
+
+
+def render_warnings(ui, warnings: list) -> None:
+    from rich.markup import escape
+
+    console = ui.console(stderr=True)
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning.render())}")
+        if warning.hint:
+            console.print(f"  [cyan]hint:[/] {escape(warning.hint)}")
+
+
+def render_summary(ui, spec) -> None:
+    """Instances per host (role, name, devices, ports, TP), the start order and NODE_PORTS."""
+    from rich import box
+    from rich.table import Table
+
+    from deployctl.ui import keep_numbers_whole
+
+    if ui.quiet:
+        return
+    table = Table(title=f"{spec.name}: {spec.mode}, {spec.platform}/{spec.server}", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for column in ("host", "role", "container", "devices", "ports", "TP"):
+        table.add_column(column, no_wrap=column in ("container", "ports"))
+    for host in spec.hosts:
+        for instance in (i for i in spec.instances if i.host == host.name):
+            ports = [str(instance.port)] + [str(p) for p in (instance.grpc_port, instance.metrics_port) if p]
+            devices = ",".join(map(str, instance.devices)) or "-"
+            table.add_row(host.name, instance.role, instance.name, devices, "/".join(ports),
+                          str(instance.tp) if instance.devices else "-")
+    keep_numbers_whole(table, "devices", "ports", "TP")
+    ui.print(table)
+    ui.print("hosts: " + ", ".join(h.label for h in spec.used_hosts), markup=False)
+    waves = [", ".join(i.name for i in wave) for wave in spec.start_order]
+    ui.print("start order: " + "  ->  ".join(f"[{wave}]" for wave in waves), markup=False)
+    if spec.mode == "disaggregated":
+        ui.print("NODE_PORTS: " + ",".join(map(str, spec.node_ports)), markup=False)
+    containers, hosts = len(spec.instances), len(spec.used_hosts)
+    ui.print(f"spec is valid: {containers} container{'s' * (containers != 1)} on {hosts} host{'s' * (hosts != 1)}",
+             markup=False)
