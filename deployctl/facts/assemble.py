@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from deployctl.errors import FactParseError
-from deployctl.facts.model import HccnDeviceFacts, HostFacts
+from deployctl.facts.hccn_model import HccnDeviceFacts
+from deployctl.facts.model import HostFacts
 from deployctl.facts.probe import Probe
 
 MISSING = 127  # the shell's "command not found"

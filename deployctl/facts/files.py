@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from deployctl.errors import FactParseError
-from deployctl.facts.model import DriverVersionInfo, HccnConf, HccnDeviceConf
+from deployctl.facts.hccn_model import HccnConf, HccnDeviceConf
+from deployctl.facts.model import DriverVersionInfo
 from deployctl.facts.text import first_line, key_values, to_int
 
 VERSION_INFO = "/usr/local/Ascend/driver/version.info"

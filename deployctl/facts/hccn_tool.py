@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from deployctl.errors import FactParseError
-from deployctl.facts.model import HccnIp, HccnLink, HccnPing, HccnTls
+from deployctl.facts.hccn_model import HccnIp, HccnLink, HccnPing, HccnTls
 from deployctl.facts.text import first_line, key_values, numbered_lines
 
 TOOL = "hccn_tool"

@@ -10,13 +10,7 @@ from dataclasses import replace
 from typing import Optional
 
 from deployctl.errors import FactParseError
-from deployctl.facts.model import (
-    NpuBoard,
-    NpuChip,
-    NpuCount,
-    NpuProcess,
-    NpuSmiInfo,
-)
+from deployctl.facts.npu_model import NpuBoard, NpuChip, NpuCount, NpuProcess, NpuSmiInfo
 from deployctl.facts.text import first_line, key_values, numbered_lines, to_int
 
 INFO = "npu-smi info"

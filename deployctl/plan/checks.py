@@ -9,7 +9,8 @@ import shlex
 from typing import Mapping, Optional
 
 from deployctl.facts.compat import rows_for_driver
-from deployctl.facts.model import HostFacts, NpuBoard
+from deployctl.facts.npu_model import NpuBoard
+from deployctl.facts.model import HostFacts
 from deployctl.facts.versions import same_version, version_within
 from deployctl.plan.checks_gpu import (
     check_gpu_count,

@@ -10,7 +10,7 @@ from typing import Optional
 
 from deployctl.errors import FactParseError, RanktableError
 from deployctl.facts.hccn_tool import HCCN_TOOL_PATH, TOOL, parse_hccn_ip
-from deployctl.facts.model import HccnConf
+from deployctl.facts.hccn_model import HccnConf
 
 
 @dataclass(frozen=True)

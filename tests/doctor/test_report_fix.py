@@ -11,7 +11,8 @@ from deployctl.doctor.gather import CONTAINERS, NEAREST_DF, doctor_probes, ping_
 from deployctl.doctor.report import document, failure_lines, host_reports
 from deployctl.doctor.targets import DoctorPlan, PingPair, Target
 from deployctl.facts.assemble import ProbeOutput, host_facts_from
-from deployctl.facts.model import HccnDeviceFacts, HccnIp, HostFacts
+from deployctl.facts.hccn_model import HccnDeviceFacts, HccnIp
+from deployctl.facts.model import HostFacts
 from deployctl.spec.model import Host, Requirements
 from deployctl.transport import Result
 from tests.fakes.transport import FakeTransport

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from deployctl.facts import docker, files, hccn_tool, npu_smi, nvidia_smi, system
-from deployctl.facts.model import HccnDeviceFacts, HostFacts
+from deployctl.facts.hccn_model import HccnDeviceFacts
+from deployctl.facts.model import HostFacts
 from deployctl.plan.checks import IP_FORWARD_FIX, Finding, check_driver, check_host, check_tls_consistency
 from deployctl.spec.model import Requirements
 
