@@ -39,7 +39,7 @@ class ConnectOptions:
 
 def endpoint(host: Host) -> str:
     """`name (addr:port)`, how a waiting line names a host."""
-    from deployctl.transport.ssh import host_port
+    from deployctl.transport.tcp import host_port
 
     return f"{host.name} ({host_port(host.address, host.ssh.port)})"
 

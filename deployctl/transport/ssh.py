@@ -5,9 +5,6 @@ This is the one place words become a shell line (`shlex.join`), and the one plac
 
 from __future__ import annotations
 
-import base64
-import errno
-import hashlib
 import logging
 import os
 import posixpath
@@ -17,7 +14,6 @@ import socket
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Optional, Union
 
 import paramiko
@@ -26,7 +22,9 @@ from deployctl.errors import HostError, HostKeyError
 from deployctl.core import Command, Secret
 from deployctl.spec.model import Host, SshSettings
 from deployctl.transport import Result, stdin_bytes
+from deployctl.transport.known_hosts import VerifyPolicy, fingerprint, known_hosts_entry
 from deployctl.transport.stream import ChannelStream
+from deployctl.transport.tcp import ConnectFailure, await_banner, close_quietly, host_port, seconds, tcp_connect
 from deployctl.transport.connect import DEFAULT_CONNECT_TIMEOUT
 
 # paramiko logs connection failures (with tracebacks) from its own threads; we report them as HostError.
@@ -37,46 +35,6 @@ _paramiko_log.propagate = False
 DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_rsa", "~/.ssh/id_ecdsa")
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 _CHUNK = 65536
-
-
-def fingerprint(key: paramiko.PKey) -> str:
-    """OpenSSH's SHA256 fingerprint of a host key."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def known_hosts_entry(address: str, port: int) -> str:
-    """How OpenSSH names a host in known_hosts: `addr`, or `[addr]:port` off port 22."""
-    return address if port == 22 else f"[{address}]:{port}"
-
-
-class _VerifyPolicy(paramiko.MissingHostKeyPolicy):
-    """Refuse an unknown key with its fingerprint and the command to trust it; or record it (accept-new)."""
-
-    def __init__(self, host: Host, known_hosts: str, port: int, accept_new: bool) -> None:
-        self.host, self.known_hosts, self.port, self.accept_new = host, known_hosts, port, accept_new
-
-    def missing_host_key(self, client, hostname, key) -> None:
-        entry = known_hosts_entry(self.host.address, self.port)
-        if self.accept_new:
-            Path(self.known_hosts).parent.mkdir(parents=True, exist_ok=True)
-            with open(self.known_hosts, "a", encoding="utf-8") as handle:
-                handle.write(f"{entry} {key.get_name()} {key.get_base64()}\n")
-            client.get_host_keys().add(hostname, key.get_name(), key)
-            return
-        keyscan = shlex.join(["ssh-keyscan", "-p", str(self.port), "-t", _keyscan_type(key), self.host.address])
-        raise HostKeyError(
-            self.host.name,
-            f"unknown host key {key.get_name()} {fingerprint(key)} (not in {self.known_hosts})",
-            address=self.host.address,
-            hint=f"check the fingerprint with the host's owner, then trust it: {keyscan} >> "
-            f"{shlex.quote(self.known_hosts)}   (or re-run with --accept-new-host-keys)",
-        )
-
-
-def _keyscan_type(key: paramiko.PKey) -> str:
-    name = key.get_name()
-    return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}.get(name, "ecdsa" if "ecdsa" in name else name)
 
 
 def _identity_files(settings: SshSettings) -> list[str]:
@@ -118,7 +76,7 @@ class SshTransport:
         client = paramiko.SSHClient()
         if os.path.exists(known_hosts):
             client.load_host_keys(known_hosts)
-        client.set_missing_host_key_policy(_VerifyPolicy(host, known_hosts, port, self._accept_new))
+        client.set_missing_host_key_policy(VerifyPolicy(host, known_hosts, port, self._accept_new))
         return client
 
     def _connect_with_retry(self, timeout: float, retries: int) -> paramiko.SSHClient:
@@ -128,7 +86,7 @@ class SshTransport:
         for attempt in range(retries + 1):
             try:
                 return self._connect(deadline, timeout)
-            except _ConnectFailure as error:
+            except ConnectFailure as error:
                 if not error.transient or attempt == retries or time.monotonic() + delay >= deadline or self._cancel.wait(delay):
                     raise HostError(self.name, error.message, address=self.address) from None
                 delay *= 2
@@ -140,8 +98,8 @@ class SshTransport:
         if settings.jump:
             sock = self._jump_socket(max(0.1, deadline - time.monotonic()))
         else:
-            sock = _tcp_connect(self.host.address, settings.port, deadline, timeout, self._cancel)
-            _await_banner(sock, where, deadline, timeout, self._cancel)
+            sock = tcp_connect(self.host.address, settings.port, deadline, timeout, self._cancel)
+            await_banner(sock, where, deadline, timeout, self._cancel)
         client = self._new_client(self.host, settings.port)
         keys = _identity_files(settings)
         left = max(0.1, deadline - time.monotonic())
@@ -181,13 +139,13 @@ class SshTransport:
             ) from None
         except (OSError, socket.timeout, paramiko.SSHException, EOFError) as exc:
             client.close()
-            _close_quietly(sock)
+            close_quietly(sock)
             if self._cancel.is_set():
                 raise HostError(self.name, f"connecting to {where} was interrupted", address=self.address) from None
             if time.monotonic() >= deadline - 0.05 or "No existing session" in str(exc):
                 # paramiko gives up on a silent handshake without saying so ("No existing session")
                 raise HostError(self.name, f"timed out during the SSH handshake with {where} after "
-                                f"{_seconds(timeout)} s", address=self.address) from None
+                                f"{seconds(timeout)} s", address=self.address) from None
             raise HostError(self.name, f"SSH handshake with {where} failed: {exc}", address=self.address) from None
         return client
 
@@ -330,90 +288,3 @@ def _drain(channel: paramiko.Channel, timeout: Optional[float], on_stderr=None) 
         if not progressed:
             select.select([channel], [], [], 0.05)
     return bytes(out), bytes(err)
-
-
-class _ConnectFailure(Exception):
-    """A connect attempt that failed for good (timed out, interrupted, unresolvable)."""
-
-    transient = False
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class _Transient(_ConnectFailure):
-    """A connect failure worth another try while time is left (refused, reset, no route yet)."""
-
-    transient = True
-
-
-def host_port(address: str, port: int) -> str:
-    """`addr:port`, with an IPv6 address in brackets, as every connection message names a host."""
-    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g}"
-
-
-def _close_quietly(sock) -> None:
-    try:
-        sock.close()
-    except Exception:  # closing a dead socket must never mask the real error
-        pass
-
-
-def _tcp_connect(address: str, port: int, deadline: float, timeout: float, cancel: threading.Event):
-    """A TCP connection by `deadline`, given up within 0.1 s of `cancel` (a blocking connect() cannot be)."""
-    where = host_port(address, port)
-    try:
-        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise _ConnectFailure(f"cannot resolve {address}: {exc.strerror}") from None
-    family, kind, proto, _, target = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setblocking(False)
-    code = sock.connect_ex(target)
-    while code in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
-        if cancel.is_set():
-            _close_quietly(sock)
-            raise _ConnectFailure(f"connecting to {where} was interrupted")
-        left = deadline - time.monotonic()
-        if left <= 0:
-            _close_quietly(sock)
-            raise _Transient(f"cannot connect to {where}: no answer within {_seconds(timeout)} s")
-        _, writable, _ = select.select([], [sock], [], min(0.1, left))
-        if writable:
-            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-    if code != 0:
-        _close_quietly(sock)
-        reason = {errno.ECONNREFUSED: "connection refused", errno.EHOSTUNREACH: "host unreachable",
-                  errno.ENETUNREACH: "network unreachable", errno.ECONNRESET: "connection reset",
-                  errno.ETIMEDOUT: f"no answer within {_seconds(timeout)} s"}.get(code, os.strerror(code))
-        raise _Transient(f"cannot connect to {where}: {reason}")
-    sock.setblocking(True)
-    return sock
-
-
-def _await_banner(sock, where: str, deadline: float, timeout: float, cancel: threading.Event) -> None:
-    """Wait for the server's first byte: a host that accepts TCP and never speaks fails by the deadline."""
-    while True:
-        if cancel.is_set():
-            _close_quietly(sock)
-            raise _ConnectFailure(f"connecting to {where} was interrupted")
-        left = deadline - time.monotonic()
-        if left <= 0:
-            _close_quietly(sock)
-            raise _ConnectFailure(f"timed out waiting for the SSH banner from {where} after {_seconds(timeout)} s")
-        readable, _, _ = select.select([sock], [], [], min(0.1, left))
-        if readable:
-            try:
-                first = sock.recv(1, socket.MSG_PEEK)
-            except OSError as exc:
-                _close_quietly(sock)
-                raise _Transient(f"{where} closed the connection before the SSH banner: {exc.strerror}") from None
-            if not first:
-                _close_quietly(sock)
-                raise _Transient(f"{where} closed the connection before sending the SSH banner")
-            return
