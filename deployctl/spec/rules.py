@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from deployctl.errors import Problem
-from deployctl.spec import known_models
 from deployctl.spec.locate import Path
-from deployctl.spec.show import control_character, quoted
 
 DEFAULT_CARDS = 8
 DEFAULT_SCHEDULER_PORT = 9000
@@ -242,35 +240,6 @@ def _check_one_tp(c: Context) -> Iterator[Problem]:
                           f"and decode instance must use the same number of devices (one TP size)")
 
 
-def check_batched_tokens(c: Context) -> Iterator[Problem]:
-    """max_num_batched_tokens >= max_model_len, on the values each instance ends up with."""
-    max_len = c.value(("model", "max_model_len"), int)
-    shared = c.value(("model", "max_num_batched_tokens"), int)
-    if max_len is None:
-        return
-    shared_used = not c.workers
-    for unit in c.workers:
-        path = unit.path + ("model", "max_num_batched_tokens")
-        if isinstance(unit.data.get("model"), dict) and "max_num_batched_tokens" in unit.data["model"]:
-            own = c.value(path, int)
-            if own is not None and own < max_len:
-                yield Problem(path, f"max_num_batched_tokens {own} is less than max_model_len {max_len}",
-                              hint="vLLM refuses to start; raise it to at least max_model_len")
-        else:
-            shared_used = True
-    if shared is not None and shared_used and shared < max_len:
-        yield Problem(("model", "max_num_batched_tokens"),
-                      f"max_num_batched_tokens {shared} is less than max_model_len {max_len}",
-                      hint="vLLM refuses to start; raise it to at least max_model_len")
-
-
-def check_kv_cache(c: Context) -> Iterator[Problem]:
-    if c.value(("model", "kv_cache_dtype"), str) == "int8" and not c.value(("model", "quantization_param_path"), str):
-        if c.ok(("model", "quantization_param_path")):
-            yield Problem(("model", "kv_cache_dtype"), "kv_cache_dtype int8 needs quantization_param_path",
-                          hint="the KV cache scales file on the hosts, e.g. <weights.dest>/kv_cache_scales.json")
-
-
 def check_platform(c: Context) -> Iterator[Problem]:
     """Keys that belong to the other platform or server."""
     requirements = c.value(("requirements",), dict) or {}
@@ -290,61 +259,9 @@ def check_platform(c: Context) -> Iterator[Problem]:
                     yield Problem(unit.path + (key,), f"{key} is ignored unless server is triton", severity="warning")
 
 
-def check_model_table(c: Context) -> Iterator[Problem]:
-    """Seed 000's table: refuse too few cards, warn when max_model_len exceeds what the cards hold."""
-    memory = c.value(("requirements", "npu_memory_gb"), int)
-    size = known_models.memory_class(memory)
-    if c.platform != "ascend" or size is None:
-        return
-    family = known_models.family_for(c.value(("model", "family"), str), c.value(("model", "served_name"), str),
-                               c.value(("weights", "source"), str), c.value(("weights", "dest"), str))
-    if family is None:
-        return
-    limits = known_models.model_table()[family].on(size)
-    if limits is None:
-        other = known_models.model_table()[family].on_64gb
-        need = f" (64 GB cards: at least {other.min_cards})" if other else ""
-        yield Problem(("requirements", "npu_memory_gb"), f"{family} does not run on {size} GB cards{need}")
-        return
-    for unit in c.workers:
-        devices = c.devices(unit)
-        if devices and len(devices) < limits.min_cards:
-            yield Problem(unit.path + ("devices",), f"{family} needs at least {limits.min_cards} cards of "
-                          f"{size} GB; this instance has {len(devices)}")
-    max_len = c.value(("model", "max_model_len"), int)
-    if max_len is not None and max_len > limits.max_model_len:
-        yield Problem(("model", "max_model_len"),
-                      f"max_model_len {max_len} exceeds {limits.max_model_len_k}K ({limits.max_model_len}), "
-                      f"the most {family} supports on {size} GB cards", severity="warning")
-
-
-def check_env(c: Context) -> Iterator[Problem]:
-    """No control character in an env value: the env file holds one NAME=value a line, so a newline in a
-    value would write a second variable (HF_TOKEN=$'x\nLD_PRELOAD=...')."""
-    for name, value in (c.value(("env",), dict) or {}).items():
-        path = ("env", name)
-        if not isinstance(value, str) or not c.ok(path):
-            continue
-        char = control_character(value)
-        if char is None:
-            continue
-        original = c.references.get(path)
-        if original is not None:  # a Secret: name the variable, never the value
-            yield Problem(path, f"the value of {quoted(original)} contains {char}; control characters are not "
-                                f"allowed in env values",
-                          hint="an env file holds one NAME=value per line: remove the character from the variable")
-        else:
-            yield Problem(path, f"{quoted(value)} contains {char}; control characters are not allowed in env "
-                                f"values", hint="an env file holds one NAME=value per line")
-
-
-def check_served_name(c: Context) -> Iterator[Problem]:
-    """Triton's model repository names a directory after served_name; ':' has no place there."""
-    name = c.value(("model", "served_name"), str)
-    if c.server == "triton" and name is not None and ":" in name:
-        yield Problem(("model", "served_name"), f"{quoted(name)} cannot name a Triton model: use letters, digits, "
-                      f"'.', '_' and '-'", hint="Triton's model repository holds a directory of that name")
-
+from deployctl.spec.rules_model import (  # noqa: E402 (they use Context, defined above)
+    check_batched_tokens, check_env, check_kv_cache, check_model_table, check_served_name,
+)
 
 RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
          check_kv_cache, check_platform, check_model_table, check_env, check_served_name)

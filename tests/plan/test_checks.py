@@ -11,7 +11,8 @@ import pytest
 from deployctl.facts import docker, files, hccn_tool, npu_smi, nvidia_smi, system
 from deployctl.facts.hccn_model import HccnDeviceFacts
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks import IP_FORWARD_FIX, Finding, check_driver, check_host, check_tls_consistency
+from deployctl.plan.checks import IP_FORWARD_FIX, Finding, check_host, check_tls_consistency
+from deployctl.plan.checks_npu import check_driver
 from deployctl.spec.model import Requirements
 
 FORMATS = Path(__file__).parent.parent / "fixtures" / "formats"
