@@ -58,7 +58,17 @@ def _host_key_flag(parser: argparse.ArgumentParser) -> None:
                              "key within this long (default %(default)g)")
 
 
+def _stage_verb(sub, name: str, handler: str, summary: str, example: str, dry_run_help: str) -> None:
+    """A command that runs one stage of `up` for a spec (image build, weights sync), with --dry-run."""
+    p = _verb(sub, name, handler, summary, example)
+    _spec_arg(p)
+    p.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    _host_key_flag(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from deployctl.cli_bench import add_bench_parser
+
     """The whole command tree (cheap: no imports beyond argparse)."""
     parser = argparse.ArgumentParser(
         prog="deployctl",
@@ -182,78 +192,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     img = sub.add_parser("image", help="the inference image", description="Build the inference image.")
     img_sub = img.add_subparsers(dest="image_command", metavar="ACTION", required=True)
-    p = _verb(img_sub, "build", "deployctl.commands.image:build",
-              "build the image from the base image plus the AscendCloud packages, on every host that needs it",
-              "deployctl image build playbooks/mixed-1host-910b.yaml --dry-run")
-    _spec_arg(p)
-    p.add_argument("--dry-run", action="store_true", help="say per host build / ship / skip and why")
-    _host_key_flag(p)
+    _stage_verb(img_sub, "build", "deployctl.commands.image:build",
+                "build the image from the base image plus the AscendCloud packages, on every host that needs it",
+                "deployctl image build playbooks/mixed-1host-910b.yaml --dry-run",
+                "say per host build / ship / skip and why")
 
     wt = sub.add_parser("weights", help="model weights", description="Model weights on every host.")
     wt_sub = wt.add_subparsers(dest="weights_command", metavar="ACTION", required=True)
-    p = _verb(wt_sub, "sync", "deployctl.commands.weights:sync",
-              "copy the model weights from OBS/S3 (or a directory) to every host, verified",
-              "deployctl weights sync playbooks/mixed-1host-910b.yaml")
-    _spec_arg(p)
-    p.add_argument("--dry-run", action="store_true", help="say what would be transferred")
-    _host_key_flag(p)
+    _stage_verb(wt_sub, "sync", "deployctl.commands.weights:sync",
+                "copy the model weights from OBS/S3 (or a directory) to every host, verified",
+                "deployctl weights sync playbooks/mixed-1host-910b.yaml", "say what would be transferred")
 
-    bench = sub.add_parser("bench", help="benchmark the endpoint (static or dynamic load)",
-                           description="Benchmark an OpenAI-compatible endpoint: TTFT, TPOT, ITL, E2E, throughput.")
-    bench_sub = bench.add_subparsers(dest="bench_mode", metavar="MODE", required=True)
-    for mode, example in (
-        ("static", "deployctl bench static http://127.0.0.1:9000 --parallel-num 1 4 8 "
-                   "--prompt-tokens 1024 2048 --output-tokens 128 256"),
-        ("dynamic", "deployctl bench dynamic playbooks/demo-pd.yaml --request-rate 1 2 4 --num-prompts 100 100 100"),
-    ):
-        p = _verb(bench_sub, mode, "deployctl.commands.bench:run",
-                  f"{mode} load against a spec's endpoint or a base URL", example)
-        p.add_argument("target", metavar="SPEC|URL", help="a spec (its public endpoint) or http://host:port")
-        p.add_argument("--served-model-name", metavar="NAME",
-                       help="model name sent in each request (default: the spec's model.served_name, else the "
-                            "first model the server lists at /v1/models)")
-        p.add_argument("--tokenizer", metavar="DIR",
-                       help="count tokens with this tokenizer (default: the server's usage counts)")
-        p.add_argument("--endpoint", choices=("completions", "chat"), default="completions",
-                       help="OpenAI API to call: /v1/completions or /v1/chat/completions (default: %(default)s)")
-        p.add_argument("--warmup", type=int, default=0, metavar="N",
-                       help="requests sent and not measured before the runs (default %(default)s)")
-        p.add_argument("--result-dir", metavar="DIR",
-                       help=f"write bench_{mode}.json, .csv and .png here (default: print only)")
-        p.add_argument("--baseline", metavar="FILE",
-                       help="an earlier bench JSON document to compare with (default: no comparison)")
-        p.add_argument("--max-regression", type=float, default=10.0, metavar="PCT",
-                       help="with --baseline: exit 1 when a metric is this many percent worse (default %(default)g)")
-        if mode == "static":
-            p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N",
-                           help="prompt lengths in tokens, paired with --output-tokens "
-                                "(default: 1024 2048, as the vendor's)")
-            p.add_argument("--output-tokens", type=int, nargs="+", metavar="N",
-                           help="output lengths in tokens, paired with --prompt-tokens "
-                                "(default: 128 256, as the vendor's)")
-            p.add_argument("--parallel-num", type=int, nargs="+", default=[1, 4, 8, 16, 32], metavar="N",
-                           help="concurrent requests, one run per value (default: 1 4 8 16 32)")
-            p.add_argument("--epochs", type=int, default=5, metavar="N",
-                           help="waves per run (default %(default)s, as the vendor's)")
-        else:
-            p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N",
-                           help="synthetic prompt length in tokens (one value; default: none, then --dataset "
-                                "is needed)")
-            p.add_argument("--output-tokens", type=int, nargs="+", metavar="N",
-                           help="output length in tokens (one value; with --dataset it overrides the dataset's; "
-                                "default: none)")
-            p.add_argument("--request-rate", type=float, nargs="+", required=True, metavar="RATE",
-                           help="requests per second, one run per value (required)")
-            p.add_argument("--num-prompts", type=int, nargs="+", required=True, metavar="N",
-                           help="requests per run, one value per --request-rate (required)")
-            p.add_argument("--dataset", metavar="FILE",
-                           help="prompts from this file (default: synthetic prompts of --prompt-tokens)")
-            p.add_argument("--dataset-type", choices=("sharegpt", "alpaca", "custom"), default="sharegpt",
-                           help="format of --dataset (default: %(default)s)")
-            p.add_argument("--seed", type=int, default=0,
-                           help="seed of the random arrival times and prompt choice (default %(default)s)")
-        p.add_argument("--max-seconds", type=float, metavar="S",
-                       help="stop sending after this long (default: no limit)")
+    add_bench_parser(sub, _verb)
 
     _verb(sub, "schema", "deployctl.commands.schema:run",
           "print the spec's JSON Schema (for editors: yaml-language-server)",

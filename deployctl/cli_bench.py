@@ -1,0 +1,63 @@
+"""The `bench` command's options: static (the vendor's parallel waves) and dynamic (Poisson arrivals) load."""
+
+from __future__ import annotations
+
+
+def add_bench_parser(sub, verb) -> None:
+    """`bench static|dynamic SPEC|URL ...`; `verb` makes a subcommand with its summary and example."""
+    bench = sub.add_parser("bench", help="benchmark the endpoint (static or dynamic load)",
+                           description="Benchmark an OpenAI-compatible endpoint: TTFT, TPOT, ITL, E2E, throughput.")
+    bench_sub = bench.add_subparsers(dest="bench_mode", metavar="MODE", required=True)
+    for mode, example in (
+        ("static", "deployctl bench static http://127.0.0.1:9000 --parallel-num 1 4 8 "
+                   "--prompt-tokens 1024 2048 --output-tokens 128 256"),
+        ("dynamic", "deployctl bench dynamic playbooks/demo-pd.yaml --request-rate 1 2 4 --num-prompts 100 100 100"),
+    ):
+        p = verb(bench_sub, mode, "deployctl.commands.bench:run",
+                  f"{mode} load against a spec's endpoint or a base URL", example)
+        p.add_argument("target", metavar="SPEC|URL", help="a spec (its public endpoint) or http://host:port")
+        p.add_argument("--served-model-name", metavar="NAME",
+                       help="model name sent in each request (default: the spec's model.served_name, else the "
+                            "first model the server lists at /v1/models)")
+        p.add_argument("--tokenizer", metavar="DIR",
+                       help="count tokens with this tokenizer (default: the server's usage counts)")
+        p.add_argument("--endpoint", choices=("completions", "chat"), default="completions",
+                       help="OpenAI API to call: /v1/completions or /v1/chat/completions (default: %(default)s)")
+        p.add_argument("--warmup", type=int, default=0, metavar="N",
+                       help="requests sent and not measured before the runs (default %(default)s)")
+        p.add_argument("--result-dir", metavar="DIR",
+                       help=f"write bench_{mode}.json, .csv and .png here (default: print only)")
+        p.add_argument("--baseline", metavar="FILE",
+                       help="an earlier bench JSON document to compare with (default: no comparison)")
+        p.add_argument("--max-regression", type=float, default=10.0, metavar="PCT",
+                       help="with --baseline: exit 1 when a metric is this many percent worse (default %(default)g)")
+        if mode == "static":
+            p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N",
+                           help="prompt lengths in tokens, paired with --output-tokens "
+                                "(default: 1024 2048, as the vendor's)")
+            p.add_argument("--output-tokens", type=int, nargs="+", metavar="N",
+                           help="output lengths in tokens, paired with --prompt-tokens "
+                                "(default: 128 256, as the vendor's)")
+            p.add_argument("--parallel-num", type=int, nargs="+", default=[1, 4, 8, 16, 32], metavar="N",
+                           help="concurrent requests, one run per value (default: 1 4 8 16 32)")
+            p.add_argument("--epochs", type=int, default=5, metavar="N",
+                           help="waves per run (default %(default)s, as the vendor's)")
+        else:
+            p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N",
+                           help="synthetic prompt length in tokens (one value; default: none, then --dataset "
+                                "is needed)")
+            p.add_argument("--output-tokens", type=int, nargs="+", metavar="N",
+                           help="output length in tokens (one value; with --dataset it overrides the dataset's; "
+                                "default: none)")
+            p.add_argument("--request-rate", type=float, nargs="+", required=True, metavar="RATE",
+                           help="requests per second, one run per value (required)")
+            p.add_argument("--num-prompts", type=int, nargs="+", required=True, metavar="N",
+                           help="requests per run, one value per --request-rate (required)")
+            p.add_argument("--dataset", metavar="FILE",
+                           help="prompts from this file (default: synthetic prompts of --prompt-tokens)")
+            p.add_argument("--dataset-type", choices=("sharegpt", "alpaca", "custom"), default="sharegpt",
+                           help="format of --dataset (default: %(default)s)")
+            p.add_argument("--seed", type=int, default=0,
+                           help="seed of the random arrival times and prompt choice (default %(default)s)")
+        p.add_argument("--max-seconds", type=float, metavar="S",
+                       help="stop sending after this long (default: no limit)")
