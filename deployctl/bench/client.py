@@ -1,8 +1,8 @@
 """A minimal streaming HTTP/1.1 client on asyncio protocols, with keep-alive connections.
 
-Plain-HTTP connections read their socket themselves with recvmsg() and SO_TIMESTAMPNS, so a chunk's time is
-when the kernel received its bytes, not when a busy event loop got round to it (64 streams answering at once
-would otherwise be stamped one callback apart). Where the kernel gives no stamp (HTTPS, other systems), the time
+Plain-HTTP connections read their socket themselves with recvmsg() and SO_TIMESTAMPNS (bench/raw_connection.py),
+so a chunk's time is when the kernel received its bytes, not when a busy event loop got round to it (64 streams
+answering at once would otherwise be stamped one callback apart). Where the kernel gives no stamp (HTTPS, other systems), the time
 is taken on entry to the read callback, before any parsing. "sent" is stamped right after the request's last
 bytes were handed to the socket of an open connection. All stamps are wall-clock ns (the kernel's clock).
 """
@@ -13,21 +13,18 @@ import asyncio
 import json
 import socket
 import ssl as ssl_module
-import struct
-import sys
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 from urllib.parse import urlsplit
 
 from deployctl.bench.http_parse import ProtocolError, ResponseParser
 from deployctl.bench.metrics import RequestRecord
 
+if TYPE_CHECKING:
+    from deployctl.bench.raw_connection import RawConnection
+
 _now = time.time_ns
-# Linux: SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) asks the kernel to stamp each received packet (struct timespec).
-_SO_TIMESTAMPNS = 35 if sys.platform.startswith("linux") else None
-_ANCILLARY = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
-_READ_SIZE = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -194,103 +191,6 @@ class StreamConnection(asyncio.Protocol):
                 self._fail(exchange, now, f"broken stream: {error}")
 
 
-class RawConnection(StreamConnection):
-    """A plain-HTTP connection on a non-blocking socket read with recvmsg(), stamped by the kernel."""
-
-    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
-        self.sock = sock
-        self.loop = loop
-        self._pending = b""
-        self._stamped = False
-        if _SO_TIMESTAMPNS is not None and _ANCILLARY:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-                self._stamped = True
-            except OSError:
-                pass
-        loop.add_reader(sock.fileno(), self._readable)
-
-    def send(self, data: bytes, request_id: str, chat: bool, future: asyncio.Future) -> None:
-        exchange = _Exchange(request_id, chat, future)
-        self.exchange = exchange
-        try:
-            written = self.sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            written = 0
-        except OSError as exc:
-            self._lost(f"broken connection: {exc.strerror or exc}")
-            return
-        if written < len(data):  # rare for a request: wait until the socket takes the rest
-            self._pending = data[written:]
-            self.loop.add_writer(self.sock.fileno(), self._writable)
-            return
-        exchange.sent_ns = _now()
-
-    def _writable(self) -> None:
-        try:
-            written = self.sock.send(self._pending)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self.loop.remove_writer(self.sock.fileno())
-            self._lost(f"broken connection: {exc.strerror or exc}")
-            return
-        self._pending = self._pending[written:]
-        if not self._pending:
-            self.loop.remove_writer(self.sock.fileno())
-            if self.exchange is not None:
-                self.exchange.sent_ns = _now()
-
-    def _readable(self) -> None:
-        try:
-            if self._stamped:
-                data, ancillary, _, _ = self.sock.recvmsg(_READ_SIZE, _ANCILLARY)
-                now = _kernel_stamp(ancillary) or _now()
-            else:
-                data = self.sock.recv(_READ_SIZE)
-                now = _now()
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._lost(f"broken connection: {exc.strerror or exc}")
-            return
-        if not data:
-            self._lost(None)
-            return
-        self._received(data, now)
-
-    def _lost(self, reason) -> None:
-        if not self.closed:
-            self._teardown()
-            self.connection_lost(reason)
-
-    def _teardown(self) -> None:
-        self.closed = True
-        self.loop.remove_reader(self.sock.fileno())
-        if self._pending:
-            self.loop.remove_writer(self.sock.fileno())
-        self.sock.close()
-
-    def close(self) -> None:
-        if not self.closed:
-            self._teardown()
-            exchange = self.exchange
-            if exchange is not None:
-                self._fail(exchange, _now(), "connection closed")
-
-
-def _kernel_stamp(ancillary) -> int:
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
-            if len(data) >= 16:
-                seconds, nanos = struct.unpack("qq", data[:16])
-            else:
-                seconds, nanos = struct.unpack("ii", data[:8])
-            return seconds * 1_000_000_000 + nanos
-    return 0
-
-
 def _error_message(body: bytes) -> str:
     try:
         doc = json.loads(body)
@@ -329,6 +229,8 @@ class ConnectionPool:
         except BaseException:
             sock.close()
             raise
+        from deployctl.bench.raw_connection import RawConnection
+
         return RawConnection(sock, loop)
 
     async def prewarm(self, count: int) -> None:
