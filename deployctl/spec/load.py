@@ -81,15 +81,9 @@ def _forgiven(document, unresolved_env: str) -> list[Problem]:
     return [p for p in document.unset if kind(p.path) == "secret"]
 
 
-def load_spec_text(
-    text: str,
-    filename: str = "spec.yaml",
-    base_dir: Optional[Path] = None,
-    environ: Optional[Mapping[str, str]] = None,
-    unresolved_env: str = "error",
-) -> Spec:
-    """Like check_spec_text, but raise SpecError(errors, warnings) when anything is wrong."""
-    spec, errors, warnings = check_spec_text(text, filename, base_dir, environ, unresolved_env)
+def load_spec_text(text: str, *args, **options) -> Spec:
+    """Like check_spec_text (same arguments), but raise SpecError(errors, warnings) when anything is wrong."""
+    spec, errors, warnings = check_spec_text(text, *args, **options)
     if errors:
         raise SpecError(errors, warnings)
     return spec

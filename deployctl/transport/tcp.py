@@ -55,13 +55,8 @@ def tcp_connect(address: str, port: int, deadline: float, timeout: float, cancel
     sock.setblocking(False)
     code = sock.connect_ex(target)
     while code in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
-        if cancel.is_set():
-            close_quietly(sock)
-            raise ConnectFailure(f"connecting to {where} was interrupted")
-        left = deadline - time.monotonic()
-        if left <= 0:
-            close_quietly(sock)
-            raise Transient(f"cannot connect to {where}: no answer within {seconds(timeout)} s")
+        left = _time_left(sock, where, deadline, cancel,
+                          Transient(f"cannot connect to {where}: no answer within {seconds(timeout)} s"))
         _, writable, _ = select.select([], [sock], [], min(0.1, left))
         if writable:
             code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
@@ -78,13 +73,8 @@ def tcp_connect(address: str, port: int, deadline: float, timeout: float, cancel
 def await_banner(sock, where: str, deadline: float, timeout: float, cancel: threading.Event) -> None:
     """Wait for the server's first byte: a host that accepts TCP and never speaks fails by the deadline."""
     while True:
-        if cancel.is_set():
-            close_quietly(sock)
-            raise ConnectFailure(f"connecting to {where} was interrupted")
-        left = deadline - time.monotonic()
-        if left <= 0:
-            close_quietly(sock)
-            raise ConnectFailure(f"timed out waiting for the SSH banner from {where} after {seconds(timeout)} s")
+        left = _time_left(sock, where, deadline, cancel, ConnectFailure(
+            f"timed out waiting for the SSH banner from {where} after {seconds(timeout)} s"))
         readable, _, _ = select.select([sock], [], [], min(0.1, left))
         if readable:
             try:
@@ -96,3 +86,15 @@ def await_banner(sock, where: str, deadline: float, timeout: float, cancel: thre
                 close_quietly(sock)
                 raise Transient(f"{where} closed the connection before sending the SSH banner")
             return
+
+
+def _time_left(sock, where: str, deadline: float, cancel: threading.Event, expired: ConnectFailure) -> float:
+    """Seconds left before `deadline`; the socket closed and `expired` raised when none, or on Ctrl-C."""
+    if cancel.is_set():
+        close_quietly(sock)
+        raise ConnectFailure(f"connecting to {where} was interrupted")
+    left = deadline - time.monotonic()
+    if left <= 0:
+        close_quietly(sock)
+        raise expired
+    return left
