@@ -3,8 +3,8 @@
 Plain-HTTP connections read their socket themselves with recvmsg() and SO_TIMESTAMPNS (bench/raw_connection.py),
 so a chunk's time is when the kernel received its bytes, not when a busy event loop got round to it (64 streams
 answering at once would otherwise be stamped one callback apart). Where the kernel gives no stamp (HTTPS, other systems), the time
-is taken on entry to the read callback, before any parsing. "sent" is stamped right after the request's last
-bytes were handed to the socket of an open connection. All stamps are wall-clock ns (the kernel's clock).
+is taken on entry to the read callback, before any parsing. "sent" is stamped right before the request's last
+bytes are handed to the socket of an open connection (an answer cannot be received before that moment). All stamps are wall-clock ns (the kernel's clock).
 """
 
 from __future__ import annotations
@@ -94,8 +94,10 @@ class StreamConnection(asyncio.Protocol):
     def send(self, data: bytes, request_id: str, chat: bool, future: asyncio.Future) -> None:
         exchange = _Exchange(request_id, chat, future)
         self.exchange = exchange
-        self.transport.write(data)
+        # stamped before the write: an answer on loopback can arrive (and be stamped by the kernel) before this
+        # thread runs again, and a TTFT is never negative
         exchange.sent_ns = _now()
+        self.transport.write(data)
 
     def data_received(self, data: bytes) -> None:
         self._received(data, _now())

@@ -36,6 +36,7 @@ class RawConnection(StreamConnection):
     def send(self, data: bytes, request_id: str, chat: bool, future: asyncio.Future) -> None:
         exchange = _Exchange(request_id, chat, future)
         self.exchange = exchange
+        before = _now()  # before the bytes leave: the answer's kernel stamp can never precede it
         try:
             written = self.sock.send(data)
         except (BlockingIOError, InterruptedError):
@@ -47,9 +48,10 @@ class RawConnection(StreamConnection):
             self._pending = data[written:]
             self.loop.add_writer(self.sock.fileno(), self._writable)
             return
-        exchange.sent_ns = _now()
+        exchange.sent_ns = before
 
     def _writable(self) -> None:
+        before = _now()
         try:
             written = self.sock.send(self._pending)
         except (BlockingIOError, InterruptedError):
@@ -62,7 +64,7 @@ class RawConnection(StreamConnection):
         if not self._pending:
             self.loop.remove_writer(self.sock.fileno())
             if self.exchange is not None:
-                self.exchange.sent_ns = _now()
+                self.exchange.sent_ns = before
 
     def _readable(self) -> None:
         try:

@@ -63,6 +63,8 @@ def run_against_trace(standin, parallel, epochs, endpoint):
         assert all(a - b <= TOLERANCE_NS for a, b in zip(mine.chunk_ns, theirs.chunk_ns)), (
             [a - b for a, b in zip(mine.chunk_ns, theirs.chunk_ns)])
         assert mine.end_ns - theirs.end_ns <= TOLERANCE_NS
+        # "sent" is stamped before the request leaves: no answer can be stamped earlier (TTFT is never negative)
+        assert mine.sent_ns <= mine.chunk_ns[0], (mine.sent_ns, mine.chunk_ns[0])
     return records, truth
 
 
