@@ -25,7 +25,8 @@ def _common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     group.add_argument("--output", "-o", choices=("table", "json"), default=default("table"),
                        help="table for people, json for scripts (one document on stdout; default: table)")
     group.add_argument("--verbose", "-v", action="store_true", default=default(False),
-                       help="say more (accepted everywhere; no command prints more with it yet)")
+                       help="say more: up, down, image build and weights sync print each step's commands, files and "
+                            "transfers as it starts (secrets by their label only)")
     group.add_argument("--quiet", "-q", action="store_true", default=default(False),
                        help="say less: no progress on stderr, only errors and the result")
     group.add_argument("--no-color", action="store_true", default=default(False),

@@ -85,3 +85,20 @@ def test_at_a_terminal_too_narrow_for_the_numbers_they_are_still_never_cut():
     out = console.file.getvalue()
     assert "…" not in out.replace(LONG_NAME[:3] + "…", "")
     assert all(f" {n} " in out for n in ("12345.67", "987654.3", "100200.3")), out
+
+
+def test_verbose_prints_what_each_step_runs_and_never_a_secret(capsys):
+    from deployctl.core import Command, Secret
+    from deployctl.plan.model import HealthCheck, PutFile, Step
+    from deployctl.ui import UI, progress_printer
+
+    step = Step("tb1", "workers", "create", "not running", container="c1",
+                puts=(PutFile("/var/lib/deployctl/d/env/c1.env", Secret("TOKEN=hf_sekrit", "env file"), 0o600),),
+                commands=(Command(("docker", "run", "--name", "c1", "img:1")),),
+                health=HealthCheck("c1", 8000))
+    progress_printer(UI(verbose=True, color=False))("start", step, "not running")
+    err = capsys.readouterr().err
+    assert "docker run --name c1 img:1" in err and "put /var/lib/deployctl/d/env/c1.env (mode 600" in err
+    assert "GET http://127.0.0.1:8000/health" in err and "hf_sekrit" not in err
+    progress_printer(UI(color=False))("start", step, "not running")
+    assert "docker run" not in capsys.readouterr().err  # without --verbose, one line per step

@@ -32,6 +32,9 @@ class HealthCheck:
     port: int
     path: str = "/health"
 
+    def display(self) -> str:
+        return f"wait until GET http://127.0.0.1:{self.port}{self.path} answers 200 ({self.container})"
+
 
 @dataclass(frozen=True)
 class Step:

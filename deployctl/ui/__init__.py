@@ -198,6 +198,9 @@ def progress_printer(ui: UI):
                 console.print(f"  [dim]{target}: {message}[/]")
             return
         style = {"start": "cyan", "done": "green", "failed": "red", "undo": "yellow"}.get(kind, "")
-        console.print(f"[{style}]{kind:<6}[/] {target}" + (f" — {message}" if message else ""))
+        console.print(f"[{style}]{kind:<6}[/] {target}" + (f" — {escape(message)}" if message else ""))
+        if kind == "start" and ui.verbose:  # what the step runs: argv as data, secrets by their label
+            for item in step.work:
+                console.print(f"         [dim]{escape(item.display())}[/]")
 
     return on_event
