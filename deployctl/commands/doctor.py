@@ -26,11 +26,10 @@ def run(args, ui) -> int:
 def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False, connect=None):
     """Connect, gather, check; with `fix`, repair ip_forward where it FAILs and check again.
     Returns (host reports, fix outcomes or None)."""
-    from deployctl.doctor.fix import fix_ip_forward, hosts_to_fix
+    from deployctl.doctor.fix import fix_ip_forward_on, hosts_to_fix
     from deployctl.doctor.gather import gather_facts, unreachable
     from deployctl.ui.doctor_progress import HostProgress
     from deployctl.doctor.report import host_reports
-    from deployctl.fanout import on_hosts
     from deployctl.transport.connect import ConnectOptions, close_all
 
     names = [t.host.name for t in plan.targets]
@@ -46,7 +45,7 @@ def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False, 
             outcomes = None
             if fix:
                 chosen = {n: transports[n] for n in hosts_to_fix(reports)}
-                outcomes = [on_hosts(chosen, fix_ip_forward)[n] for n in chosen]
+                outcomes = fix_ip_forward_on(chosen)
                 if chosen:  # check again: the table shows the state after the repair
                     facts.update(gather_facts(plan, transports))
                     reports = host_reports(plan, facts, ssh_fixes, weights)

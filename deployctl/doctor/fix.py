@@ -7,11 +7,14 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Mapping
 
 from deployctl.doctor.report import HostChecks
-from deployctl.errors import HostError
+from deployctl.errors import DeployctlError, HostError
 from deployctl.plan.findings import FAIL
 from deployctl.core import Command
+from deployctl.execute.executor import StepOutcome
+from deployctl.plan.model import Plan, Stage, Step
 from deployctl.transport import Transport
 
 # "zz-" sorts after every numbered file, Debian's 99-sysctl.conf (a link to /etc/sysctl.conf) included.
@@ -53,18 +56,25 @@ def persist_command() -> Command:
     return Command(("python3", "-c", persist_program(), SYSCTL_FILE, SYSCTL_CONTENT, *OLD_SYSCTL_FILES))
 
 
-def fix_ip_forward(transport: Transport) -> FixOutcome:
-    """Set it now, then persist it; says which files changed."""
-    name, done = transport.name, ()
-    try:
-        result = transport.run(Command(SYSCTL_NOW), timeout=30)
-        if not result.ok:
-            return FixOutcome(name, "ip_forward", (),
-                              f"{' '.join(SYSCTL_NOW)} failed: {(result.stderr or result.stdout).strip()}")
-        done = (" ".join(SYSCTL_NOW),)
-        result = transport.run(persist_command(), timeout=60)
-    except HostError as error:
-        return FixOutcome(name, "ip_forward", done, error.message)
+def plan_fix(hosts: tuple[str, ...]) -> Plan:
+    """On each host: set it now, then persist it (the persist program says which files it changed)."""
+    steps = tuple(Step(host, "fix", "run", "ip_forward is 0",
+                       commands=(Command(SYSCTL_NOW), Command(persist_command().argv, check=False)))
+                  for host in hosts)
+    return Plan("doctor --fix", (Stage("fix", steps),))
+
+
+def fix_outcome(outcome: StepOutcome) -> FixOutcome:
+    """What one host's fix step did, from its results (pure)."""
+    name, results, error = outcome.step.host, outcome.results, outcome.error
+    said = error.message if isinstance(error, DeployctlError) else str(error)
+    if not results:  # sysctl -w failed (a checked command) or the host could not be asked
+        tail = error.stderr_tail.strip() if isinstance(error, HostError) else ""
+        return FixOutcome(name, "ip_forward", (), f"{' '.join(SYSCTL_NOW)} failed: {tail}" if tail else said)
+    done = (" ".join(SYSCTL_NOW),)
+    if len(results) < 2:
+        return FixOutcome(name, "ip_forward", done, said)
+    result = results[1]
     try:
         doc = json.loads(result.stdout)
     except ValueError:
@@ -77,3 +87,16 @@ def fix_ip_forward(transport: Transport) -> FixOutcome:
     if doc.get("error"):
         return FixOutcome(name, "ip_forward", actions, f"set for now; persisting it failed: {doc['error']}", files)
     return FixOutcome(name, "ip_forward", actions, files=files)
+
+
+def fix_ip_forward_on(transports: Mapping[str, Transport]) -> list[FixOutcome]:
+    """Run the fix plan on these hosts (the one executor, in parallel); one outcome per host, in order."""
+    from deployctl.execute import Executor
+
+    report = Executor(transports).execute(plan_fix(tuple(transports)))
+    return [fix_outcome(o) for o in report.outcomes]
+
+
+def fix_ip_forward(transport: Transport) -> FixOutcome:
+    """Set it now, then persist it on one host; says which files changed."""
+    return fix_ip_forward_on({transport.name: transport})[0]
