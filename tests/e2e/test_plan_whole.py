@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.e2e.conftest import container_ids
-from tests.e2e.test_up_weights import DEST, IMAGE, PREFIX, clean, s3_model  # noqa: F401 (the fixture)
-from tests.image.packages import package, package_name
+from tests.e2e.test_up_weights import DEST, IMAGE, built_image_and_s3_weights, s3_model  # noqa: F401 (fixture)
 
 HOSTS = ["tb1", "tb2"]
 TOPOLOGY = """topology:
@@ -25,11 +24,7 @@ def typed(doc: dict) -> list[tuple]:
 
 
 def test_plan_lists_ship_and_weight_bytes_per_host_then_nothing_after_up(bed, deployctl, s3_model):  # noqa: F811
-    (deployctl.tmp_path / package_name()).write_bytes(package())
-    extra = (f"image:\n  name: {IMAGE}\n  build: {{base: '{bed.standin_image}', packages: {package_name()}, "
-             f"where: once}}\n"
-             f"weights: {{source: s3://{bed.s3.bucket}/{PREFIX}, endpoint: {bed.s3.endpoint}, dest: {DEST}}}\n"
-             "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n")
+    extra = built_image_and_s3_weights(bed, deployctl, where="once")
     path = deployctl.write(bed.spec_yaml("e2e-planw", TOPOLOGY, hosts_used=HOSTS, extra=extra))
     try:
         code, out, err = deployctl("image", "build", path)

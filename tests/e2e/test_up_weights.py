@@ -54,12 +54,18 @@ def host_files(bed, host) -> dict:
     return {line.split()[1][2:]: line.split()[0] for line in out.splitlines()}
 
 
-def test_up_runs_every_stage_with_weights_from_s3_and_a_rerun_executes_nothing(bed, deployctl, s3_model):
+def built_image_and_s3_weights(bed, deployctl, where: str = "each-host") -> str:
+    """The spec's image (built from a synthetic package written beside the spec), weights and model keys."""
     (deployctl.tmp_path / package_name()).write_bytes(package())
-    extra = (f"requirements: {{driver: '23.0.6', cards: 8, npu_memory_gb: 64, ip_forward: true}}\n"
-             f"image:\n  name: {IMAGE}\n  build: {{base: '{bed.standin_image}', packages: {package_name()}}}\n"
-             f"weights: {{source: s3://{bed.s3.bucket}/{PREFIX}, endpoint: {bed.s3.endpoint}, dest: {DEST}}}\n"
-             "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n")
+    return (f"image:\n  name: {IMAGE}\n  build: {{base: '{bed.standin_image}', packages: {package_name()}, "
+            f"where: {where}}}\n"
+            f"weights: {{source: s3://{bed.s3.bucket}/{PREFIX}, endpoint: {bed.s3.endpoint}, dest: {DEST}}}\n"
+            "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n")
+
+
+def test_up_runs_every_stage_with_weights_from_s3_and_a_rerun_executes_nothing(bed, deployctl, s3_model):
+    extra = ("requirements: {driver: '23.0.6', cards: 8, npu_memory_gb: 64, ip_forward: true}\n"
+             + built_image_and_s3_weights(bed, deployctl))
     path = deployctl.write(bed.spec_yaml("e2e-upw", TOPOLOGY, hosts_used=HOSTS, extra=extra))
     try:
         code, out, err = deployctl("up", path, "--yes", "--output", "json")

@@ -15,7 +15,7 @@ import pytest
 from deployctl.core import Secret
 from deployctl.plan.up import plan_up
 from tests.plan.hostfacts import deployed
-from deployctl.spec.load import check_spec_text, load_spec_text
+from deployctl.spec.load import load_spec_text
 from deployctl.ui import UI, render_plan
 
 ROOT = Path(__file__).resolve().parents[2]
