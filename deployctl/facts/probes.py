@@ -46,6 +46,8 @@ def gpu_probes() -> tuple[Probe, ...]:
     return (
         Probe(gpus, functools.partial(nvidia_smi.parse_nvidia_smi_query_gpu, fields=GPU_QUERY), "gpus"),
         Probe(apps, functools.partial(nvidia_smi.parse_nvidia_smi_compute_apps, fields=APP_QUERY), "gpu_apps"),
+        # the runtimes: only the nvidia_runtime check reads them (each docker CLI start costs the host ~40 ms)
+        Probe(("docker", "info", "--format", JSON), docker.parse_docker_info, "docker_info"),
     )
 
 
@@ -55,7 +57,6 @@ def host_probes(disk_path: Optional[str]) -> tuple[Probe, ...]:
         Probe(("cat", OS_RELEASE), system.parse_os_release, "os_release"),  # which install commands to suggest
         Probe(("docker", "version", "--format", JSON), docker.parse_docker_version, "docker_version",
               parse_failed_output=True),
-        Probe(("docker", "info", "--format", JSON), docker.parse_docker_info, "docker_info"),
         Probe(("sysctl", "-n", system.IP_FORWARD), system.parse_sysctl_value, "ip_forward"),
         Probe(("docker", "ps", "--no-trunc", "--format", JSON), docker.parse_docker_ps, "container_list"),
     ]

@@ -34,7 +34,6 @@ SAMPLES = {
     "arch": "system/uname-m",
     "os_release": "system/os-release-hce-2.0",
     "docker_version": "system/docker-version-json",
-    "docker_info": "system/docker-info-json",
     "ip_forward": "system/sysctl-ip-forward-1",
     "containers": "system/docker-inspect-npu-holders",
     "disk": "system/df-pk-weights",

@@ -35,7 +35,6 @@ def test_ascend_disaggregated_probe_argv():
         ("uname", "-m"),
         ("cat", "/etc/os-release"),
         ("docker", "version", "--format", "{{json .}}"),
-        ("docker", "info", "--format", "{{json .}}"),
         ("sysctl", "-n", "net.ipv4.ip_forward"),
         ("docker", "ps", "--no-trunc", "--format", "{{json .}}"),
         ("df", "-Pk", "/mnt"),
@@ -46,6 +45,7 @@ def test_ascend_disaggregated_probe_argv():
 def test_gpu_probes_parse_their_noheader_output():
     probes = {p.key: p for p in probes_for("gpu", (0,), None)}
     assert "npu_info" not in probes and "disk" not in probes
+    assert "docker_info" in probes  # the runtimes, for nvidia_runtime; NPU hosts are not asked (nothing reads it)
     gpus = probes["gpus"].parse("0, NVIDIA H100 80GB HBM3, GPU-5f0c2d4e, 81559, 0, 580.159.04\n")
     assert (gpus[0].memory_total_mib, gpus[0].driver_version, gpus[0].uuid) == (81559, "580.159.04", "GPU-5f0c2d4e")
 
@@ -63,7 +63,6 @@ def test_outputs_assemble_into_facts_the_checks_pass():
         "hccn_tls:4": sample("hccn_tool/tls-g-switch"),
         "arch": sample("system/uname-m"),
         "docker_version": sample("system/docker-version-json"),
-        "docker_info": sample("system/docker-info-json"),
         "ip_forward": ProbeOutput(0, "1\n"),
         "container_list": sample("system/docker-ps-json"),
         "disk": sample("system/df-pk-weights"),
@@ -86,14 +85,14 @@ def test_failures_become_missing_tools_and_probe_errors():
         (by_key["npu_info"], sample("npu-smi/info-dcmi-init-failed-8005")),
         (by_key["hccn_ip:5"], sample("hccn_tool/ip-g-no-ip-configured")),
         (by_key["docker_version"], sample("system/docker-version-json-daemon-down")),
-        (by_key["docker_info"], ProbeOutput(127, "", "sh: docker: command not found\n")),
+        (by_key["version_info"], ProbeOutput(127, "", "sh: cat: command not found\n")),
         (by_key["ip_forward"], ProbeOutput(0, "garbage\n")),
         (by_key["container_list"], ProbeOutput(0, "")),
     ])
     assert (facts.npu.error, facts.npu.dcmi_ret) == ("dcmi module initialize failed", -8005)
     assert facts.docker.server is None
     assert facts.docker_error == "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
-    assert facts.missing_tools == ("docker",)
+    assert facts.missing_tools == ("cat",)
     assert facts.probe_error("hccn_ip") == "Get ipconf failed, because no ip was preset there!"
     assert facts.probe_error("ip_forward") == "sysctl -n: cannot parse line 1: 'garbage' (expected the value as an integer)"
     assert facts.containers == () and facts.hccn is None
