@@ -14,11 +14,11 @@ NS_PER_S = 1e9
 
 @dataclass(frozen=True)
 class RequestRecord:
-    """What one request did; times are the client's monotonic clock in ns, stamped where bytes moved."""
+    """What one request did; times are wall-clock ns (the kernel's receive stamps share that clock)."""
 
     request_id: str
     ok: bool
-    sent_ns: int  # the request's bytes were written on an open connection
+    sent_ns: int  # right before the request's bytes went to an open connection: no answer is stamped earlier
     end_ns: int  # the response was complete (or found broken)
     chunk_ns: tuple[int, ...] = ()  # arrival of each chunk that carried non-empty text
     status: Optional[int] = None

@@ -102,8 +102,16 @@ def write_png(document: dict, path: Path) -> Optional[str]:
     return None
 
 
-def _ms(value) -> str:
-    return "-" if value is None else f"{value:.1f}"
+def format_ms(value) -> str:
+    """Milliseconds to one decimal, "-" for no samples; a value that rounds to zero prints 0.0, never -0.0."""
+    if value is None:
+        return "-"
+    text = f"{value:.1f}"
+    return "0.0" if text == "-0.0" else text
+
+
+_TABLE_LATENCIES = (("ttft_ms", "p50"), ("ttft_ms", "p99"), ("tpot_ms", "p50"), ("tpot_ms", "p99"), ("itl_ms", "p50"),
+                    ("e2el_ms", "p50"), ("e2el_ms", "p99"))
 
 
 def table_rows(document: dict) -> tuple[list[str], list[list[str]]]:
@@ -115,7 +123,6 @@ def table_rows(document: dict) -> tuple[list[str], list[list[str]]]:
     for run in document["runs"]:
         rows.append([f"{run[key]:g}", f"{run['prompt_tokens']}/{run['output_tokens']}",
                      f"{run['succeeded']}/{run['failed']}", f"{run['request_throughput']:.2f}",
-                     f"{run['output_token_throughput']:.1f}", _ms(run["ttft_ms"]["p50"]), _ms(run["ttft_ms"]["p99"]),
-                     _ms(run["tpot_ms"]["p50"]), _ms(run["tpot_ms"]["p99"]), _ms(run["itl_ms"]["p50"]),
-                     _ms(run["e2el_ms"]["p50"]), _ms(run["e2el_ms"]["p99"])])
+                     f"{run['output_token_throughput']:.1f}",
+                     *(format_ms(run[metric][pct]) for metric, pct in _TABLE_LATENCIES)])
     return header, rows

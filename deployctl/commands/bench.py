@@ -42,7 +42,7 @@ def run(args, ui) -> int:
 
 def execute(settings, mode: str, runs, header: dict, ui) -> dict:
     """Run the bench with one progress line per finished run on stderr."""
-    from deployctl.bench.report import run_key
+    from deployctl.bench.report import format_ms, run_key
     from deployctl.bench.runner import run_bench
 
     key = run_key(mode)
@@ -53,7 +53,7 @@ def execute(settings, mode: str, runs, header: dict, ui) -> dict:
         ui.info(f"  {key}={result[key]:g} {result['prompt_tokens']}/{result['output_tokens']}: "
                 f"{result['succeeded']}/{result['requests']} ok, {result['request_throughput']:.2f} req/s, "
                 f"{result['output_token_throughput']:.1f} out tok/s, TTFT p50 "
-                + ("-" if ttft is None else f"{ttft:.1f} ms")
+                + ("-" if ttft is None else f"{format_ms(ttft)} ms")
                 + (f", errors {result['errors']}" if result["errors"] else ""))
 
     return run_bench(settings, mode, runs, header, on_run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -11,7 +12,7 @@ from deployctl.bench.http_parse import ProtocolError, ResponseParser
 from deployctl.bench.load import poisson_offsets, request_body
 from deployctl.bench.metrics import RequestRecord, summarize_run
 from deployctl.bench.prompts import Prompt, parse_dataset, sample_prompts, synthetic_prompt
-from deployctl.bench.report import csv_text, flatten
+from deployctl.bench.report import csv_text, flatten, format_ms, table_rows
 from deployctl.bench.runner import static_runs
 from deployctl.bench.stats import percentile, summarize
 
@@ -91,6 +92,27 @@ def test_run_metrics_follow_the_contract():
     assert run["tpot_ms"]["p50"] == pytest.approx(2.5)
     assert sorted([run["itl_ms"]["p50"], run["itl_ms"]["mean"]]) == pytest.approx([2.0, 8 / 3])
     assert run["errors"] == {"HTTP 500": 1}
+
+
+def test_a_first_chunk_stamped_as_sent_is_a_ttft_of_plus_zero():
+    run = summarize_run([rec("a", 7 * MS, [7 * MS, 9 * MS], 9 * MS), rec("b", 8 * MS, [8 * MS, 9 * MS], 9 * MS)],
+                        parallel_num=2, prompt_tokens=10, output_tokens=2)
+    assert [math.copysign(1.0, run["ttft_ms"][key]) for key in ("mean", "p50", "p99")] == [1.0, 1.0, 1.0]
+    assert run["ttft_ms"]["p50"] == 0.0
+
+
+@pytest.mark.parametrize("value, text", [(None, "-"), (0.0, "0.0"), (-0.0, "0.0"), (-0.04, "0.0"), (0.04, "0.0"),
+                                         (0.05, "0.1"), (12.34, "12.3"), (-0.06, "-0.1")])
+def test_milliseconds_never_print_as_negative_zero(value, text):
+    assert format_ms(value) == text
+
+
+def test_bench_table_prints_a_ttft_rounding_to_zero_as_zero():
+    document = doc("static", 1000.0, 30.0)
+    document["runs"][0].update(ttft_ms=summary(-0.0, -0.04), request_throughput=1.0, itl_ms=summary(1.0, 1.0),
+                               e2el_ms=summary(2.0, 3.0))
+    header, (row,) = table_rows(document)
+    assert dict(zip(header, row))["TTFT p50"] == "0.0" and dict(zip(header, row))["TTFT p99"] == "0.0"
 
 
 def test_all_failed_run_has_no_latencies():
