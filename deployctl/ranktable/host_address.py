@@ -74,3 +74,11 @@ ADDRESSES_ARGV = ("sh", "-c", f'{" ".join(IP_ADDR_ARGV)} && echo {SEPARATOR} && 
 def parse_host_addresses(text: str) -> HostAddresses:
     addresses, _, route = text.partition(SEPARATOR + "\n")
     return HostAddresses(parse_ip_addr(addresses), parse_default_route(route))
+
+
+def interface_carrying(addresses: Sequence[BoundAddress], address: str) -> Optional[str]:
+    """The network interface that holds `address` (vllm-ascend's *_SOCKET_IFNAME), None when none does."""
+    for bound in addresses:
+        if bound.address == address:
+            return bound.interface
+    return None

@@ -14,6 +14,7 @@ import pytest
 
 from deployctl.errors import FactParseError
 from deployctl.facts import docker, files, hccn_tool, npu_smi, nvidia_smi, system
+from deployctl.ranktable import host_address
 
 FORMATS = Path(__file__).parent.parent / "fixtures" / "formats"
 CASES = sorted(p for p in FORMATS.glob("*/*") if p.is_dir() and p.parent.name != "ranktable")
@@ -106,6 +107,10 @@ FACTS = [
     (r"^docker info ", docker.parse_docker_info, lambda v, c: dict(_plain(v), runtimes=list(v.runtimes))),
     (r"^docker ps ", docker.parse_docker_ps, _containers_ps),
     (r"^docker inspect ", docker.parse_docker_inspect, _containers_inspect),
+    (r"^ip -4 -o addr show$", lambda t, c: host_address.parse_ip_addr(t),
+     lambda v, c: {"addresses": [_plain(a) for a in v],
+                   "interface_of": {a.address: host_address.interface_carrying(v, a.address)
+                                    for a in v if a.scope == "global"}}),
     (r"^nvidia-smi --query-gpu=", lambda t, c: nvidia_smi.parse_nvidia_smi_query_gpu(t, _query_fields(c)), _gpus),
     (r"^nvidia-smi --query-compute-apps=",
      lambda t, c: nvidia_smi.parse_nvidia_smi_compute_apps(t, _query_fields(c)), lambda v, c: {"processes": _plain(v)}),

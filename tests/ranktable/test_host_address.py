@@ -55,3 +55,13 @@ def test_no_device_ip_anywhere_names_the_npu_and_both_sources():
         resolve_device_ip(5, ToolAnswer(None), None, "/etc/hccn.conf", where="node1")
     assert info.value.message == ("node1: NPU 5: no device IP: hccn_tool is not installed (not on PATH, not at "
                                   "/usr/local/Ascend/driver/tools/hccn_tool) and /etc/hccn.conf does not exist")
+
+
+def test_the_nic_that_carries_a_hosts_address_is_read_never_typed():
+    from deployctl.ranktable.host_address import interface_carrying
+
+    text = (ROOT.parent / "system" / "ip-o-4-addr-two-nics" / "stdout.txt").read_text()
+    addresses = parse_ip_addr(text)
+    assert interface_carrying(addresses, "192.0.2.21") == "enp189s0f0"
+    assert interface_carrying(addresses, "198.51.100.21") == "enp61s0f3"
+    assert interface_carrying(addresses, "203.0.113.9") is None

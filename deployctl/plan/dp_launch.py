@@ -1,0 +1,171 @@
+"""Upstream vllm-ascend launch derivation (pure): from DP groups to every `vllm serve` — its ranks, device slice,
+data-parallel flags, KV connector config, per-host network env — and the proxy's ordered lists.
+
+What the vllm-ascend tutorials make people compute by hand per node, as functions of plain data (the contract's
+section "Upstream vllm-ascend"). Group indexes count across the deployment (prefill groups, then decode groups,
+or the mixed groups), so default ports and engine ids never collide between roles on one host."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+MOONCAKE = "MooncakeConnectorV1"
+MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
+KV_PORT_BASE, KV_PORT_STEP = 30000, 100
+RPC_PORT_BASE = 12345
+KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
+SOCKET_IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
+
+
+@dataclass(frozen=True)
+class DpGroup:
+    """One DP group as the spec gives it."""
+
+    role: str  # prefill | decode | mixed
+    index: int  # across the deployment
+    hosts: tuple[str, ...]
+    dp: int
+    tp: int
+    port: int
+    expert_parallel: bool = False
+    devices: Optional[tuple[int, ...]] = None  # usable on each host; None: 0..cards-1
+    kv_port: Optional[int] = None
+    rpc_port: Optional[int] = None
+
+    @property
+    def ranks_per_host(self) -> int:
+        return self.dp // len(self.hosts)
+
+    @property
+    def kv_port_base(self) -> int:
+        return self.kv_port if self.kv_port is not None else KV_PORT_BASE + KV_PORT_STEP * self.index
+
+    @property
+    def data_parallel_rpc_port(self) -> int:
+        return self.rpc_port if self.rpc_port is not None else RPC_PORT_BASE + self.index
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One data-parallel rank: its global rank, its index on its host, and the devices it owns."""
+
+    host: str
+    rank: int
+    local: int
+    devices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Server:
+    """One `vllm serve` process (one container): the ranks it runs on one host, and how it reaches the others."""
+
+    group: DpGroup
+    host: str
+    ranks: tuple[Rank, ...]
+    port: Optional[int]  # the API port; None for a headless server
+    kv_port: int
+    external: bool
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        return tuple(d for r in self.ranks for d in r.devices)
+
+    @property
+    def headless(self) -> bool:
+        return self.port is None
+
+    @property
+    def name(self) -> str:
+        """`prefill0-node1` (internal) or `prefill0-r3` (external): unique in the deployment."""
+        where = f"r{self.ranks[0].rank}" if self.external else self.host
+        return f"{self.group.role}{self.group.index}-{where}"
+
+
+def ranks_of(group: DpGroup, cards: int) -> tuple[Rank, ...]:
+    """Ranks in order, spread evenly over the group's hosts in their order, each `tp` consecutive usable devices."""
+    usable = group.devices if group.devices is not None else tuple(range(cards))
+    ranks = []
+    for h, host in enumerate(group.hosts):
+        for local in range(group.ranks_per_host):
+            devices = usable[local * group.tp:(local + 1) * group.tp]
+            ranks.append(Rank(host, h * group.ranks_per_host + local, local, tuple(devices)))
+    return tuple(ranks)
+
+
+def servers_of(group: DpGroup, cards: int, launch: str) -> tuple[Server, ...]:
+    """internal: one server per host, the first host's serving the API, the others headless;
+    external: one server per rank, each with its own API port (port + local index)."""
+    ranks = ranks_of(group, cards)
+    if launch == "external":
+        return tuple(Server(group, r.host, (r,), group.port + r.local, group.kv_port_base + r.local * group.tp, True)
+                     for r in ranks)
+    servers = []
+    for h, host in enumerate(group.hosts):
+        mine = tuple(r for r in ranks if r.host == host)
+        servers.append(Server(group, host, mine, group.port if h == 0 else None, group.kv_port_base, False))
+    return tuple(servers)
+
+
+def data_parallel_args(server: Server, address_of: Mapping[str, str]) -> tuple[str, ...]:
+    """The DP and TP flags of one server (`--data-parallel-rank` for an external rank, start rank and local size
+    for an internal server; the group's first host is the DP master)."""
+    group = server.group
+    args = ["--tensor-parallel-size", str(group.tp), "--data-parallel-size", str(group.dp)]
+    if server.external:
+        args += ["--data-parallel-rank", str(server.ranks[0].rank)]
+    else:
+        args += ["--data-parallel-size-local", str(len(server.ranks)),
+                 "--data-parallel-start-rank", str(server.ranks[0].rank)]
+    args += ["--data-parallel-address", address_of[group.hosts[0]],
+             "--data-parallel-rpc-port", str(group.data_parallel_rpc_port)]
+    if group.expert_parallel:
+        args.append("--enable-expert-parallel")
+    if server.headless:
+        args.append("--headless")
+    else:
+        args += ["--port", str(server.port)]
+    return tuple(args)
+
+
+def kv_transfer_config(server: Server, deployment: str, prefill: DpGroup, decode: DpGroup,
+                       connector: str = MOONCAKE) -> dict:
+    """The `--kv-transfer-config` document of a P/D server: its role, port and engine id (one per group), and
+    the prefill and decode sizes every instance of the deployment must agree on."""
+    return {
+        "kv_connector": connector,
+        "kv_connector_module_path": MOONCAKE_MODULE,
+        "kv_role": KV_ROLE[server.group.role],
+        "kv_port": str(server.kv_port),
+        "engine_id": f"{deployment}-{server.group.role}{server.group.index}",
+        "kv_connector_extra_config": {
+            "prefill": {"dp_size": prefill.dp, "tp_size": prefill.tp},
+            "decode": {"dp_size": decode.dp, "tp_size": decode.tp},
+        },
+    }
+
+
+def kv_transfer_arg(config: dict) -> tuple[str, str]:
+    """The flag and its one JSON word (compact, key order kept: the digest of a container stays stable)."""
+    return "--kv-transfer-config", json.dumps(config, separators=(",", ":"))
+
+
+def host_env(address: str, interface: str) -> dict[str, str]:
+    """What each host's tutorial has people type: its IP for HCCL, and the NIC carrying it for every socket."""
+    return {"HCCL_IF_IP": address, **{name: interface for name in SOCKET_IFNAME_VARS}}
+
+
+def visible_devices(server: Server) -> dict[str, str]:
+    return {"ASCEND_RT_VISIBLE_DEVICES": ",".join(map(str, server.devices))}
+
+
+def proxy_args(servers: Sequence[Server], address_of: Mapping[str, str]) -> tuple[str, ...]:
+    """The proxy's `--prefiller-hosts/-ports` and `--decoder-hosts/-ports`: every API server of each role, in
+    group, host and rank order (headless servers serve no API)."""
+    args: list[str] = []
+    for role, flag in (("prefill", "prefiller"), ("decode", "decoder")):
+        serving = [s for s in servers if s.group.role == role and not s.headless]
+        args += [f"--{flag}-hosts", *(address_of[s.host] for s in serving),
+                 f"--{flag}-ports", *(str(s.port) for s in serving)]
+    return tuple(args)
