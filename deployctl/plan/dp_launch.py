@@ -11,40 +11,12 @@ import json
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
+from deployctl.spec.dp_groups import DpGroup
+
 MOONCAKE = "MooncakeConnectorV1"
 MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
-KV_PORT_BASE, KV_PORT_STEP = 30000, 100
-RPC_PORT_BASE = 12345
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 SOCKET_IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
-
-
-@dataclass(frozen=True)
-class DpGroup:
-    """One DP group as the spec gives it."""
-
-    role: str  # prefill | decode | mixed
-    index: int  # across the deployment
-    hosts: tuple[str, ...]
-    dp: int
-    tp: int
-    port: int
-    expert_parallel: bool = False
-    devices: Optional[tuple[int, ...]] = None  # usable on each host; None: 0..cards-1
-    kv_port: Optional[int] = None
-    rpc_port: Optional[int] = None
-
-    @property
-    def ranks_per_host(self) -> int:
-        return self.dp // len(self.hosts)
-
-    @property
-    def kv_port_base(self) -> int:
-        return self.kv_port if self.kv_port is not None else KV_PORT_BASE + KV_PORT_STEP * self.index
-
-    @property
-    def data_parallel_rpc_port(self) -> int:
-        return self.rpc_port if self.rpc_port is not None else RPC_PORT_BASE + self.index
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@
 import json
 
 from deployctl.plan.dp_launch import (
-    DpGroup, data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, proxy_args, ranks_of, servers_of,
+    data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, proxy_args, ranks_of, servers_of,
     visible_devices,
 )
+from deployctl.spec.dp_groups import DpGroup
 
 ADDRESS = {"node1": "192.0.2.1", "node2": "192.0.2.2", "node3": "192.0.2.3"}
 PREFILL = DpGroup("prefill", 0, ("node1",), dp=2, tp=8, port=9100, expert_parallel=True)
