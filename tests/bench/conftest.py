@@ -12,14 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.ports import free_port
 
 STANDIN = Path(__file__).resolve().parents[2] / "images" / "standin"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Standin:

@@ -77,11 +77,9 @@ def test_every_request_failing_is_exit_1_with_the_errors_counted(standin, capsys
 
 
 def test_unreachable_target_fails_each_request(capsys):
-    import socket
+    from tests.ports import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there (and no outgoing connection can hold it: below the ephemeral range)
     code, doc, _ = bench(capsys, "static", f"http://127.0.0.1:{port}", "--served-model-name", "m",
                          "--parallel-num", "1", "--prompt-tokens", "8", "--output-tokens", "2", "--epochs", "2")
     assert code == 1 and doc["runs"][0]["failed"] == 2

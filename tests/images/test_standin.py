@@ -13,18 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.ports import free_port
 
 STANDIN = Path(__file__).resolve().parents[2] / "images" / "standin"
 START_SERVERS = STANDIN / "AscendCloud-LLM" / "llm_tools" / "PD_separate" / "start_servers.sh"
 MIXED = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 PD = ("sh", str(START_SERVERS))
 REFUSING = "standin: refusing to start: "
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def vllm_args(weights, port, tp=2, name="llama2-13b", *extra):

@@ -17,15 +17,10 @@ import pytest
 
 from deployctl.plan import triton
 from deployctl.spec.load import load_spec_text
+from tests.ports import free_ports
 
 STANDIN = Path(__file__).resolve().parents[2] / "images" / "standin"
 TRITONSERVER = STANDIN / "bin" / "tritonserver"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_repository(tmp_path: Path, weights: Path) -> Path:
@@ -91,7 +86,7 @@ def wait_listening(proc, port, timeout=10.0):
 
 @pytest.fixture
 def server(repo):
-    ports = (free_port(), free_port(), free_port())
+    ports = free_ports(3)
     proc = start(repo, ports)
     try:
         wait_listening(proc, ports[0])
@@ -154,20 +149,20 @@ def test_sigterm_stops_it_cleanly(server):
 ])
 def test_broken_repository_is_refused(repo, breakage, message):
     breakage(repo)
-    proc = start(repo, (free_port(), free_port(), free_port()))
+    proc = start(repo, free_ports(3))
     out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 1
     assert out == f"standin tritonserver: error: {message.format(repo=repo)}\n"
 
 
 def test_tensor_parallel_size_must_match_the_visible_gpus(repo):
-    proc = start(repo, (free_port(), free_port(), free_port()), env={"NVIDIA_VISIBLE_DEVICES": "0,1"})
+    proc = start(repo, free_ports(3), env={"NVIDIA_VISIBLE_DEVICES": "0,1"})
     out, _ = proc.communicate(timeout=10)
     assert (proc.returncode, out) == (
         1, "standin tritonserver: error: failed to load 'tiny': tensor_parallel_size 1 but 2 GPU(s) visible\n")
 
 
 def test_unknown_flag_is_refused(repo):
-    proc = start(repo, (free_port(), free_port(), free_port()), "--no-such-flag", "1")
+    proc = start(repo, free_ports(3), "--no-such-flag", "1")
     out, _ = proc.communicate(timeout=10)
     assert (proc.returncode, out) == (1, "standin tritonserver: error: unrecognized option --no-such-flag\n")
