@@ -1,7 +1,11 @@
-"""Measured TTFT, TPOT, ITL and E2E agree with what the stand-in really did (its trace), within 2 ms.
+"""Measured TTFT, TPOT, ITL and E2E agree with what the stand-in really did (its trace), within 2 ms plus however
+late the stand-in's own stamps ran in that run.
 
 Both sides stamp wall-clock ns (time.time_ns, and the kernel's SO_TIMESTAMPNS on the client), so each
 client stamp can also be set against the server's stamp of the same event, request by request (X-Request-Id).
+The server stamps after its write and drain: when other work deschedules it, its stamps are late while the
+kernel's receive stamps on the client are not. How late it ran is measured from its own trace (its chunk gaps
+against its fixed schedule), so the comparison holds on a loaded machine and stays 2 ms tight on a quiet one.
 """
 
 from __future__ import annotations
@@ -42,15 +46,30 @@ def measure(url: str, parallel: int, epochs: int, endpoint: str, output_tokens: 
     return sender.counted(asyncio.run(go()), prepared)
 
 
-def assert_close(measured: dict, real: dict, metrics) -> None:
+TPOT_MS = 8.0  # the stand-in's schedule below: a token every 8 ms
+
+
+def lateness_ms(truth: list[RequestRecord]) -> float:
+    """How far the stand-in's own chunk stamps strayed from its schedule in this run (0 on a quiet machine)."""
+    gaps = [(b - a) / 1e6 for t in truth for a, b in zip(t.chunk_ns, t.chunk_ns[1:])]
+    return max((abs(g - TPOT_MS) for g in gaps), default=0.0)
+
+
+def assert_close(measured: dict, real: dict, metrics, slack_ms: float = 0.0) -> None:
     for metric in metrics:
         for key in ("p50", "p99"):
-            assert abs(measured[metric][key] - real[metric][key]) <= TOLERANCE_MS, (
-                metric, key, measured[metric], real[metric])
+            assert abs(measured[metric][key] - real[metric][key]) <= TOLERANCE_MS + slack_ms, (
+                metric, key, slack_ms, measured[metric], real[metric])
+
+
+def from_client_sent(records: list[RequestRecord], truth: list[RequestRecord]) -> list[RequestRecord]:
+    """The trace measured from when the client sent each request: a server descheduled before reading a
+    request stamps its arrival late, yet the client really waited from its send."""
+    return [replace(t, sent_ns=min(t.sent_ns, r.sent_ns)) for r, t in zip(records, truth)]
 
 
 def run_against_trace(standin, parallel, epochs, endpoint):
-    server = standin(ttft_ms=40, tpot_ms=8)
+    server = standin(ttft_ms=40, tpot_ms=int(TPOT_MS))
     records = measure(server.url, parallel, epochs, endpoint)
     assert [r.error for r in records] == [""] * (parallel * epochs)
     trace = server.trace()
@@ -82,7 +101,8 @@ def test_latencies_match_the_server_trace(standin, parallel, epochs, endpoint):
     def check():
         records, truth = run_against_trace(standin, parallel, epochs, endpoint)
         real = summarize_run(truth)
-        assert_close(summarize_run(records), real, METRICS)
+        assert_close(summarize_run(records), summarize_run(from_client_sent(records, truth)), METRICS,
+                     lateness_ms(truth))
         assert 39 <= real["ttft_ms"]["p50"] <= 60 and 7 <= real["tpot_ms"]["p50"] <= 12  # the stand-in's schedule
 
     twice(check)
@@ -95,8 +115,8 @@ def test_latencies_match_the_server_trace_at_64(standin):
     # TTFT/E2E against the trace with each request's read delay (server arrival - client sent) added back.
     def check():
         records, truth = run_against_trace(standin, 64, 1, "completions")
-        assert_close(summarize_run(records), summarize_run(truth), ("tpot_ms", "itl_ms"))
-        from_sent = [replace(t, sent_ns=min(t.sent_ns, r.sent_ns)) for r, t in zip(records, truth)]
-        assert_close(summarize_run(records), summarize_run(from_sent), METRICS)
+        slack = lateness_ms(truth)
+        assert_close(summarize_run(records), summarize_run(truth), ("tpot_ms", "itl_ms"), slack)
+        assert_close(summarize_run(records), summarize_run(from_client_sent(records, truth)), METRICS, slack)
 
     twice(check)
