@@ -27,7 +27,7 @@ def test_static_writes_json_csv_png_and_counts_every_request(standin, capsys, tm
     assert first["total_input_tokens"] == 40 and first["total_output_tokens"] == 8  # usage: 20 words, 4 tokens
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
         assert set(first[key]) == {"mean", "p50", "p90", "p95", "p99"}
-    assert 5 <= first["ttft_ms"]["p50"] < 50
+    assert 5 <= first["ttft_ms"]["p50"] < 500  # the stand-in waits 5 ms first; above: scheduling, not measurement
     assert first["output_token_throughput"] == first["total_output_tokens"] / first["duration_s"]
     assert json.loads((result / "bench_static.json").read_text()) == doc
     rows = list(csv.DictReader((result / "bench_static.csv").open()))
