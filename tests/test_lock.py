@@ -39,14 +39,15 @@ def test_a_dead_holder_from_this_machine_is_taken_over(tmp_path):
         assert holder["user"] != "alice"
 
 
-class _MeetAfterFirstRefusal:
+class _MeetAfterFirstRefusal(LocalTransport):
     """A LocalTransport that makes two deploys meet after each saw the dead holder, so both take over at once."""
 
     def __init__(self, barrier):
-        self.inner, self.barrier, self.name, self.address, self.refused = LocalTransport(), barrier, "local", "local", False
+        super().__init__()
+        self.barrier, self.refused = barrier, False
 
     def run(self, command, **kw):
-        result = self.inner.run(command, **kw)
+        result = super().run(command, **kw)
         if not self.refused and result.exit_code == 75:
             self.refused = True
             self.barrier.wait(timeout=30)

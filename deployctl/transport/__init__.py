@@ -1,4 +1,4 @@
-"""The one interface to hosts: run a command, put a file, get a file, close."""
+"""The one interface to hosts: run a command (or stream its stderr lines), open its byte streams, put, get, close."""
 
 from __future__ import annotations
 

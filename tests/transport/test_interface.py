@@ -11,6 +11,13 @@ from deployctl.transport.ssh import SshTransport
 from tests.fakes.transport import FakeTransport
 
 MEMBERS = [name for name, _ in inspect.getmembers(Transport, inspect.isfunction) if not name.startswith("_")]
+ATTRIBUTES = list(Transport.__annotations__)
+
+
+def missing_members(transport) -> list[str]:
+    """The Protocol's members an instance lacks (its attributes are set in __init__, so a class cannot say)."""
+    return [name for name in MEMBERS + ATTRIBUTES
+            if not hasattr(transport, name) or (name in MEMBERS and not callable(getattr(transport, name)))]
 
 
 @pytest.mark.parametrize("cls", [SshTransport, LocalTransport, FakeTransport], ids=lambda c: c.__name__)
@@ -19,7 +26,14 @@ def test_every_implementation_has_every_member_with_its_signature(cls):
     for name in MEMBERS:
         ours, theirs = inspect.signature(getattr(Transport, name)), inspect.signature(getattr(cls, name))
         assert list(ours.parameters) == list(theirs.parameters), (cls.__name__, name)
-    assert "address" in Transport.__annotations__ and "name" in Transport.__annotations__
+    assert ATTRIBUTES == ["name", "address"]
+
+
+@pytest.mark.parametrize("make", [LocalTransport, FakeTransport], ids=["LocalTransport", "FakeTransport"])
+def test_every_instance_has_every_member_and_attribute(make):
+    transport = make("here")
+    assert missing_members(transport) == [] and transport.name == "here"
+    assert isinstance(transport.address, str) and transport.address
 
 
 def test_local_streams_carry_more_than_a_pipe_holds_both_ways():
