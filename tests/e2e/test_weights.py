@@ -159,6 +159,10 @@ class _Recording:
         self.log.append(command)
         return self.inner.run_streaming(command, on_line, **kw)
 
+    def open_stream(self, command):
+        self.log.append(command)
+        return self.inner.open_stream(command)
+
     def put(self, path, content, **kw):
         self.log.append(("put", path, content))
         return self.inner.put(path, content, **kw)
