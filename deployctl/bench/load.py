@@ -7,7 +7,8 @@ import random
 from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
-from deployctl.bench.client import BaseUrl, ConnectionPool, request_bytes
+from deployctl.bench.client import BaseUrl, request_bytes
+from deployctl.bench.pool import ConnectionPool
 from deployctl.bench.metrics import RequestRecord
 from deployctl.bench.prompts import Prompt
 from deployctl.bench.tokens import Tokenizer, count_output, count_prompt
