@@ -12,7 +12,10 @@ import json
 import sys
 import time
 
-from deployctl.ranktable import build_host_ranktables, check_ranktable, merge, ranktable_from_document, to_json
+from deployctl.ranktable.build import build_host_ranktables
+from deployctl.ranktable.check import check_ranktable
+from deployctl.ranktable.merge import merge
+from deployctl.ranktable.model import ranktable_from_document, to_json
 
 TARGET_S = 0.5
 

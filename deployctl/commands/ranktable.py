@@ -12,8 +12,7 @@ def gen(args, ui) -> int:
     """Vendor mode, on the host itself: device IPs from hccn_tool (or hccn.conf), files into --save-dir."""
     if args.spec:
         return _gen_for_spec(args, ui)
-    from deployctl.ranktable import build_host_ranktables
-    from deployctl.ranktable.build import check_request
+    from deployctl.ranktable.build import build_host_ranktables, check_request
     from deployctl.ranktable.gen_request import parse_server_list, refuse_invalid
     from deployctl.transport.local import LocalTransport
 
@@ -54,7 +53,7 @@ def _gen_for_spec(args, ui) -> int:
 
 def merge(args, ui) -> int:
     """Per-host global files -> global_ranktable_merge.json; nothing is written when the merge is refused."""
-    from deployctl.ranktable import MERGED_FILE_NAME, to_json
+    from deployctl.ranktable.model import MERGED_FILE_NAME, to_json
     from deployctl.ranktable.merge import merge_documents
     from deployctl.transport.local import LocalTransport
 
@@ -69,7 +68,7 @@ def merge(args, ui) -> int:
 
 def validate(args, ui) -> int:
     """Every file's kind and every broken rule; exit 2 (after printing) when any file is invalid."""
-    from deployctl.ranktable import check_ranktable
+    from deployctl.ranktable.check import check_ranktable
     from deployctl.ranktable.validation import check_locals, file_report, validation_document
 
     reports, documents = [], {}

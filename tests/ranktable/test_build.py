@@ -7,12 +7,9 @@ import json
 import pytest
 
 from deployctl.errors import RanktableError
-from deployctl.ranktable import (
-    build_global_for_spec,
-    build_host_ranktables,
-    check_ranktable,
-    to_json,
-)
+from deployctl.ranktable.build import build_global_for_spec, build_host_ranktables
+from deployctl.ranktable.check import check_ranktable
+from deployctl.ranktable.model import to_json
 from deployctl.spec.model import Host, Instance, ModelArgs, Spec
 from tests.ranktable.samples import MERGE_INPUTS, document, facts, text
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from deployctl.ranktable import check_local_against_global, check_ranktable
+from deployctl.ranktable.check import check_local_against_global, check_ranktable
 from tests.ranktable.samples import CASES, MERGE_INPUTS, document, facts
 
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from deployctl.errors import RanktableError
-from deployctl.ranktable import Group, Ranktable, Server, merge, ranktable_from_document, to_json
+from deployctl.ranktable.merge import merge
+from deployctl.ranktable.model import Group, Ranktable, Server, ranktable_from_document, to_json
 from tests.ranktable.samples import MERGE_INPUTS, text
 
 NODE1 = MERGE_INPUTS / "global_ranktable_192.0.2.21.json"

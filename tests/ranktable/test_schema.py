@@ -39,7 +39,7 @@ def test_the_schema_accepts_every_merge_input():
 
 
 def test_the_examples_are_valid_ranktables():
-    from deployctl.ranktable import check_ranktable
+    from deployctl.ranktable.check import check_ranktable
 
     examples = {p.name: json.loads(p.read_text()) for p in (REPO / "ranktables" / "examples").glob("*.json")}
     assert {name: check_ranktable(doc).kind for name, doc in examples.items()} == {

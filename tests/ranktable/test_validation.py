@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deployctl.ranktable import check_ranktable
+from deployctl.ranktable.check import check_ranktable
 from deployctl.ranktable.validation import check_against_live, device_entries, devices_named, file_report
 from tests.ranktable.samples import document
 
