@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+# the same two options in both modes: static pairs the lists run by run, dynamic takes one synthetic length
+_TOKEN_HELP = {
+    "static": ("prompt lengths in tokens, paired with --output-tokens (default: 1024 2048, as the vendor's)",
+               "output lengths in tokens, paired with --prompt-tokens (default: 128 256, as the vendor's)"),
+    "dynamic": ("synthetic prompt length in tokens (one value; default: none, then --dataset is needed)",
+                "output length in tokens (one value; with --dataset it overrides the dataset's; default: none)"),
+}
+
 
 def add_bench_parser(sub, verb) -> None:
     """`bench static|dynamic SPEC|URL ...`; `verb` makes a subcommand with its summary and example."""
@@ -31,24 +39,15 @@ def add_bench_parser(sub, verb) -> None:
                        help="an earlier bench JSON document to compare with (default: no comparison)")
         p.add_argument("--max-regression", type=float, default=10.0, metavar="PCT",
                        help="with --baseline: exit 1 when a metric is this many percent worse (default %(default)g)")
+        prompt_help, output_help = _TOKEN_HELP[mode]
+        p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N", help=prompt_help)
+        p.add_argument("--output-tokens", type=int, nargs="+", metavar="N", help=output_help)
         if mode == "static":
-            p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N",
-                           help="prompt lengths in tokens, paired with --output-tokens "
-                                "(default: 1024 2048, as the vendor's)")
-            p.add_argument("--output-tokens", type=int, nargs="+", metavar="N",
-                           help="output lengths in tokens, paired with --prompt-tokens "
-                                "(default: 128 256, as the vendor's)")
             p.add_argument("--parallel-num", type=int, nargs="+", default=[1, 4, 8, 16, 32], metavar="N",
                            help="concurrent requests, one run per value (default: 1 4 8 16 32)")
             p.add_argument("--epochs", type=int, default=5, metavar="N",
                            help="waves per run (default %(default)s, as the vendor's)")
         else:
-            p.add_argument("--prompt-tokens", type=int, nargs="+", metavar="N",
-                           help="synthetic prompt length in tokens (one value; default: none, then --dataset "
-                                "is needed)")
-            p.add_argument("--output-tokens", type=int, nargs="+", metavar="N",
-                           help="output length in tokens (one value; with --dataset it overrides the dataset's; "
-                                "default: none)")
             p.add_argument("--request-rate", type=float, nargs="+", required=True, metavar="RATE",
                            help="requests per second, one run per value (required)")
             p.add_argument("--num-prompts", type=int, nargs="+", required=True, metavar="N",
