@@ -36,6 +36,11 @@ def prepare(spec: Spec, transports: Mapping[str, Transport], *, skip: frozenset[
     weights source; render ranktables; plan. Nothing changes anywhere."""
     from deployctl.gather import check_answers, gather_state
 
+    if spec.upstream is not None:  # the launch plan for vllm-ascend lands next; until then, say so up front
+        from deployctl.errors import PlanError
+
+        raise PlanError("server vllm-ascend specs validate, but up/plan cannot run them yet",
+                        hint="use `deployctl validate` to check the spec")
     building = "image" in stages and "image" not in skip and spec.image.build is not None
     syncing = ("weights" in stages and "weights" not in skip and bool(spec.weights.dest)
                and bool(spec.weights.source))

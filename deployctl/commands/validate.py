@@ -30,7 +30,8 @@ def validation_document(spec, errors: list[Problem], warnings: list[Problem]) ->
         "warnings": [_located(p) for p in warnings],
         "summary": {"instances": [] if spec is None else [
             {"name": i.name, "role": i.role, "host": i.host, "devices": list(i.devices), "port": i.port,
-             "tp": i.tp if i.devices else None}  # the scheduler holds no devices
+             "tp": i.tp if i.devices else None,  # the scheduler holds no devices
+             **({"dp_ranks": [r.rank for r in i.server.ranks]} if i.server else {})}
             for i in spec.instances
         ]},
     }

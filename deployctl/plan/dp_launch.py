@@ -8,76 +8,14 @@ or the mixed groups), so default ports and engine ids never collide between role
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
-from deployctl.spec.dp_groups import DpGroup
+from deployctl.spec.dp_groups import DpGroup, Server
 
 MOONCAKE = "MooncakeConnectorV1"
 MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 SOCKET_IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
-
-
-@dataclass(frozen=True)
-class Rank:
-    """One data-parallel rank: its global rank, its index on its host, and the devices it owns."""
-
-    host: str
-    rank: int
-    local: int
-    devices: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Server:
-    """One `vllm serve` process (one container): the ranks it runs on one host, and how it reaches the others."""
-
-    group: DpGroup
-    host: str
-    ranks: tuple[Rank, ...]
-    port: Optional[int]  # the API port; None for a headless server
-    kv_port: int
-    external: bool
-
-    @property
-    def devices(self) -> tuple[int, ...]:
-        return tuple(d for r in self.ranks for d in r.devices)
-
-    @property
-    def headless(self) -> bool:
-        return self.port is None
-
-    @property
-    def name(self) -> str:
-        """`prefill0-node1` (internal) or `prefill0-r3` (external): unique in the deployment."""
-        where = f"r{self.ranks[0].rank}" if self.external else self.host
-        return f"{self.group.role}{self.group.index}-{where}"
-
-
-def ranks_of(group: DpGroup, cards: int) -> tuple[Rank, ...]:
-    """Ranks in order, spread evenly over the group's hosts in their order, each `tp` consecutive usable devices."""
-    usable = group.devices if group.devices is not None else tuple(range(cards))
-    ranks = []
-    for h, host in enumerate(group.hosts):
-        for local in range(group.ranks_per_host):
-            devices = usable[local * group.tp:(local + 1) * group.tp]
-            ranks.append(Rank(host, h * group.ranks_per_host + local, local, tuple(devices)))
-    return tuple(ranks)
-
-
-def servers_of(group: DpGroup, cards: int, launch: str) -> tuple[Server, ...]:
-    """internal: one server per host, the first host's serving the API, the others headless;
-    external: one server per rank, each with its own API port (port + local index)."""
-    ranks = ranks_of(group, cards)
-    if launch == "external":
-        return tuple(Server(group, r.host, (r,), group.port + r.local, group.kv_port_base + r.local * group.tp, True)
-                     for r in ranks)
-    servers = []
-    for h, host in enumerate(group.hosts):
-        mine = tuple(r for r in ranks if r.host == host)
-        servers.append(Server(group, host, mine, group.port if h == 0 else None, group.kv_port_base, False))
-    return tuple(servers)
 
 
 def data_parallel_args(server: Server, address_of: Mapping[str, str]) -> tuple[str, ...]:
@@ -110,7 +48,7 @@ def kv_transfer_config(server: Server, deployment: str, prefill: DpGroup, decode
         "kv_connector_module_path": MOONCAKE_MODULE,
         "kv_role": KV_ROLE[server.group.role],
         "kv_port": str(server.kv_port),
-        "engine_id": f"{deployment}-{server.group.role}{server.group.index}",
+        "engine_id": f"{deployment}-{server.group.label}",
         "kv_connector_extra_config": {
             "prefill": {"dp_size": prefill.dp, "tp_size": prefill.tp},
             "decode": {"dp_size": decode.dp, "tp_size": decode.tp},

@@ -11,9 +11,12 @@ from typing import Optional
 from deployctl.core import Secret
 from deployctl.spec.locate import Document
 from deployctl.spec.model import (
-    EnvVar, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Spec, SshSettings, WeightsSpec,
+    EnvVar, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Spec, SshSettings, UpstreamTopology,
+    WeightsSpec,
 )
+from deployctl.spec.dp_groups import DpGroup, servers_of
 from deployctl.spec.rules import DEFAULT_CARDS, DEFAULT_SCHEDULER_PORT
+from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, GROUP_KEYS, UPSTREAM
 
 _SSH_KEYS = ("user", "port", "identity_file", "known_hosts", "jump")
 _URL_SCHEMES = ("s3://", "obs://")  # the contract's only remote sources (weights.source, image.build.packages)
@@ -24,13 +27,17 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
     data = document.data
     model = _model_args(data["model"])
     platform, server = data.get("platform", "ascend"), data.get("server", "vllm")
+    cards = data.get("requirements", {}).get("cards", DEFAULT_CARDS)
+    upstream = _upstream(data["topology"]) if server == UPSTREAM else None
+    instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards) if upstream
+                 else _instances(data["name"], data["topology"], model, server))
     return Spec(
         version=data["version"],
         name=data["name"],
         hosts=_hosts(data.get("ssh", {}), data["hosts"]),
         model=model,
         mode=data["topology"]["mode"],
-        instances=_instances(data["name"], data["topology"], model, server),
+        instances=instances,
         platform=platform,
         server=server,
         requirements=_requirements(data.get("requirements", {})),
@@ -39,6 +46,7 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         env=_env(data.get("env", {}), document.references),
         source=source,
         digest=_digest(data, document.references),
+        upstream=upstream,
     )
 
 
@@ -98,6 +106,51 @@ def _instance(deployment: str, role: str, index: int, entry: dict, model: ModelA
         metrics_port=entry.get("metrics_port", port + 2) if triton else None,
         path=path,
     )
+
+
+def _group_entries(topology: dict) -> list[tuple[str, dict, tuple]]:
+    """(role, entry, path) of every DP group, prefill before decode: their order is their index."""
+    keys = GROUP_KEYS[topology["mode"]]
+    return [("mixed" if key == "groups" else key, entry, ("topology", key, i))
+            for key in keys for i, entry in enumerate(topology.get(key, ()))]
+
+
+def _upstream(topology: dict) -> UpstreamTopology:
+    groups = tuple(
+        DpGroup(role, index, tuple(entry["hosts"]), entry["dp"], entry["tp"], entry["port"],
+                expert_parallel=entry.get("expert_parallel", False),
+                devices=tuple(entry["devices"]) if "devices" in entry else None,
+                kv_port=entry.get("kv_port"), rpc_port=entry.get("rpc_port"), number=path[2])
+        for index, (role, entry, path) in enumerate(_group_entries(topology)))
+    return UpstreamTopology(dp_launch=topology.get("dp_launch", "internal"), groups=groups,
+                            connector=topology.get("connector"))
+
+
+def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopology, model: ModelArgs,
+                        cards: int) -> tuple[Instance, ...]:
+    """One instance per `vllm serve` (per host and group, or per rank), then the proxy for P/D."""
+    out: list[Instance] = []
+    for group, (role, entry, path) in zip(upstream.groups, _group_entries(topology)):
+        own = entry.get("model", {})
+        env = tuple(EnvVar(k, _env_text(v), _env_text(v)) for k, v in entry.get("env", {}).items())
+        json_args = tuple((flag, json.dumps(own[key], sort_keys=True, separators=(",", ":")))
+                          for key, flag in (("additional_config", "--additional-config"),
+                                            ("compilation_config", "--compilation-config")) if key in own)
+        for server in servers_of(group, cards, upstream.dp_launch):
+            out.append(Instance(
+                role=role, index=sum(1 for i in out if i.role == role), host=server.host, devices=server.devices,
+                port=server.port, name=f"{deployment}-{server.name}", tp=group.tp,
+                max_num_seqs=own.get("max_num_seqs", model.max_num_seqs),
+                max_num_batched_tokens=own.get("max_num_batched_tokens", model.max_num_batched_tokens),
+                extra_args=model.extra_args + tuple(own.get("extra_args", ())), path=path,
+                server=server, env=env, json_args=json_args,
+            ))
+    proxy = topology.get("proxy")
+    if proxy is not None and topology["mode"] == "disaggregated":
+        out.append(Instance(role="proxy", index=0, host=proxy["host"], devices=(),
+                            port=proxy.get("port", DEFAULT_PROXY_PORT), name=f"{deployment}-proxy", tp=0,
+                            path=("topology", "proxy")))
+    return tuple(out)
 
 
 def _requirements(entry: dict) -> Requirements:

@@ -1,5 +1,6 @@
-"""vllm-ascend's data-parallel groups as a spec gives them, and the rules every set of groups obeys (pure): each
-rule returns its violations as messages that quote the values, for the loader to locate."""
+"""vllm-ascend's data-parallel groups as a spec gives them, where their ranks land (hosts, devices, servers), and
+the rules every set of groups obeys (pure): each rule returns its violations as messages that quote the values,
+for the loader to locate."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Iterator, Optional, Sequence
 KV_PORT_BASE, KV_PORT_STEP = 30000, 100
 RPC_PORT_BASE = 12345
 MAX_TP = 16
+MAX_PORT = 65535
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,12 @@ class DpGroup:
     devices: Optional[tuple[int, ...]] = None  # usable on each host; None: 0..cards-1
     kv_port: Optional[int] = None
     rpc_port: Optional[int] = None
+    number: Optional[int] = None  # its position among its role's groups (default: index), as the spec lists it
+
+    @property
+    def label(self) -> str:
+        """`decode0`: the group's name in container names and engine ids."""
+        return f"{self.role}{self.index if self.number is None else self.number}"
 
     @property
     def ranks_per_host(self) -> int:
@@ -40,76 +48,190 @@ class DpGroup:
 
     @property
     def where(self) -> str:
-        return f"{self.role} group {self.index}"
+        return f"{self.role} group {self.index if self.number is None else self.number}"
 
     def usable(self, cards: int) -> tuple[int, ...]:
         return self.devices if self.devices is not None else tuple(range(cards))
 
 
-def group_shape_problems(group: DpGroup, cards: int) -> Iterator[str]:
+@dataclass(frozen=True)
+class Rank:
+    """One data-parallel rank: its global rank, its index on its host, and the devices it owns."""
+
+    host: str
+    rank: int
+    local: int
+    devices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Server:
+    """One `vllm serve` process (one container): the ranks it runs on one host."""
+
+    group: DpGroup
+    host: str
+    ranks: tuple[Rank, ...]
+    port: Optional[int]  # the API port; None for a headless server
+    external: bool
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        return tuple(d for r in self.ranks for d in r.devices)
+
+    @property
+    def headless(self) -> bool:
+        return self.port is None
+
+    @property
+    def kv_port(self) -> int:
+        """The connector's base port, one per group: the connector adds rank x tp + tp rank itself."""
+        return self.group.kv_port_base
+
+    @property
+    def name(self) -> str:
+        """`prefill0-node1` (internal) or `prefill0-r3` (external): unique in the deployment."""
+        where = f"r{self.ranks[0].rank}" if self.external else self.host
+        return f"{self.group.label}-{where}"
+
+
+def ranks_of(group: DpGroup, cards: int) -> tuple[Rank, ...]:
+    """Ranks in order, spread evenly over the group's hosts in their order, each `tp` consecutive usable devices."""
+    usable = group.usable(cards)
+    ranks = []
+    for h, host in enumerate(group.hosts):
+        for local in range(group.ranks_per_host):
+            devices = usable[local * group.tp:(local + 1) * group.tp]
+            ranks.append(Rank(host, h * group.ranks_per_host + local, local, tuple(devices)))
+    return tuple(ranks)
+
+
+def servers_of(group: DpGroup, cards: int, launch: str) -> tuple[Server, ...]:
+    """internal: one server per host, the first host's serving the API, the others headless;
+    external: one server per rank, each with its own API port (port + local index)."""
+    ranks = ranks_of(group, cards)
+    if launch == "external":
+        return tuple(Server(group, r.host, (r,), group.port + r.local, True) for r in ranks)
+    servers = []
+    for h, host in enumerate(group.hosts):
+        mine = tuple(r for r in ranks if r.host == host)
+        servers.append(Server(group, host, mine, group.port if h == 0 else None, False))
+    return tuple(servers)
+
+
+def kv_ports(group: DpGroup, host: str) -> tuple[int, ...]:
+    """The ports the Mooncake connector binds on `host`: kv_port + global rank x tp + tp rank, per rank there."""
+    h = group.hosts.index(host)
+    first = group.kv_port_base + h * group.ranks_per_host * group.tp
+    return tuple(range(first, first + group.ranks_per_host * group.tp))
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A rule broken by a group (None: the proxy), at one of its keys, said with its values."""
+
+    group: Optional[DpGroup]
+    key: str  # the key of the group the message is about: dp, tp, devices, port, kv_port, rpc_port, hosts
+    message: str
+
+
+def group_shape_problems(group: DpGroup, cards: int) -> Iterator[Violation]:
     """dp tiles the hosts, tp is a power of two up to 16, and each host has the devices its ranks need."""
     if group.dp < 1 or group.dp % len(group.hosts):
-        yield (f"{group.where}: dp {group.dp} cannot be spread evenly over {len(group.hosts)} host(s) "
-               f"({', '.join(group.hosts)}): dp must be a positive multiple of the host count")
+        yield Violation(group, "dp", f"{group.where}: dp {group.dp} cannot be spread evenly over "
+                        f"{len(group.hosts)} host(s) ({', '.join(group.hosts)}): dp must be a positive multiple "
+                        f"of the host count")
         return
     if group.tp < 1 or group.tp > MAX_TP or group.tp & (group.tp - 1):
-        yield f"{group.where}: tp {group.tp} is not a power of two from 1 to {MAX_TP}"
+        yield Violation(group, "tp", f"{group.where}: tp {group.tp} is not a power of two from 1 to {MAX_TP}")
         return
     need, usable = group.ranks_per_host * group.tp, group.usable(cards)
     if need > len(usable):
-        yield (f"{group.where}: {group.ranks_per_host} rank(s) per host x tp {group.tp} = {need} devices, but each "
-               f"host has {len(usable)} usable ({_ids(usable)})")
+        yield Violation(group, "devices" if group.devices is not None else "tp",
+                        f"{group.where}: {group.ranks_per_host} rank(s) per host x tp {group.tp} = {need} devices, "
+                        f"but each host has {len(usable)} usable ({_ids(usable)})")
 
 
-def roles_agree_problems(groups: Sequence[DpGroup]) -> Iterator[str]:
+def roles_agree_problems(groups: Sequence[DpGroup]) -> Iterator[Violation]:
     """Every group of a role has one (dp, tp): the connector's config carries one pair per role."""
     for role in ("prefill", "decode"):
-        shapes = {(g.dp, g.tp) for g in groups if g.role == role}
-        if len(shapes) > 1:
-            listed = "; ".join(f"{g.where}: dp {g.dp}, tp {g.tp}" for g in groups if g.role == role)
-            yield f"every {role} group must have the same dp and tp ({listed})"
+        mine = [g for g in groups if g.role == role]
+        for group in mine[1:]:
+            if (group.dp, group.tp) != (mine[0].dp, mine[0].tp):
+                key = "dp" if group.dp != mine[0].dp else "tp"
+                yield Violation(group, key, f"{group.where} has dp {group.dp}, tp {group.tp}, but {mine[0].where} "
+                                f"has dp {mine[0].dp}, tp {mine[0].tp}: every {role} group must have the same dp "
+                                f"and tp (the connector's config carries one pair per role)")
 
 
-def device_problems(groups: Sequence[DpGroup], cards: int) -> Iterator[str]:
-    """A device serves one rank across the whole deployment."""
+def device_problems(groups: Sequence[DpGroup], cards: int, machine=lambda host: host) -> Iterator[Violation]:
+    """A device serves one rank across the whole deployment (`machine`: a host name's machine)."""
     owner: dict[tuple[str, int], str] = {}
+    clashes: dict[tuple[DpGroup, str, str], list[int]] = {}
     for group in groups:
         if any(True for _ in group_shape_problems(group, cards)):
             continue  # its shape is already refused; its slices mean nothing
-        usable = group.usable(cards)
-        for host in group.hosts:
-            for local in range(group.ranks_per_host):
-                for device in usable[local * group.tp:(local + 1) * group.tp]:
-                    taken = owner.setdefault((host, device), f"{group.where} rank {local} on {host}")
-                    if not taken.startswith(f"{group.where} rank {local} "):
-                        yield f"{host}: NPU {device} is used by {taken} and by {group.where} rank {local} on {host}"
+        for rank in ranks_of(group, cards):
+            for device in rank.devices:
+                mine = f"{group.where} rank {rank.rank} on {rank.host}"
+                taken = owner.setdefault((machine(rank.host), device), mine)
+                if taken != mine:
+                    clashes.setdefault((group, taken, mine), []).append(device)
+    for (group, taken, mine), devices in clashes.items():
+        yield Violation(group, "devices" if group.devices is not None else "hosts",
+                        f"{mine.rsplit(' on ', 1)[1]}: {'NPU' if len(devices) == 1 else 'NPUs'} {_ids(devices)} "
+                        f"{'is' if len(devices) == 1 else 'are'} "
+                        f"used by {taken} and by {mine}")
 
 
-def port_uses(group: DpGroup, launch: str) -> Iterator[tuple[str, int, str]]:
-    """(host, port, what) for every port a group listens on."""
+def port_uses(group: DpGroup, launch: str) -> Iterator[tuple[str, int, str, str]]:
+    """(host, port, key, what) for every port a group listens on; `key` is the group key that sets it."""
     for h, host in enumerate(group.hosts):
         if launch == "external":
+            last = group.port + group.ranks_per_host - 1
             for local in range(group.ranks_per_host):
-                yield host, group.port + local, f"{group.where} API port (rank {local} on {host})"
+                yield host, group.port + local, "port", f"{group.where} API ports {group.port}-{last}" \
+                    if last > group.port else f"{group.where} API port"
         elif h == 0:
-            yield host, group.port, f"{group.where} API port"
-        for offset in range(group.tp * group.ranks_per_host):
-            yield host, group.kv_port_base + offset, f"{group.where} kv ports {group.kv_port_base}-" \
-                                                     f"{group.kv_port_base + group.tp * group.ranks_per_host - 1}"
-    yield group.hosts[0], group.data_parallel_rpc_port, f"{group.where} rpc port"
+            yield host, group.port, "port", f"{group.where} API port"
+        ports = kv_ports(group, host)
+        for port in ports:
+            yield host, port, "kv_port", f"{group.where} kv ports {ports[0]}-{ports[-1]}"
+    yield group.hosts[0], group.data_parallel_rpc_port, "rpc_port", f"{group.where} rpc port"
 
 
-def port_problems(groups: Sequence[DpGroup], launch: str, proxy: Optional[tuple[str, int]] = None) -> Iterator[str]:
-    """API, kv, rpc and proxy ports never overlap on a host (each overlap said once)."""
+def port_problems(groups: Sequence[DpGroup], launch: str, proxy: Optional[tuple[str, int]] = None,
+                  machine=lambda host: host, cards: int = 16) -> Iterator[Violation]:
+    """API, kv, rpc and proxy ports never overlap on a host, and kv ports stay below 65536 (each clash once)."""
     seen: dict[tuple[str, int], str] = {}
-    said: set[tuple[str, str, str]] = set()
-    uses = [u for g in groups for u in port_uses(g, launch)] + ([(*proxy, "the proxy")] if proxy else [])
-    for host, port, what in uses:
-        first = seen.setdefault((host, port), what)
-        if first != what and (host, first, what) not in said:
-            said.add((host, first, what))
-            yield f"{host}: port {port} is both {first} and {what}"
+    clashes: dict[tuple[str, str, str], tuple[Optional[DpGroup], str, list[int]]] = {}
+    launchable = [g for g in groups if not any(True for _ in group_shape_problems(g, cards))]
+    uses = [(g, *u) for g in launchable for u in port_uses(g, launch)]
+    uses += [(None, proxy[0], proxy[1], "port", "the proxy")] if proxy else []
+    for group, host, port, key, what in uses:
+        if port > MAX_PORT:
+            clashes.setdefault((host, what, ""), (group, key, []))[2].append(port)
+            continue
+        first = seen.setdefault((machine(host), port), what)
+        if first != what:
+            clashes.setdefault((host, first, what), (group, key, []))[2].append(port)
+    for (host, first, what), (group, key, ports) in clashes.items():
+        shown = f"port {ports[0]}" if len(ports) == 1 else f"ports {_ids(ports)}"
+        if not what:
+            yield Violation(group, key, f"{host}: {first} go past {MAX_PORT} ({shown})")
+        else:
+            yield Violation(group, key, f"{host}: {shown} {'is' if len(ports) == 1 else 'are'} both {first} "
+                                        f"and {what}")
 
 
-def _ids(devices: Sequence[int]) -> str:
-    return ",".join(map(str, devices)) if devices else "none"
+def _ids(numbers: Sequence[int]) -> str:
+    """`0-3,8`: consecutive runs shortened."""
+    if not numbers:
+        return "none"
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" if len(r) > 2 else f"{r[0]},{r[1]}"
+                    for r in runs)

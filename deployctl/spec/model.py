@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from deployctl.core import Secret
+from deployctl.spec.dp_groups import DpGroup, Server
 
 LOCAL_ADDRESS = "local"
 
@@ -92,11 +93,11 @@ class ModelArgs:
 class Instance:
     """One container to run, with everything derived for it."""
 
-    role: str  # mixed | prefill | decode | scheduler
-    index: int  # position in its list (scheduler: 0)
+    role: str  # mixed | prefill | decode | scheduler | proxy
+    index: int  # position in its list (scheduler, proxy: 0; vllm-ascend: among its role's servers)
     host: str  # a key of Spec.hosts
-    devices: tuple[int, ...]  # physical NPU/GPU ids; () for the scheduler
-    port: int
+    devices: tuple[int, ...]  # physical NPU/GPU ids; () for the scheduler and the proxy
+    port: Optional[int]  # None only for a headless vllm-ascend server (it serves no API)
     name: str  # container name: <deployment>-<role>-<index>
     tp: int  # tensor parallel size (scheduler: the P/D TP)
     max_num_seqs: Optional[int] = None  # effective value (instance override, else model's)
@@ -105,6 +106,9 @@ class Instance:
     grpc_port: Optional[int] = None  # triton only
     metrics_port: Optional[int] = None  # triton only
     path: tuple = ()  # where it sits in the spec, e.g. ("topology", "prefill", 0)
+    server: Optional[Server] = None  # vllm-ascend: the DP ranks this `vllm serve` runs
+    env: tuple["EnvVar", ...] = ()  # vllm-ascend: its group's env, on top of the spec's
+    json_args: tuple[tuple[str, str], ...] = ()  # vllm-ascend: (flag, compact JSON) passed through
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,15 @@ class EnvVar:
     @property
     def is_secret(self) -> bool:
         return isinstance(self.value, Secret)
+
+
+@dataclass(frozen=True)
+class UpstreamTopology:
+    """server vllm-ascend: how its DP groups launch, their KV connector and the proxy in front."""
+
+    dp_launch: str  # internal | external
+    groups: tuple[DpGroup, ...]  # prefill groups then decode groups, or the mixed groups
+    connector: Optional[str] = None  # disaggregated: mooncake
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,7 @@ class Spec:
     digest: str = ""  # sha256 of the resolved spec document
     # env keys whose ${VAR} was not set, allowed only by commands that never send env (logs, status, down)
     unresolved_env: tuple[str, ...] = ()
+    upstream: Optional[UpstreamTopology] = None  # server vllm-ascend only
 
     def host(self, name: str) -> Host:
         for host in self.hosts:
@@ -154,6 +168,17 @@ class Spec:
         return found[0] if found else None
 
     @property
+    def front(self) -> Optional[Instance]:
+        """The public endpoint in front of the workers: the AscendCloud scheduler or the vllm-ascend proxy."""
+        found = self.role("scheduler") + self.role("proxy")
+        return found[0] if found else None
+
+    @property
+    def api_servers(self) -> tuple[Instance, ...]:
+        """Every instance that serves HTTP (all but headless vllm-ascend servers)."""
+        return tuple(i for i in self.instances if i.port is not None)
+
+    @property
     def used_hosts(self) -> tuple[Host, ...]:
         """Hosts that run at least one instance, in `hosts` order."""
         used = {i.host for i in self.instances}
@@ -166,10 +191,10 @@ class Spec:
 
     @property
     def start_order(self) -> tuple[tuple[Instance, ...], ...]:
-        """Waves of instances: prefill+decode (or mixed) in parallel, then the scheduler."""
-        workers = tuple(i for i in self.instances if i.role != "scheduler")
-        scheduler = self.role("scheduler")
-        return (workers, scheduler) if scheduler else (workers,)
+        """Waves of instances: prefill+decode (or mixed) in parallel, then the scheduler or the proxy."""
+        front = self.front
+        workers = tuple(i for i in self.instances if i is not front)
+        return (workers, (front,)) if front else (workers,)
 
     @property
     def node_ports(self) -> tuple[int, ...]:

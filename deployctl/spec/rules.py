@@ -17,6 +17,7 @@ DEFAULT_CARDS = 8
 DEFAULT_SCHEDULER_PORT = 9000
 MAX_DEVICES = 8
 WORKER_LISTS = ("instances", "prefill", "decode")
+UPSTREAM = "vllm-ascend"
 # Addresses that all mean the machine deployctl runs on.
 LOCAL_ADDRESSES = ("local", "localhost", "127.0.0.1", "::1")
 
@@ -45,8 +46,11 @@ class Context:
         hosts = self.value(("hosts",), dict)
         self.hosts = None if hosts is None else list(hosts)
         self.mode = self.value(("topology", "mode"), str)
-        self.workers = list(self._workers())
-        scheduler = self.value(("topology", "scheduler"), dict)
+        upstream = self.server == UPSTREAM
+        # A vllm-ascend topology has DP groups, not instances: the instance rules do not apply to it.
+        self.workers = [] if upstream else list(self._workers())
+        self.groups = list(self._groups()) if upstream else []
+        scheduler = None if upstream else self.value(("topology", "scheduler"), dict)
         self.scheduler = Unit("scheduler", ("topology", "scheduler"), scheduler) if scheduler is not None else None
 
     def ok(self, path: Path) -> bool:
@@ -74,6 +78,13 @@ class Context:
             for index, item in enumerate(items or []):
                 if isinstance(item, dict) and self.ok(("topology", key, index)):
                     yield Unit("mixed" if key == "instances" else key, ("topology", key, index), item)
+
+    def _groups(self) -> Iterator[Unit]:
+        """vllm-ascend's DP groups, prefill before decode: their order is their index across the deployment."""
+        for key in ("groups", "prefill", "decode"):
+            for index, item in enumerate(self.value(("topology", key), list) or []):
+                if isinstance(item, dict) and self.ok(("topology", key, index)):
+                    yield Unit("mixed" if key == "groups" else key, ("topology", key, index), item)
 
     def units(self) -> list[Unit]:
         """Workers and the scheduler, in the order the spec lists them."""
@@ -208,7 +219,7 @@ def check_ports(c: Context) -> Iterator[Problem]:
 def check_topology(c: Context) -> Iterator[Problem]:
     """mixed: instances only; disaggregated: one scheduler, >=1 prefill and decode, one TP size."""
     topology = c.value(("topology",), dict)
-    if topology is None or c.mode not in ("mixed", "disaggregated"):
+    if topology is None or c.mode not in ("mixed", "disaggregated") or c.server == UPSTREAM:
         return
     wanted = ("instances",) if c.mode == "mixed" else ("scheduler", "prefill", "decode")
     for key in ("instances", "scheduler", "prefill", "decode"):
@@ -262,6 +273,7 @@ def check_platform(c: Context) -> Iterator[Problem]:
 from deployctl.spec.rules_model import (  # noqa: E402 (they use Context, defined above)
     check_batched_tokens, check_env, check_kv_cache, check_model_table, check_served_name,
 )
+from deployctl.spec.rules_upstream import check_upstream  # noqa: E402
 
 RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
-         check_kv_cache, check_platform, check_model_table, check_env, check_served_name)
+         check_kv_cache, check_platform, check_model_table, check_env, check_served_name, check_upstream)

@@ -19,8 +19,8 @@ def check_batched_tokens(c: Context) -> Iterator[Problem]:
     shared = c.value(("model", "max_num_batched_tokens"), int)
     if max_len is None:
         return
-    shared_used = not c.workers
-    for unit in c.workers:
+    shared_used = not (c.workers or c.groups)
+    for unit in c.workers + c.groups:
         path = unit.path + ("model", "max_num_batched_tokens")
         if isinstance(unit.data.get("model"), dict) and "max_num_batched_tokens" in unit.data["model"]:
             own = c.value(path, int)
@@ -58,16 +58,25 @@ def check_model_table(c: Context) -> Iterator[Problem]:
         need = f" (64 GB cards: at least {other.min_cards})" if other else ""
         yield Problem(("requirements", "npu_memory_gb"), f"{family} does not run on {size} GB cards{need}")
         return
-    for unit in c.workers:
-        devices = c.devices(unit)
-        if devices and len(devices) < limits.min_cards:
-            yield Problem(unit.path + ("devices",), f"{family} needs at least {limits.min_cards} cards of "
-                          f"{size} GB; this instance has {len(devices)}")
+    for path, count, what in _card_counts(c):
+        if count < limits.min_cards:
+            yield Problem(path, f"{family} needs at least {limits.min_cards} cards of {size} GB; {what}")
     max_len = c.value(("model", "max_model_len"), int)
     if max_len is not None and max_len > limits.max_model_len:
         yield Problem(("model", "max_model_len"),
                       f"max_model_len {max_len} exceeds {limits.max_model_len_k}K ({limits.max_model_len}), "
                       f"the most {family} supports on {size} GB cards", severity="warning")
+
+
+def _card_counts(c: Context) -> Iterator[tuple[tuple, int, str]]:
+    """(path, cards, what it says) of every server: an instance's devices, or a vllm-ascend group's ranks."""
+    from deployctl.spec.rules_upstream import card_counts
+
+    for unit in c.workers:
+        devices = c.devices(unit)
+        if devices:
+            yield unit.path + ("devices",), len(devices), f"this instance has {len(devices)}"
+    yield from card_counts(c)
 
 
 def check_env(c: Context) -> Iterator[Problem]:

@@ -17,6 +17,13 @@ SUPPORTED_VERSIONS = (1,)
 INSTANCE_MODEL_KEYS = ("max_num_seqs", "max_num_batched_tokens", "extra_args")
 MAX_SCHEMA_ERRORS = 1000
 
+# server vllm-ascend: the AscendCloud keys people carry over, and the upstream key that says it now.
+UPSTREAM_HINTS = {
+    ("scheduler", True): "the public endpoint is the proxy: topology.proxy: {host: ..., port: 8000}",
+    ("instances", True): "mode mixed lists DP groups: topology.groups: [{hosts: [...], dp: ..., tp: ..., port: ...}]",
+    ("host", True): "a group lists its hosts: hosts: [node1, ...]; its dp ranks are spread evenly over them",
+}
+
 _TYPE_NAMES = {
     "integer": "an integer",
     "number": "a number",
@@ -93,7 +100,7 @@ def _rewrite(error, path: Path, cards: int = 8) -> list[tuple[Problem, bool]]:
         return [(_unknown_key(path, key, known), True) for key in instance if key not in known]
     if kind == "required" and isinstance(instance, dict):
         return [(Problem(path + (key,), f"missing required key '{key}'"), False)
-                for key in expected if key not in instance]
+                for key in expected if key not in instance and not (key == "hosts" and "host" in instance)]
     if "propertyNames" in error.relative_schema_path:  # the key itself is bad (reported at the mapping)
         return [(_bad_key_name(path, instance), True)]
     return [(Problem(path, *_value_message(kind, instance, expected, path, error, cards)), False)]
@@ -105,6 +112,10 @@ def _unknown_key(path: Path, key: str, known: list[str]) -> Problem:
     if len(path) > 1 and path[-1] == "model" and key in shared_model_keys:
         return Problem(where, f"'{key}' cannot be set per instance; an instance's model may set only "
                               f"{', '.join(INSTANCE_MODEL_KEYS)}", hint="set it in the top-level model section")
+    upstream = UPSTREAM_HINTS.get((key, "dp_launch" in known or "dp" in known))
+    if upstream is not None:
+        return Problem(where, f"'{key}' is an AscendCloud key (server vllm); server vllm-ascend has no {key}",
+                       hint=upstream)
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     message = f"unknown key {quoted(key)}" + (f" — did you mean '{close[0]}'?" if close else "")
     hint = None if close else f"known keys here: {', '.join(known)}"

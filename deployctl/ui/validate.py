@@ -24,21 +24,34 @@ def render_summary(ui, spec) -> None:
         return
     table = Table(title=f"{spec.name}: {spec.mode}, {spec.platform}/{spec.server}", title_justify="left",
                   box=box.SIMPLE_HEAD)
-    for column in ("host", "role", "container", "devices", "ports", "TP"):
+    columns = ("host", "role", "container", "devices", "ports", "TP") + (("DP ranks",) if spec.upstream else ())
+    for column in columns:
         table.add_column(column, no_wrap=column in ("container", "ports"))
     for host in spec.hosts:
         for instance in (i for i in spec.instances if i.host == host.name):
-            ports = [str(instance.port)] + [str(p) for p in (instance.grpc_port, instance.metrics_port) if p]
+            ports = [str(p) for p in (instance.port, instance.grpc_port, instance.metrics_port) if p]
             devices = ",".join(map(str, instance.devices)) or "-"
-            table.add_row(host.name, instance.role, instance.name, devices, "/".join(ports),
-                          str(instance.tp) if instance.devices else "-")
+            row = [host.name, instance.role, instance.name, devices, "/".join(ports) or "headless",
+                   str(instance.tp) if instance.devices else "-"]
+            if spec.upstream:
+                row.append(_ranks(instance))
+            table.add_row(*row)
     keep_numbers_whole(table, "devices", "ports", "TP")
     ui.print(table)
     ui.print("hosts: " + ", ".join(h.label for h in spec.used_hosts), markup=False)
     waves = [", ".join(i.name for i in wave) for wave in spec.start_order]
     ui.print("start order: " + "  ->  ".join(f"[{wave}]" for wave in waves), markup=False)
-    if spec.mode == "disaggregated":
+    if spec.mode == "disaggregated" and not spec.upstream:
         ui.print("NODE_PORTS: " + ",".join(map(str, spec.node_ports)), markup=False)
     containers, hosts = len(spec.instances), len(spec.used_hosts)
     ui.print(f"spec is valid: {containers} container{'s' * (containers != 1)} on {hosts} host{'s' * (hosts != 1)}",
              markup=False)
+
+
+def _ranks(instance) -> str:
+    """`2-3 of 8`: the DP ranks one vllm-ascend server runs."""
+    if instance.server is None:
+        return "-"
+    ranks = [r.rank for r in instance.server.ranks]
+    shown = str(ranks[0]) if len(ranks) == 1 else f"{ranks[0]}-{ranks[-1]}"
+    return f"{shown} of {instance.server.group.dp}"

@@ -3,10 +3,9 @@
 import json
 
 from deployctl.plan.dp_launch import (
-    data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, proxy_args, ranks_of, servers_of,
-    visible_devices,
+    data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, proxy_args, visible_devices,
 )
-from deployctl.spec.dp_groups import DpGroup
+from deployctl.spec.dp_groups import DpGroup, kv_ports, ranks_of, servers_of
 
 ADDRESS = {"node1": "192.0.2.1", "node2": "192.0.2.2", "node3": "192.0.2.3"}
 PREFILL = DpGroup("prefill", 0, ("node1",), dp=2, tp=8, port=9100, expert_parallel=True)
@@ -25,8 +24,11 @@ def test_ranks_spread_evenly_over_hosts_each_with_tp_consecutive_devices():
 def test_external_launch_is_one_server_per_rank_with_its_own_api_and_kv_ports():
     servers = servers_of(DECODE, 16, "external")
     assert [(s.name, s.host, s.port, s.kv_port) for s in servers[2:6]] == [
-        ("decode1-r2", "node2", 9102, 30108), ("decode1-r3", "node2", 9103, 30112),
-        ("decode1-r4", "node3", 9100, 30100), ("decode1-r5", "node3", 9101, 30104)]
+        ("decode1-r2", "node2", 9102, 30100), ("decode1-r3", "node2", 9103, 30100),
+        ("decode1-r4", "node3", 9100, 30100), ("decode1-r5", "node3", 9101, 30100)]
+    # one base per group, as the tutorials write it; the connector offsets each rank by rank x tp itself
+    assert kv_ports(DECODE, "node2") == tuple(range(30100, 30116))
+    assert kv_ports(DECODE, "node3") == tuple(range(30116, 30132))
     r5 = servers[5]
     assert visible_devices(r5) == {"ASCEND_RT_VISIBLE_DEVICES": "4,5,6,7"}
     assert data_parallel_args(r5, ADDRESS) == (
@@ -50,7 +52,7 @@ def test_internal_launch_is_one_server_per_host_the_later_ones_headless():
 def test_connector_config_carries_role_port_engine_and_both_sizes_and_round_trips():
     server = servers_of(DECODE, 16, "external")[5]
     config = kv_transfer_config(server, "qwen3", PREFILL, DECODE)
-    assert config["kv_role"] == "kv_consumer" and config["kv_port"] == "30104"
+    assert config["kv_role"] == "kv_consumer" and config["kv_port"] == "30100"
     assert config["engine_id"] == "qwen3-decode1"
     assert config["kv_connector_extra_config"] == {"prefill": {"dp_size": 2, "tp_size": 8},
                                                    "decode": {"dp_size": 8, "tp_size": 4}}
