@@ -36,11 +36,6 @@ def prepare(spec: Spec, transports: Mapping[str, Transport], *, skip: frozenset[
     weights source; render ranktables; plan. Nothing changes anywhere."""
     from deployctl.gather import check_answers, gather_state
 
-    if spec.upstream is not None:  # the launch plan for vllm-ascend lands next; until then, say so up front
-        from deployctl.errors import PlanError
-
-        raise PlanError("server vllm-ascend specs validate, but up/plan cannot run them yet",
-                        hint="use `deployctl validate` to check the spec")
     building = "image" in stages and "image" not in skip and spec.image.build is not None
     syncing = ("weights" in stages and "weights" not in skip and bool(spec.weights.dest)
                and bool(spec.weights.source))
@@ -116,7 +111,7 @@ def ranktables_from_hosts(spec: Spec, transports: Mapping[str, Transport]):
 
 def render_ranktables(spec: Spec, facts: Mapping[str, HostFacts]):
     """For a disaggregated spec: every device IP (from the facts), merged global + locals, kept beside the spec."""
-    if spec.mode != "disaggregated":
+    if spec.mode != "disaggregated" or spec.upstream is not None:  # vllm-ascend's connector needs none
         return None
     from deployctl.gather import server_ip
     from deployctl.plan.containers import RanktableFiles

@@ -13,7 +13,7 @@ from deployctl.facts.probe import Probe
 SEPARATOR = "@@deployctl@@"
 DAEMON_DOWN = 97  # the script's exit status when `docker ps` cannot reach the daemon
 
-# A constant script; every value reaches it as a positional argument: image, directories..., --, health path, ports...
+# A constant script; every value reaches it as a positional argument: image, directories..., --, PORT/PATH...
 DEPLOYED_SCRIPT = (
     f'ids=$(docker ps --all --quiet --no-trunc) || exit {DAEMON_DOWN}; '
     'if [ -n "$ids" ]; then docker inspect $ids 2>/dev/null || true; else echo "[]"; fi; '
@@ -22,8 +22,8 @@ DEPLOYED_SCRIPT = (
     f'echo {SEPARATOR}; '
     'shift; while [ "$1" != "--" ]; do [ -d "$1" ] && sha256sum -- "$1"/* 2>/dev/null; shift; done; shift; '
     f'echo {SEPARATOR}; '
-    'h=$1; shift; for p in "$@"; do printf "%s %s\\n" "$p" "$(curl --silent --max-time 2 --output /dev/null '
-    '--write-out "%{http_code}" "http://127.0.0.1:$p$h")"; done; true'
+    'for t in "$@"; do p=${t%%/*}; printf "%s %s\\n" "$p" "$(curl --silent --max-time 2 --output /dev/null '
+    '--write-out "%{http_code}" "http://127.0.0.1:$p/${t#*/}")"; done; true'
 )
 
 
@@ -43,8 +43,9 @@ class DeployedState:
         return None
 
 
-def deployed_probe(image: str, directories: tuple[str, ...], health_path: str, ports: tuple[int, ...]) -> Probe:
-    argv = ("sh", "-c", DEPLOYED_SCRIPT, "sh", image, *directories, "--", health_path, *map(str, ports))
+def deployed_probe(image: str, directories: tuple[str, ...], health: tuple[tuple[int, str], ...]) -> Probe:
+    """`health`: (port, health path) of each API server on the host; its answer is each port's HTTP status."""
+    argv = ("sh", "-c", DEPLOYED_SCRIPT, "sh", image, *directories, "--", *(f"{p}{path}" for p, path in health))
     return Probe(argv, parse_deployed, "deployed", tool_name="docker")
 
 

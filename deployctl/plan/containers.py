@@ -139,8 +139,13 @@ class RanktableFiles:
         return hashlib.sha256(b"\0".join(self.contents[n] for n in names)).hexdigest()
 
 
-def container_for(spec: Spec, instance: Instance, ranktables: Optional[RanktableFiles] = None) -> Container:
-    """The container that runs `instance`."""
+def container_for(spec: Spec, instance: Instance, ranktables: Optional[RanktableFiles] = None,
+                  networks: Optional[Mapping] = None) -> Container:
+    """The container that runs `instance` (`networks`: vllm-ascend's per-host address and NIC)."""
+    if spec.upstream is not None:
+        from deployctl.plan.upstream import upstream_container
+
+        return upstream_container(spec, instance, networks)
     literal = tuple(e for e in spec.env if not e.is_secret)
     secret = tuple(e for e in spec.env if e.is_secret)
     gpus = None

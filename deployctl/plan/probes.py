@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-
+from typing import Optional
 
 from deployctl.errors import HostError, RanktableError
 from deployctl.facts.deployed import deployed_probe
@@ -13,16 +13,21 @@ from deployctl.facts.hccn_tool import device_ip_probes
 from deployctl.facts.probe import Probe
 from deployctl.facts.weights_state import weights_probe
 from deployctl.plan.containers import ranktable_dir
-from deployctl.spec.model import Spec
+from deployctl.spec.model import Instance, Spec
 
 WEIGHTS_STATE_KEY = "weights"
 
 
-def health_path(spec: Spec) -> str:
+def health_path(spec: Spec, instance: Optional[Instance] = None) -> str:
     """What answers 200 once an instance serves, as each server reports it: vLLM's /health; Triton's readiness
-    (strict by default: ready only once its models are). `up` waits on it and `status` reads it."""
+    (strict by default: ready only once its models are); the vllm-ascend proxy's /healthcheck. `up` waits on it
+    and `status` reads it."""
     if spec.server == "triton":
         return "/v2/health/ready"
+    if instance is not None and instance.role == "proxy":
+        from deployctl.plan.upstream import PROXY_HEALTH_PATH
+
+        return PROXY_HEALTH_PATH
     return "/health"
 
 
@@ -50,24 +55,31 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
                  ) -> tuple[Probe, ...]:
     """Every probe the plan of `stages` reads on `host`: what runs, the image, the weights, the device IPs."""
     used = {h.name for h in spec.used_hosts}
-    ports = tuple(i.port for i in spec.instances if i.host == host)
+    health = tuple((i.port, health_path(spec, i)) for i in spec.api_servers if i.host == host)
     probes = []
     if "containers" in stages:
-        probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health_path(spec), ports))
-    if "ranktables" in stages and spec.mode == "disaggregated" and host in used:
+        probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health))
+        if spec.upstream is not None and host in used:  # each host's NIC for HCCL_IF_IP and *_SOCKET_IFNAME
+            probes.append(_addresses_probe())
+    if "ranktables" in stages and spec.mode == "disaggregated" and spec.upstream is None and host in used:
         devices = host_devices(spec, host)
         if devices:
             probes.extend(device_ip_probes(devices))
         if spec.host(host).is_local:
-            from deployctl.ranktable.host_address import ADDRESSES_ARGV, parse_host_addresses
-
-            probes.append(Probe(ADDRESSES_ARGV, parse_host_addresses, "bound_addresses", tool_name="ip"))
+            probes.append(_addresses_probe())
     # even with the image stage skipped: a built image's inputs label is its identity in container digests
     if "image" in stages and spec.image.build and host in used:
         probes.append(image_probe(spec.image.name or "", spec.image.build.base, spec.platform))
     if "weights" in stages and "weights" not in skip and spec.weights.dest and host in used:
         probes.append(weights_probe(spec.weights.dest, fetcher_path(spec)))
     return tuple(probes)
+
+
+def _addresses_probe() -> Probe:
+    """The host's IPv4 addresses with their interfaces, and its default route's interface."""
+    from deployctl.ranktable.host_address import ADDRESSES_ARGV, parse_host_addresses
+
+    return Probe(ADDRESSES_ARGV, parse_host_addresses, "bound_addresses", tool_name="ip")
 
 
 def device_ip_of(facts: HostFacts, host: str, device: int) -> str:

@@ -32,6 +32,7 @@ from deployctl.core import Command, Secret
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.plan.probes import health_path
 from deployctl.plan.image_stage import plan_image_stages
+from deployctl.plan.upstream import host_networks
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
 from deployctl.image.inputs import BuildInputs
@@ -78,8 +79,9 @@ def _held_devices(spec: Spec, container: ContainerDevices) -> set[int]:
     return set(container.npu_ids)
 
 
-def desired_containers(spec: Spec, ranktables: Optional[RanktableFiles]) -> tuple[Container, ...]:
-    return tuple(container_for(spec, instance, ranktables) for instance in spec.instances)
+def desired_containers(spec: Spec, ranktables: Optional[RanktableFiles],
+                       networks: Optional[Mapping] = None) -> tuple[Container, ...]:
+    return tuple(container_for(spec, instance, ranktables, networks) for instance in spec.instances)
 
 
 def digest_of(container: Container, image_id: str, ranktables: Optional[RanktableFiles],
@@ -159,20 +161,24 @@ def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[in
 
 
 def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: Optional[RanktableFiles],
-                    images: Optional[Mapping[str, Optional[str]]] = None) -> tuple[Stage, ...]:
-    """stop (replaced and retired) -> workers (prefill+decode or mixed, in parallel) -> scheduler -> verify.
+                    images: Optional[Mapping[str, Optional[str]]] = None,
+                    desired: Optional[tuple[Container, ...]] = None) -> tuple[Stage, ...]:
+    """stop (replaced and retired) -> workers (prefill+decode or mixed, in parallel) -> scheduler or proxy.
     `images`: each host's image identity once the image stages ran (default: the image ID there now)."""
     check_devices_free(spec, facts)
     stops: list[Step] = []
-    starts: dict[str, list[Step]] = {"workers": [], "scheduler": []}
-    desired = desired_containers(spec, ranktables)
+    front = spec.front
+    starts: dict[str, list[Step]] = {"workers": [], front.role if front else "front": []}
+    desired = desired if desired is not None else desired_containers(spec, ranktables)
     for container in desired:
         instance = container.instance
         host_facts = facts[instance.host]
         image_id = (images[instance.host] if images is not None else host_facts.image_id) or ""
         digest = digest_of(container, image_id, ranktables, spec)
         current = host_facts.container(container.name)
-        wave = "scheduler" if instance.role == "scheduler" else "workers"
+        wave = instance.role if instance is front else "workers"
+        # a headless vllm-ascend server serves no HTTP: its group's API server's health covers it
+        health = HealthCheck(container.name, instance.port, health_path(spec, instance)) if instance.port else None
         action, reason = _decide(current, digest, image_id)
         if action == "keep":
             starts[wave].append(Step(instance.host, wave, "keep", reason, container=container.name))
@@ -180,12 +186,12 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
         if action == "replace":
             stops.append(_stop_step(instance.host, container.name, "replace", reason,
                                     port=instance.port if current and current.running else None,
-                                    path=health_path(spec)))
+                                    path=health_path(spec, instance)))
         starts[wave].append(Step(
             instance.host, wave, action, reason, container=container.name,
             commands=(Command(docker_run(container, digest)),),
             undo=(Command(("docker", "rm", "--force", container.name)),),
-            health=HealthCheck(container.name, instance.port, health_path(spec)),
+            health=health,
         ))
     wanted = {c.name for c in desired}
     for host in spec.hosts:
@@ -203,8 +209,8 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
                                   container=current.name,
                                   commands=(Command(("docker", "rm", "--force", current.name)),)))
     stages = [Stage("stop", tuple(stops)), Stage("workers", tuple(starts["workers"]))]
-    if spec.scheduler:
-        stages.append(Stage("scheduler", tuple(starts["scheduler"])))
+    if front:
+        stages.append(Stage(front.role, tuple(starts[front.role])))
     return tuple(stages)
 
 
@@ -243,8 +249,10 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
         planned.append(plan_weights(spec, facts, inputs.listing, inputs.fetcher_digest))
     pending: tuple[str, ...] = ()
     if "containers" in stages:
-        planned.append(plan_files(spec, deployed, inputs.ranktables, desired_containers(spec, inputs.ranktables)))
-        planned.extend(plan_containers(spec, deployed, inputs.ranktables, images))
+        networks = host_networks(spec, facts) if spec.upstream is not None else None
+        desired = desired_containers(spec, inputs.ranktables, networks)
+        planned.append(plan_files(spec, deployed, inputs.ranktables, desired))
+        planned.extend(plan_containers(spec, deployed, inputs.ranktables, images, desired))
         image_changes = {s.host for stage in image_stages for s in stage.steps if s.changes}
         pending = tuple(sorted(h for h, identity in images.items() if identity is None and h in image_changes))
     plan = Plan(spec.name, tuple(planned), pending=pending)

@@ -12,8 +12,9 @@ SMOKE_PROMPT = "Say hello in one short sentence."
 
 
 def endpoint_url(spec: Spec) -> str:
-    """The scheduler (disaggregated) or the first instance (mixed): where `up` says the deployment serves."""
-    instance = spec.scheduler or spec.instances[0]
+    """The scheduler or proxy (disaggregated) or the first instance (mixed): where `up` says the deployment
+    serves."""
+    instance = spec.front or spec.api_servers[0]
     host = spec.host(instance.host)
     address = "127.0.0.1" if host.is_local else host.address
     return f"http://{address}:{instance.port}"
@@ -36,10 +37,10 @@ def triton_smoke_body() -> bytes:
 
 
 def smoke_targets(spec: Spec) -> tuple[Instance, ...]:
-    """The endpoint (scheduler, or first instance), plus every instance for mixed."""
-    if spec.scheduler:
-        return (spec.scheduler,)
-    return spec.instances
+    """The endpoint (scheduler or proxy), or every API server for mixed."""
+    if spec.front:
+        return (spec.front,)
+    return spec.api_servers
 
 
 def smoke_command(spec: Spec, instance: Instance) -> Command:

@@ -12,6 +12,8 @@ hosts:
   node2: {address: 10.200.0.12}
   node3: {address: 10.200.0.13}
 requirements: {cards: 16}
+image: {name: "quay.io/ascend/vllm-ascend:v0.11.0rc1"}
+weights: {dest: /mnt/weights/Qwen3-235B-A22B}
 model: {served_name: qwen3, max_model_len: 4096, max_num_seqs: 16, extra_args: [--trust-remote-code]}
 topology:
   mode: disaggregated

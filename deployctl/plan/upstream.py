@@ -1,0 +1,133 @@
+"""The containers of a `server: vllm-ascend` deployment (pure): one per `vllm serve` with exactly its devices,
+the mounts vllm-ascend documents, each host's network env, its DP flags and KV connector config; then the proxy
+with its ordered lists. The derivation of each value lives in plan/dp_launch.py; this module assembles them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from deployctl.errors import PlanError
+from deployctl.facts.hccn_tool import HCCN_TOOL_PATH
+from deployctl.facts.model import HostFacts
+from deployctl.plan.dp_launch import (
+    data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, proxy_args, visible_devices,
+)
+from deployctl.spec.model import EnvVar, Instance, Spec
+
+# vllm-ascend's images carry the repository here; its P/D proxy is an example script of that repository.
+PROXY_SCRIPT = "/vllm-workspace/vllm-ascend/examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
+PROXY_HEALTH_PATH = "/healthcheck"  # the proxy answers this, not /health
+
+
+@dataclass(frozen=True)
+class HostNetwork:
+    """A host's address for HCCL and the DP master, and the network interface that carries it."""
+
+    address: str
+    interface: str
+
+
+def host_networks(spec: Spec, facts: Mapping[str, HostFacts]) -> dict[str, HostNetwork]:
+    """Each serving host's address (the spec's, or the default route's for `local` and DNS names) and the NIC
+    that holds it, from `ip -4 -o addr show`: never typed by the user."""
+    networks = {}
+    for host in spec.used_hosts:
+        found = facts[host.name].bound_addresses
+        if found is None:
+            why = facts[host.name].probe_error("bound_addresses") or "no answer from `ip -4 -o addr show`"
+            raise PlanError(f"{host.name}: cannot tell which network interface carries its address: {why}",
+                            hint="vllm-ascend needs the NIC name for GLOO/TP/HCCL_SOCKET_IFNAME; install iproute2")
+        bound = {a.address: a.interface for a in found.addresses}
+        address = host.address if host.address in bound else found.choose()
+        if not host.is_local and _is_ipv4(host.address) and host.address not in bound:
+            listed = ", ".join(f"{a.interface} {a.address}" for a in found.addresses) or "none"
+            raise PlanError(f"{host.label}: no network interface on the host carries {host.address} "
+                            f"(its IPv4 addresses: {listed})",
+                            hint="write the address the host itself holds: HCCL binds to it")
+        networks[host.name] = HostNetwork(address, bound[address])
+    return networks
+
+
+def _is_ipv4(text: str) -> bool:
+    parts = text.split(".")
+    return len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
+
+
+def upstream_mounts(spec: Spec) -> tuple:
+    """What vllm-ascend's docker run mounts: the driver, npu-smi, the install info, hccn.conf and hccn_tool,
+    the weights. The driver directory holds lib64 and version.info."""
+    from deployctl.plan.containers import Mount
+
+    mounts = [
+        Mount("/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),
+        Mount("/usr/local/sbin/npu-smi", "/usr/local/bin/npu-smi"),
+        Mount("/etc/ascend_install.info", "/etc/ascend_install.info"),
+        Mount("/etc/hccn.conf", "/etc/hccn.conf"),
+        Mount(HCCN_TOOL_PATH, "/usr/local/bin/hccn_tool"),
+    ]
+    if spec.weights.dest:
+        mounts.append(Mount(spec.weights.dest, spec.weights.dest))
+    return tuple(mounts)
+
+
+def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNetwork]) -> tuple[str, ...]:
+    """`vllm serve MODEL ...`: the model's arguments, the DP and TP flags, the connector, the pass-through JSON."""
+    model, server = spec.model, instance.server
+    args = ["vllm", "serve", spec.weights.dest or "/model", "--served-model-name", model.served_name,
+            "--host", "0.0.0.0"]
+    for flag, value in (("--max-model-len", model.max_model_len), ("--max-num-seqs", instance.max_num_seqs),
+                        ("--max-num-batched-tokens", instance.max_num_batched_tokens),
+                        ("--quantization", model.quantization)):
+        if value is not None:
+            args += [flag, str(value)]
+    args += data_parallel_args(server, {h: n.address for h, n in networks.items()})
+    if spec.mode == "disaggregated":
+        groups = spec.upstream.groups
+        prefill = next(g for g in groups if g.role == "prefill")
+        decode = next(g for g in groups if g.role == "decode")
+        args += kv_transfer_arg(kv_transfer_config(server, spec.name, prefill, decode))
+    for flag, text in instance.json_args:
+        args += [flag, text]
+    return tuple(args) + instance.extra_args
+
+
+def proxy_command(spec: Spec, proxy: Instance, networks: Mapping[str, HostNetwork]) -> tuple[str, ...]:
+    servers = [i.server for i in spec.instances if i.server is not None]
+    return ("python3", PROXY_SCRIPT, "--host", "0.0.0.0", "--port", str(proxy.port),
+            *proxy_args(servers, {h: n.address for h, n in networks.items()}))
+
+
+def upstream_env(instance: Instance, networks: Mapping[str, HostNetwork]) -> tuple[EnvVar, ...]:
+    """Devices and the host's network first, then the group's env (which may override them)."""
+    derived = {}
+    if instance.server is not None:
+        network = networks[instance.host]
+        derived.update(visible_devices(instance.server))
+        derived.update(host_env(network.address, network.interface))
+    own = {e.name for e in instance.env}
+    return tuple(EnvVar(k, v, v) for k, v in derived.items() if k not in own) + instance.env
+
+
+def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mapping[str, HostNetwork]]):
+    """The container of one vllm-ascend server or of the proxy."""
+    from deployctl.plan.containers import (
+        LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE, MANAGER_DEVICES, Container, env_file_path,
+    )
+
+    networks = networks or {}
+    literal = tuple(e for e in spec.env if not e.is_secret)
+    secret = tuple(e for e in spec.env if e.is_secret)
+    proxy = instance.server is None
+    return Container(
+        name=instance.name,
+        instance=instance,
+        image=spec.image.name or "",
+        devices=() if proxy else tuple(f"/dev/davinci{d}" for d in instance.devices) + MANAGER_DEVICES,
+        mounts=() if proxy else upstream_mounts(spec),
+        env=upstream_env(instance, networks) + literal,
+        env_file=env_file_path(spec, instance.name) if secret else None,
+        secret_env=secret,
+        labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),
+        command=proxy_command(spec, instance, networks) if proxy else serve_command(spec, instance, networks),
+    )

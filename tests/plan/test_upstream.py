@@ -1,0 +1,116 @@
+"""plan_up for server vllm-ascend with plain facts: one container per vllm serve with exactly its devices, each
+host's own address and NIC, the connector JSON, the proxy last with its ordered lists, verify through it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deployctl.errors import PlanError
+from deployctl.facts.deployed import DeployedState
+from deployctl.facts.model import HostFacts
+from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
+from deployctl.plan.up import UpInputs, digest_of, plan_up
+from deployctl.plan.upstream import host_networks
+from deployctl.ranktable.host_address import HostAddresses, parse_ip_addr
+from deployctl.spec.load import load_spec_text
+from tests.plan.test_up import container_fact
+from tests.spec.test_upstream_build import QWEN3
+
+NICS = {"node1": "enp61s0f0", "node2": "enp62s0f0", "node3": "enp63s0f0"}
+
+
+def addresses(host: str) -> HostAddresses:
+    n = host[-1]
+    text = (f"1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
+            f"2: {NICS[host]}    inet 10.200.0.1{n}/24 brd 10.200.0.255 scope global {NICS[host]}\\       "
+            f"valid_lft forever preferred_lft forever\n")
+    return HostAddresses(parse_ip_addr(text), NICS[host])
+
+
+def facts(spec, containers=None, image_id="sha256:img"):
+    return {h.name: HostFacts(deployed=DeployedState(tuple((containers or {}).get(h.name, ())), image_id, {}),
+                              bound_addresses=addresses(h.name)) for h in spec.hosts}
+
+
+def argv_of(plan, container):
+    step = next(s for s in plan.steps if s.container == container and s.commands)
+    return list(step.commands[0].argv)
+
+
+def env_of(argv):
+    return dict(argv[i + 1].split("=", 1) for i, word in enumerate(argv) if word == "--env")
+
+
+def test_external_pd_plan_launches_every_rank_then_the_proxy_then_verifies_through_it():
+    spec = load_spec_text(QWEN3 % "external")
+    plan = plan_up(spec, facts(spec))
+    assert [stage.name for stage in plan.stages] == ["checks", "image", "files", "stop", "workers", "proxy", "verify"]
+    workers = [s for s in plan.steps if s.stage == "workers"]
+    assert len(workers) == 10 and all(s.health and s.health.path == "/health" for s in workers)
+    proxy = next(s for s in plan.steps if s.stage == "proxy")
+    assert proxy.health.path == "/healthcheck" and proxy.health.port == 8000
+
+    argv = argv_of(plan, "qwen3-decode0-r5")
+    assert [argv[i + 1] for i, w in enumerate(argv) if w == "--device"] == [
+        "/dev/davinci4", "/dev/davinci5", "/dev/davinci6", "/dev/davinci7", "/dev/davinci_manager",
+        "/dev/devmm_svm", "/dev/hisi_hdc"]
+    env = env_of(argv)
+    assert env["ASCEND_RT_VISIBLE_DEVICES"] == "4,5,6,7" and env["HCCL_IF_IP"] == "10.200.0.13"
+    assert env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == env["HCCL_SOCKET_IFNAME"] == "enp63s0f0"
+    command = argv[argv.index("--entrypoint") + 1:]
+    assert command[:5] == ["vllm", "quay.io/ascend/vllm-ascend:v0.11.0rc1", "serve", "/mnt/weights/Qwen3-235B-A22B",
+                           "--served-model-name"]
+    assert command[command.index("--data-parallel-rank") + 1] == "5"
+    assert command[command.index("--data-parallel-address") + 1] == "10.200.0.12"  # the group's first host
+    assert command[command.index("--port") + 1] == "9101" and "--enable-expert-parallel" in command
+    config = json.loads(command[command.index("--kv-transfer-config") + 1])
+    assert config["kv_role"] == "kv_consumer" and config["engine_id"] == "qwen3-decode0"
+    assert config["kv_connector_extra_config"] == {"prefill": {"dp_size": 2, "tp_size": 8},
+                                                   "decode": {"dp_size": 8, "tp_size": 4}}
+    assert "--additional-config" in command and "--enforce-eager" in command
+
+    proxy_argv = argv_of(plan, "qwen3-proxy")
+    assert "--device" not in proxy_argv and "--volume" not in proxy_argv
+    tail = proxy_argv[proxy_argv.index("--prefiller-hosts"):]
+    assert tail[:6] == ["--prefiller-hosts", "10.200.0.11", "10.200.0.11", "--prefiller-ports", "9100", "9101"]
+    assert tail[tail.index("--decoder-ports") + 1:] == ["9100", "9101", "9102", "9103"] * 2
+    verify = next(s for s in plan.steps if s.stage == "verify")
+    assert verify.container == "qwen3-proxy" and "http://127.0.0.1:8000/v1/chat/completions" in verify.commands[0].argv
+
+
+def test_internal_headless_server_has_no_port_and_no_health_wait():
+    spec = load_spec_text(QWEN3 % "internal")
+    plan = plan_up(spec, facts(spec))
+    headless = next(s for s in plan.steps if s.container == "qwen3-decode0-node3" and s.stage == "workers")
+    assert headless.health is None
+    argv = argv_of(plan, "qwen3-decode0-node3")
+    assert "--headless" in argv and "--port" not in argv[argv.index("--entrypoint"):]
+    assert argv[argv.index("--data-parallel-start-rank") + 1] == "4"
+    assert env_of(argv)["ASCEND_RT_VISIBLE_DEVICES"] == ",".join(map(str, range(16)))
+
+
+def test_a_rerun_keeps_everything_and_a_changed_decode_replaces_only_decode():
+    spec = load_spec_text(QWEN3 % "external")
+    networks = host_networks(spec, facts(spec))
+    running = {}
+    for instance in spec.instances:
+        container = container_for(spec, instance, None, networks)
+        labels = {LABEL_DEPLOYMENT: spec.name, LABEL_DIGEST: digest_of(container, "sha256:img", None, spec)}
+        running.setdefault(instance.host, []).append(
+            container_fact("id-" + instance.name, instance.name, "running", "sha256:img", labels, instance.devices))
+    assert not plan_up(spec, facts(spec, running)).changed
+
+    changed = load_spec_text((QWEN3 % "external").replace("max_num_seqs: 24", "max_num_seqs: 32"))
+    plan = plan_up(changed, facts(changed, running))
+    replaced = {s.container for s in plan.steps if s.stage == "workers" and s.action != "keep"}
+    assert replaced == {f"qwen3-decode0-r{r}" for r in range(8)}
+    assert {s.container for s in plan.steps if s.stage == "proxy" and s.action != "keep"} == set()
+
+
+def test_a_host_whose_interfaces_do_not_carry_its_address_is_refused():
+    spec = load_spec_text((QWEN3 % "external").replace("10.200.0.13", "10.200.0.99"))
+    with pytest.raises(PlanError, match=r"node3 \(10.200.0.99\): no network interface on the host carries "
+                                        r"10.200.0.99 \(its IPv4 addresses: lo 127.0.0.1, enp63s0f0 10.200.0.13\)"):
+        plan_up(spec, facts(spec))
