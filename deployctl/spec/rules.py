@@ -263,6 +263,9 @@ def check_platform(c: Context) -> Iterator[Problem]:
     if c.server == "triton" and c.platform != "gpu" and c.ok(("platform",)):
         yield Problem(("server",), "server triton runs on platform gpu only; this spec is platform ascend",
                       hint="use server: vllm on Ascend, or set platform: gpu")
+    if c.value(("model", "quantization"), str) == "ascend" and c.server != UPSTREAM:
+        yield Problem(("model", "quantization"), f"quantization 'ascend' is vllm-ascend's (w8a8 weights); server "
+                      f"{c.server} takes awq, smoothquant or gptq", hint="use server: vllm-ascend for these weights")
     if c.server != "triton":
         for unit in c.workers:
             for key in ("grpc_port", "metrics_port"):
