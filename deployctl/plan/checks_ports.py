@@ -1,0 +1,68 @@
+"""Doctor's port checks (pure): every port the spec's containers will listen on is free on its host (or held by
+this deployment's own running containers), and none sits in the kernel's ephemeral range, where an outgoing
+connection can take it first."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from deployctl.facts.model import HostFacts
+from deployctl.plan.findings import FAIL, PASS, WARN, Finding, owned_by, unknown
+from deployctl.spec.model import Spec
+
+
+def listen_ports(spec: Spec, host: str) -> tuple[tuple[int, str], ...]:
+    """(port, what) for every port the deployment listens on at `host`: API, triton, kv, rpc, proxy ports."""
+    if spec.upstream is not None:
+        from deployctl.spec.dp_groups import port_uses
+
+        found = [(port, what) for group in spec.upstream.groups
+                 for h, port, _, what in port_uses(group, spec.upstream.dp_launch) if h == host]
+        front = spec.front
+        if front is not None and front.host == host:
+            found.append((front.port, "the proxy"))
+        return tuple(found)
+    return tuple((port, f"{i.name} {kind}") for i in spec.instances if i.host == host
+                 for port, kind in ((i.port, "port"), (i.grpc_port, "grpc port"), (i.metrics_port, "metrics port"))
+                 if port)
+
+
+def check_ports(facts: HostFacts, wanted: tuple[tuple[int, str], ...], deployment: Optional[str]) -> tuple[Finding, ...]:
+    """`ports` (free, or ours) and `ephemeral_ports` (outside ip_local_port_range); nothing when none are wanted."""
+    if not wanted:
+        return ()
+    if facts.listening is None:
+        return (unknown("ports", facts, "listening", "cat", "free"),)
+    taken = [(port, what) for port, what in wanted if port in facts.listening.ports]
+    ours = any(owned_by(c, deployment) and c.running for c in facts.containers or ())
+    low, high = facts.listening.ephemeral
+    if not taken:
+        ports = Finding("ports", PASS, f"{len(wanted)} free", "free", None)
+    elif ours:
+        ports = Finding("ports", PASS, f"{len(taken)} of {len(wanted)} held by {deployment}'s running containers",
+                        "free, or held by this deployment", None)
+    else:
+        ports = Finding("ports", FAIL, f"in use: {_said(taken)}", "free",
+                        f"stop what listens there (ss -ltnp 'sport = :{taken[0][0]}') or choose other ports in the spec")
+    inside = [(port, what) for port, what in wanted if facts.listening.ephemeral_holds(port)]
+    if not inside:
+        ephemeral = Finding("ephemeral_ports", PASS, f"none in {low}-{high}", f"outside {low}-{high}", None)
+    else:
+        listed = ",".join(str(p) for p, _ in inside)
+        ephemeral = Finding("ephemeral_ports", WARN, f"in the ephemeral range {low}-{high}: {_said(inside)}",
+                            f"outside {low}-{high}", f"choose ports below {low}, or reserve them: "
+                            f"sysctl -w net.ipv4.ip_local_reserved_ports={listed}")
+    return ports, ephemeral
+
+
+def _said(ports: list[tuple[int, str]]) -> str:
+    """`30000-30015 (prefill group 0 kv ports 30000-30015), 8000 (the proxy)`: runs of one use shortened."""
+    runs: list[list] = []
+    for port, what in ports:
+        if runs and runs[-1][2] == what and port == runs[-1][1] + 1:
+            runs[-1][1] = port
+        else:
+            runs.append([port, port, what])
+    return ", ".join(f"{a}-{b} ({what})" if b > a else f"{a} ({what})" for a, b, what in runs)
+
+
