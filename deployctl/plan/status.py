@@ -25,7 +25,8 @@ def status_rows(spec: Spec, facts: Mapping[str, HostFacts]) -> list[dict]:
             "port": instance.port,
             "container": current.id[:12] if current else None,
             "state": current.state if current else "missing",
-            "healthy": bool(current and current.running and state.health.get(instance.port)),
+            # a headless vllm-ascend server serves no HTTP: running is all it can show
+            "healthy": bool(current and current.running and (instance.port is None or state.health.get(instance.port))),
             "image": current.image_id if current else None,
         })
     wanted = {i.name for i in spec.instances}

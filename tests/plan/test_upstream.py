@@ -114,3 +114,19 @@ def test_a_host_whose_interfaces_do_not_carry_its_address_is_refused():
     with pytest.raises(PlanError, match=r"node3 \(10.200.0.99\): no network interface on the host carries "
                                         r"10.200.0.99 \(its IPv4 addresses: lo 127.0.0.1, enp63s0f0 10.200.0.13\)"):
         plan_up(spec, facts(spec))
+
+
+def test_status_counts_a_running_headless_server_healthy_and_reads_the_proxy_health():
+    from deployctl.facts.deployed import DeployedState
+    from deployctl.plan.status import status_rows
+
+    spec = load_spec_text(QWEN3 % "internal")
+    containers = {i.host: [] for i in spec.instances}
+    for i in spec.instances:
+        containers[i.host].append(container_fact("id-" + i.name, i.name, "running", "sha256:img",
+                                                 {LABEL_DEPLOYMENT: spec.name}, i.devices))
+    health = {"node1": {9100: True, 8000: True}, "node2": {9100: False}, "node3": {}}
+    facts = {h: HostFacts(deployed=DeployedState(tuple(c), "sha256:img", {}, health[h])) for h, c in containers.items()}
+    rows = {r["name"]: r for r in status_rows(spec, facts)}
+    assert rows["qwen3-decode0-node3"]["healthy"] and rows["qwen3-decode0-node3"]["port"] is None
+    assert not rows["qwen3-decode0-node2"]["healthy"] and rows["qwen3-proxy"]["healthy"]
