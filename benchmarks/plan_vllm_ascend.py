@@ -17,9 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.up_noop import timed  # noqa: E402
+from benchmarks.up_noop import place_tiny_model, timed  # noqa: E402
 from tests.testbed import Testbed  # noqa: E402
-from tests.testbed.demo import tiny_model  # noqa: E402
 
 HOSTS = 2
 PLAN_TARGET_S = 1.0
@@ -46,12 +45,9 @@ def spec_text(bed: Testbed) -> str:
 def main() -> int:
     bed = Testbed(HOSTS).up(HOSTS)
     try:
+        place_tiny_model(bed)
         for host in bed.hosts:
             bed.set_profile(host.name, cards=16)
-            target = host.dir / "srv" / "weights" / "tiny"
-            target.mkdir(parents=True, exist_ok=True)
-            for name, data in tiny_model().items():
-                (target / name).write_bytes(data)
         with tempfile.TemporaryDirectory() as tmp:
             spec = Path(tmp) / "spec.yaml"
             spec.write_text(spec_text(bed))

@@ -60,6 +60,15 @@ def baseline_tree(revision: str, into: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(into)}
 
 
+def place_tiny_model(bed: Testbed) -> None:
+    """The stand-in's tiny model at /srv/weights/tiny on every host (what `--skip weights` expects there)."""
+    for host in bed.hosts:
+        target = host.dir / "srv" / "weights" / "tiny"
+        target.mkdir(parents=True, exist_ok=True)
+        for name, data in tiny_model().items():
+            (target / name).write_bytes(data)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", metavar="REV", help="also time deployctl at this git revision, same run")
@@ -67,11 +76,7 @@ def main() -> int:
     bed = Testbed(HOSTS).up(HOSTS)
     figures: dict[str, tuple[float, float]] = {}
     try:
-        for host in bed.hosts:
-            target = host.dir / "srv" / "weights" / "tiny"
-            target.mkdir(parents=True, exist_ok=True)
-            for name, data in tiny_model().items():
-                (target / name).write_bytes(data)
+        place_tiny_model(bed)
         with tempfile.TemporaryDirectory() as tmp:
             spec = Path(tmp) / "spec.yaml"
             spec.write_text(spec_text(bed))
