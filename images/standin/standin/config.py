@@ -143,6 +143,14 @@ def load_config(argv, launcher: str, env: Mapping[str, str]) -> Config:
             if set(wanted) != set(devices):
                 raise Refusal(f"the ranktable gives this {role} instance devices {list(wanted)} but "
                               f"the visible devices are {list(devices)}")
+    return Config(
+        args=args, role=role, knobs=knobs, layout=layout, max_model_len=model_limits(args, model_config),
+        devices_seen=devices, env_names=tuple(sorted(env)), env_shown=shown_env(env),
+    )
+
+
+def model_limits(args: ServerArgs, model_config: dict) -> int:
+    """The context length the server will use; refuse lengths the model or the batch size cannot hold."""
     limit = model_config.get("max_position_embeddings")
     max_model_len = args.max_model_len or (limit if isinstance(limit, int) and limit > 0 else 4096)
     if isinstance(limit, int) and limit > 0 and max_model_len > limit:
@@ -152,8 +160,8 @@ def load_config(argv, launcher: str, env: Mapping[str, str]) -> Config:
                       f"--max-model-len {max_model_len}")
     if args.kv_cache_dtype == "int8" and not args.quantization_param_path:
         raise Refusal("--kv-cache-dtype int8 needs --quantization-param-path")
-    return Config(
-        args=args, role=role, knobs=knobs, layout=layout, max_model_len=max_model_len,
-        devices_seen=devices, env_names=tuple(sorted(env)),
-        env_shown=tuple((k, env[k]) for k in sorted(env) if k in SHOWN_ENV or k.startswith("STANDIN_")),
-    )
+    return max_model_len
+
+
+def shown_env(env: Mapping[str, str], names=SHOWN_ENV) -> Tuple[Tuple[str, str], ...]:
+    return tuple((k, env[k]) for k in sorted(env) if k in names or k.startswith("STANDIN_"))

@@ -76,38 +76,44 @@ class SchedulerEngine(Engine):
             await writer.drain()
             record.finish(exc.status)
             return
-        if not response.chunked:
-            data = await response.read()
-            content_type = response.headers.get("content-type", "application/json")
-            writer.write(response_bytes(response.status, data, req.keep_alive, content_type, extra))
-            await writer.drain()
-            record.chunk_written()
-            record.finish(response.status)
-            return
-        writer.write(stream_head(response.status, req.keep_alive, extra))
+        await relay(response, req, writer, extra, record, f"decode {decode.name}", rid)
+
+
+async def relay(response, req: Request, writer: asyncio.StreamWriter, extra, record: TraceRecord, backend: str,
+                rid: str) -> None:
+    """Pass a backend's answer, streamed or not, back to the client unchanged, recording its content chunks."""
+    if not response.chunked:
+        data = await response.read()
+        content_type = response.headers.get("content-type", "application/json")
+        writer.write(response_bytes(response.status, data, req.keep_alive, content_type, extra))
         await writer.drain()
-        chunks = response.chunks()
-        try:
-            while True:
-                try:
-                    data = await chunks.__anext__()
-                except StopAsyncIteration:
-                    break
-                except (OSError, asyncio.IncompleteReadError) as exc:
-                    # The decode instance broke the stream: end ours without the last chunk, as a proxy would.
-                    log(f"forward {rid}: decode {decode.name} broke the stream: {exc!r}")
-                    record.aborted = True
-                    record.finish(502)
-                    raise ConnectionAbortedError("decode instance broke the stream") from None
-                writer.write(chunk(data))
-                await writer.drain()  # a client that went away raises here; App records it as aborted
-                if is_content_chunk(data):
-                    record.chunk_written()
-        finally:
-            await chunks.aclose()  # closes the decode connection unless the stream was read to its end
-        writer.write(LAST_CHUNK)
-        await writer.drain()
+        record.chunk_written()
         record.finish(response.status)
+        return
+    writer.write(stream_head(response.status, req.keep_alive, extra))
+    await writer.drain()
+    chunks = response.chunks()
+    try:
+        while True:
+            try:
+                data = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            except (OSError, asyncio.IncompleteReadError) as exc:
+                # The decode instance broke the stream: end ours without the last chunk, as a proxy would.
+                log(f"forward {rid}: {backend} broke the stream: {exc!r}")
+                record.aborted = True
+                record.finish(502)
+                raise ConnectionAbortedError("decode instance broke the stream") from None
+            writer.write(chunk(data))
+            await writer.drain()  # a client that went away raises here; App records it as aborted
+            if is_content_chunk(data):
+                record.chunk_written()
+    finally:
+        await chunks.aclose()  # closes the decode connection unless the stream was read to its end
+    writer.write(LAST_CHUNK)
+    await writer.drain()
+    record.finish(response.status)
 
 
 def _json(doc) -> bytes:

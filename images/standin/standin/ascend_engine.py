@@ -1,0 +1,158 @@
+"""Upstream vLLM's P/D over a KV connector: a prefill (kv_producer) answers `do_remote_decode` with the
+kv_transfer_params a decode needs; a decode (kv_consumer) serves only requests carrying a producer's params."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from typing import Dict, List, Tuple
+
+from standin.app import App, log
+from standin.ascend_config import AscendConfig
+from standin.generation import ApiError, GenRequest, full_body, tokens
+from standin.httpio import Request, json_response
+from standin.instance import InstanceEngine, sleep_until
+from standin.trace import TraceRecord
+
+BLOCK_SIZE = 128
+KV_CHECK_TIMEOUT_S = 2.0
+
+
+async def serve_kv_ports(config: AscendConfig, sockets: List[socket.socket]) -> List[asyncio.AbstractServer]:
+    """Each bound kv port answers a connection with one JSON line saying whose port it is, then closes: what a
+    decode checks a prefill's kv_transfer_params against (the real connector handshakes on these ports too)."""
+    kv, tp = config.kv, config.args.server.tp
+    owners = [(g, t) for g in config.args.ranks for t in range(tp)]
+    servers = []
+    for sock, (rank, tp_rank) in zip(sockets, owners):
+        ident = json.dumps({"engine_id": kv.engine_id, "kv_role": kv.role, "dp_rank": rank, "tp_rank": tp_rank,
+                            "port": sock.getsockname()[1]}).encode() + b"\n"
+
+        async def answer(reader, writer, ident=ident):
+            writer.write(ident)
+            try:
+                await writer.drain()
+            except ConnectionError:
+                pass
+            writer.close()
+
+        servers.append(await asyncio.start_server(answer, sock=sock))
+    return servers
+
+
+class AscendEngine(InstanceEngine):
+    def __init__(self, config: AscendConfig) -> None:
+        super().__init__(config.base.knobs)
+        self.config = config
+        self._next_rank = 0
+        self._producers: Dict[Tuple[str, int], str] = {}  # kv address checked -> its engine_id
+
+    def _kv_params(self, gen: GenRequest) -> dict:
+        kv, args = self.config.kv, self.config.args
+        ranks = args.ranks
+        rank = ranks[self._next_rank % len(ranks)]
+        self._next_rank += 1
+        blocks = max(1, -(-gen.prompt_tokens // BLOCK_SIZE))
+        return {"do_remote_prefill": True, "do_remote_decode": False, "remote_engine_id": kv.engine_id,
+                "remote_host": self.config.if_ip, "remote_port": kv.port + rank * args.server.tp,
+                "remote_block_ids": list(range(blocks)), "remote_dp_rank": rank}
+
+    async def _producer_at(self, host: str, port: int) -> dict:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), KV_CHECK_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise ApiError(400, f"kv_transfer_params: cannot reach the prefill's kv port {host}:{port}: "
+                                f"{getattr(exc, 'strerror', None) or exc!r}", "BadRequestError") from None
+        try:
+            line = await asyncio.wait_for(reader.readline(), KV_CHECK_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError):
+            line = b""
+        finally:
+            writer.close()
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise ApiError(400, f"kv_transfer_params: {host}:{port} is not a KV connector port",
+                           "BadRequestError") from None
+
+    async def _check_remote(self, params) -> dict:
+        if not isinstance(params, dict) or params.get("do_remote_prefill") is not True:
+            raise ApiError(400, "this is a kv_consumer (decode) instance: the request needs kv_transfer_params "
+                                "with do_remote_prefill from a prefill instance (send it through the P/D proxy)",
+                           "BadRequestError")
+        engine, host, port = params.get("remote_engine_id"), params.get("remote_host"), params.get("remote_port")
+        if not isinstance(engine, str) or not isinstance(host, str) or not isinstance(port, int):
+            raise ApiError(400, "kv_transfer_params needs remote_engine_id, remote_host and remote_port",
+                           "BadRequestError")
+        if self._producers.get((host, port)) != engine:
+            ident = await self._producer_at(host, port)
+            if ident.get("kv_role") != "kv_producer" or ident.get("engine_id") != engine:
+                raise ApiError(400, f"kv_transfer_params: remote_engine_id {engine!r} is not a kv_producer's: "
+                                    f"{host}:{port} belongs to engine {ident.get('engine_id')!r} "
+                                    f"({ident.get('kv_role')})", "BadRequestError")
+            self._producers[(host, port)] = engine
+        return params
+
+    async def generate(self, req: Request, body: dict, gen: GenRequest, rid: str, record: TraceRecord,
+                       writer: asyncio.StreamWriter) -> None:
+        kv = self.config.kv
+        params = body.get("kv_transfer_params")
+        if kv is not None and kv.role == "kv_consumer":
+            try:
+                params = await self._check_remote(params)
+            except ApiError as exc:
+                log(f"refused {rid}: {exc.message}")
+                writer.write(json_response(exc.status, exc.body(), req.keep_alive, (("x-request-id", rid),)))
+                await writer.drain()
+                record.finish(exc.status)
+                return
+            log(f"remote prefill {rid}: engine_id={params['remote_engine_id']} "
+                f"host={params['remote_host']} port={params['remote_port']} "
+                f"blocks={len(params.get('remote_block_ids') or [])}")
+        elif kv is not None and isinstance(params, dict) and params.get("do_remote_decode") and not gen.stream:
+            await self._prefill(req, gen, rid, record, writer)
+            return
+        await super().generate(req, body, gen, rid, record, writer)
+
+    async def _prefill(self, req: Request, gen: GenRequest, rid: str, record: TraceRecord, writer) -> None:
+        loop = asyncio.get_running_loop()
+        words = tokens(gen.prompt, gen.completion_tokens)
+        await sleep_until(loop, req.arrival_mono + self.ttft_s + self.tpot_s * (len(words) - 1))
+        doc = full_body(gen, rid, int(time.time()), "".join(words))
+        doc["kv_transfer_params"] = self._kv_params(gen)
+        writer.write(json_response(200, doc, req.keep_alive, (("x-request-id", rid),)))
+        await writer.drain()
+        record.chunk_written()
+        record.finish(200)
+
+
+class AscendApp(App):
+    def __init__(self, config: AscendConfig, kv_ports: Tuple[int, ...]) -> None:
+        super().__init__(config.base, AscendEngine(config))
+        self.ascend = config
+        self.kv_ports = kv_ports
+
+    def info(self) -> dict:
+        doc = super().info()
+        doc.update(upstream_info(self.ascend, self.kv_ports))
+        return doc
+
+
+def upstream_info(c: AscendConfig, kv_ports: Tuple[int, ...]) -> dict:
+    """What the proxy and the tests check a server against: role, group, ranks fronted, devices, network, kv."""
+    a, kv = c.args, c.kv
+    fronts = list(a.ranks) if a.external else list(range(a.dp))
+    return {
+        "launch": "external" if a.external else "internal", "headless": a.headless,
+        "kv_role": kv.role if kv else None, "kv_connector": kv.connector if kv else None,
+        "engine_id": kv.engine_id if kv else None, "dp": a.dp, "tp": a.server.tp, "dp_ranks": fronts,
+        "local_dp_ranks": list(a.ranks), "expert_parallel": a.expert_parallel,
+        "kv_port": kv.port if kv else None, "kv_ports": list(kv_ports),
+        "kv_connector_extra_config": kv.extra if kv else None, "kv_transfer_config": kv.doc if kv else None,
+        "devices": list(c.devices), "hccl_if_ip": c.if_ip, "ifname": c.ifname,
+        "data_parallel_address": a.address, "data_parallel_rpc_port": a.rpc_port,
+        "additional_config": a.additional_config, "compilation_config": a.compilation_config,
+    }
+

@@ -1,0 +1,125 @@
+"""`vllm serve MODEL ...` (upstream vLLM + vllm-ascend): check, bind the KV connector's ports, rendezvous with the
+DP group, and only once every rank has joined pretend to load weights and listen (headless: serve no HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+
+from standin.app import log
+from standin.ascend_config import AscendConfig, bind_kv_ports, load_ascend
+from standin.ascend_engine import AscendApp, serve_kv_ports
+from standin.config import Refusal
+from standin.dpgroup import DpMaster, Registration, register
+from standin.main import LOAD_STEPS, _crash
+
+USAGE = """usage: vllm serve MODEL [--served-model-name NAME] [--host H] [--port P] [--max-model-len N]
+         [--tensor-parallel-size TP] [--data-parallel-size DP] [--data-parallel-rank R |
+         --data-parallel-size-local L --data-parallel-start-rank S] [--data-parallel-address A]
+         [--data-parallel-rpc-port RP] [--enable-expert-parallel] [--headless] [--kv-transfer-config JSON]
+         [--additional-config JSON] [--compilation-config JSON] [other vLLM flags, ignored]
+The deployctl test bed's stand-in for upstream vLLM with vllm-ascend; see images/standin/README.md."""
+
+
+def main(argv) -> int:
+    started = time.monotonic()
+    if not argv or argv[0] in ("--help", "-h") or "--help" in argv:
+        print(USAGE, flush=True)
+        return 0 if argv else 2
+    try:
+        config = load_ascend(argv, os.environ)
+        kv_sockets = bind_kv_ports(config.kv, config.args, config.if_ip) if config.kv else []
+    except Refusal as exc:
+        print(f"standin: refusing to start: {exc}", flush=True)
+        return 1
+    for word in config.base.args.ignored:
+        log(f"ignoring unknown vLLM argument {word}")
+    try:
+        return asyncio.run(_run(config, kv_sockets, started))
+    except KeyboardInterrupt:
+        return 0
+
+
+def _registration(c: AscendConfig) -> Registration:
+    a = c.args
+    return Registration(start=a.start, local=a.local, external=a.external, dp=a.dp, tp=a.server.tp,
+                        expert_parallel=a.expert_parallel, engine_id=c.kv.engine_id if c.kv else None,
+                        kv_extra=c.kv.extra if c.kv else None, devices=c.devices, host=c.if_ip,
+                        api_port=None if a.headless else a.server.port)
+
+
+async def _until(awaitable, fatal: asyncio.Future):
+    """Await `awaitable` unless `fatal` resolves first (then its exit code is returned)."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task, fatal}, return_when=asyncio.FIRST_COMPLETED)
+    if fatal in done:
+        task.cancel()
+        return fatal.result()
+    return None
+
+
+async def _run(config: AscendConfig, kv_sockets, started: float) -> int:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, task.cancel)  # PID 1 in a container: no default handlers
+    knobs = config.base.knobs
+    if knobs.crash_after_s is not None:
+        loop.call_at(loop.time() + knobs.crash_after_s - (time.monotonic() - started), _crash, knobs.crash_after_s)
+    a, server = config.args, config.args.server
+    fatal = loop.create_future()
+    kv_ports = tuple(s.getsockname()[1] for s in kv_sockets)
+    log(f"role {config.base.role} (vllm serve): model {server.model}, served as {', '.join(server.served_names)}, "
+        f"dp {a.dp} ranks {','.join(map(str, a.ranks))} ({'external' if a.external else 'internal'}), "
+        f"tp {server.tp}, devices {','.join(map(str, config.devices))}, "
+        + (f"kv {config.kv.role} engine {config.kv.engine_id} ports {kv_ports[0]}-{kv_ports[-1]}, "
+           if config.kv else "")
+        + ("headless" if a.headless else f"port {server.port}"))
+    try:
+        await serve_kv_ports(config, kv_sockets)
+        if a.dp > 1:
+            own = _registration(config)
+            if a.start == 0:
+                master = DpMaster(own, a.address or "127.0.0.1", a.rpc_port, fatal)
+                try:
+                    await master.start()
+                except Refusal as exc:
+                    print(f"standin: refusing to start: {exc}", flush=True)
+                    return 1
+                code = await _until(master.ready.wait(), fatal)
+            else:
+                try:
+                    await register(own, a.address or "127.0.0.1", a.rpc_port)
+                except Refusal as exc:
+                    print(f"standin: refusing to start: {exc}", flush=True)
+                    return 1
+                code = None
+            if code is not None:
+                return code
+        for step in range(1, LOAD_STEPS + 1):
+            await asyncio.sleep(knobs.startup_s / LOAD_STEPS)
+            log(f"loading weights {step}/{LOAD_STEPS}")
+        if a.headless:
+            log("startup complete: headless (serves no HTTP)")
+            return await fatal
+        app = AscendApp(config, kv_ports)
+        try:
+            http = await asyncio.start_server(app.serve_connection, server.host or None, server.port,
+                                              backlog=2048, reuse_address=True)
+        except OSError as exc:
+            log(f"error: cannot listen on {server.host}:{server.port}: {exc.strerror or exc}")
+            return 1
+        log(f"startup complete: serving on http://{server.host}:{server.port}"
+            + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))
+        async with http:
+            return await fatal
+    except asyncio.CancelledError:
+        log("shutting down")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
