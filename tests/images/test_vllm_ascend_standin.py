@@ -175,6 +175,21 @@ def test_external_dp_group_serves_only_after_every_rank_joined(start):
     assert (info1["hccl_if_ip"], info1["ifname"], info1["engine_id"]) == ("127.0.0.1", "lo", None)
 
 
+def test_a_replaced_master_gets_its_group_back(start):
+    api0, api1, rpc = free_ports(3)
+    first = start(serve_args(api0, dp=2, rank=0, rpc=rpc), [0], port=api0)
+    other = start(serve_args(api1, dp=2, rank=1, rpc=rpc), [1], port=api1)
+    first.wait_line("dp group ready")
+    other.wait_line("startup complete: serving on")
+    first.proc.terminate()
+    first.wait_exit()
+    other.wait_line("dp group: lost the master at 127.0.0.1:%d; registering again" % rpc)
+    second = start(serve_args(api0, dp=2, rank=0, rpc=rpc), [0], port=api0)
+    second.wait_line("standin: dp group ready: dp=2 tp=1 ranks=0..1")
+    second.wait_line("startup complete: serving on")
+    assert other.request("GET", "/health") == (200, b"")  # it kept serving meanwhile
+
+
 def test_duplicated_rank_stops_the_master_and_is_refused(start):
     api0, api1, api2, rpc = free_ports(4)
     master = start(serve_args(api0, dp=3, rank=0, rpc=rpc), [0], port=api0)

@@ -155,9 +155,29 @@ class DpMaster:
             writer.close()
 
 
-async def register(own: Registration, address: str, rpc_port: int) -> asyncio.StreamWriter:
-    """Join the master at (address, rpc_port), waiting for it as long as it takes; return once the group is
-    ready (the connection stays open: it tells the master this process lives). Refusal when the master says no."""
+async def rejoin(own: Registration, address: str, rpc_port: int, reader: asyncio.StreamReader,
+                 fatal: asyncio.Future) -> None:
+    """Once ready: whenever the master goes away, register again, so a replaced master container can complete
+    its group; a refusal then ends this process."""
+    while True:
+        try:
+            await reader.read()
+        except ConnectionError:
+            pass
+        log(f"dp group: lost the master at {address}:{rpc_port}; registering again")
+        try:
+            reader, _ = await register(own, address, rpc_port)
+        except Refusal as exc:
+            log(f"stopping: {exc}")
+            if not fatal.done():
+                fatal.set_result(1)
+            return
+
+
+async def register(own: Registration, address: str, rpc_port: int):
+    """Join the master at (address, rpc_port), waiting for it as long as it takes; return (reader, writer) once
+    the group is ready (the connection stays open: it tells the master this process lives). Refusal when the
+    master says no."""
     waiting_logged = False
     while True:
         try:
@@ -183,7 +203,7 @@ async def register(own: Registration, address: str, rpc_port: int) -> asyncio.St
                     log(f"dp group: registered ranks {_span(own.ranks)} with the master at {address}:{rpc_port}")
                 if answer.get("ready"):
                     log(f"dp group ready: dp={own.dp} tp={own.tp}")
-                    return writer
+                    return reader, writer
         except (ConnectionError, ValueError):
             pass
         writer.close()

@@ -13,7 +13,7 @@ from standin.app import log
 from standin.ascend_config import AscendConfig, bind_kv_ports, load_ascend
 from standin.ascend_engine import AscendApp, serve_kv_ports
 from standin.config import Refusal
-from standin.dpgroup import DpMaster, Registration, register
+from standin.dpgroup import DpMaster, Registration, register, rejoin
 from standin.main import LOAD_STEPS, _crash
 
 USAGE = """usage: vllm serve MODEL [--served-model-name NAME] [--host H] [--port P] [--max-model-len N]
@@ -71,6 +71,7 @@ async def _run(config: AscendConfig, kv_sockets, started: float) -> int:
         loop.call_at(loop.time() + knobs.crash_after_s - (time.monotonic() - started), _crash, knobs.crash_after_s)
     a, server = config.args, config.args.server
     fatal = loop.create_future()
+    background = []  # tasks referenced here so they live as long as the server
     kv_ports = tuple(s.getsockname()[1] for s in kv_sockets)
     log(f"role {config.base.role} (vllm serve): model {server.model}, served as {', '.join(server.served_names)}, "
         f"dp {a.dp} ranks {','.join(map(str, a.ranks))} ({'external' if a.external else 'internal'}), "
@@ -92,10 +93,12 @@ async def _run(config: AscendConfig, kv_sockets, started: float) -> int:
                 code = await _until(master.ready.wait(), fatal)
             else:
                 try:
-                    await register(own, a.address or "127.0.0.1", a.rpc_port)
+                    reader, _ = await register(own, a.address or "127.0.0.1", a.rpc_port)
                 except Refusal as exc:
                     print(f"standin: refusing to start: {exc}", flush=True)
                     return 1
+                rejoining = rejoin(own, a.address or "127.0.0.1", a.rpc_port, reader, fatal)
+                background.append(asyncio.ensure_future(rejoining))
                 code = None
             if code is not None:
                 return code
