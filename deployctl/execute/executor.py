@@ -71,6 +71,9 @@ class Executor:
         self.poll_interval = poll_interval
         self.presign = presign  # (bucket, keys) -> pre-signed URLs, for weight fetches from a store
         self.cancel = threading.Event()
+        # Set when Ctrl-C arrives or a step of the running stage fails: its siblings stop waiting on health
+        # (a DP group whose rank 0 died never gets healthy) and the rollback starts at once.
+        self.stop_stage = threading.Event()
 
     def execute(self, plan: Plan) -> Report:
         report = Report([])
@@ -83,6 +86,7 @@ class Executor:
                     if not outcome.step.changes:
                         outcome.status = "skipped"
                 if runnable:
+                    self.stop_stage.clear()
                     self._run_stage(runnable)
                 failed = [o for o in runnable if o.status == "failed"]
                 if failed:
@@ -114,6 +118,7 @@ class Executor:
                 pass  # short waits keep Ctrl-C responsive in the main thread
         except KeyboardInterrupt:
             self.cancel.set()
+            self.stop_stage.set()
             # Container steps stop at the next command or health poll: wait for them, so that the rollback
             # sees where they stopped. A build, ship or transfer has nothing to roll back and may run for
             # hours: it ends when the caller closes its transport.
@@ -130,18 +135,20 @@ class Executor:
         self.on_event("start", step, step.reason)
         try:
             for item in step.work:
-                if self.cancel.is_set():
+                if self.stop_stage.is_set():
                     raise Cancelled
                 if isinstance(item, HealthCheck):
                     outcome.status = "done"  # from here on, undo must run even if health fails
                 self._dispatch(transport, outcome, item)
             outcome.status = "done"
         except Cancelled:
-            outcome.status, outcome.error = "failed", "interrupted"
-            self.on_event("failed", step, "interrupted")
+            said = "interrupted" if self.cancel.is_set() else "stopped: another step of this stage failed"
+            outcome.status, outcome.error = "failed", said
+            self.on_event("failed", step, said)
             return
         except DeployctlError as error:
             outcome.status, outcome.error = "failed", error
+            self.stop_stage.set()
             self.on_event("failed", step, error.message)
             return
         self.on_event("done", step, "")
@@ -153,7 +160,7 @@ class Executor:
         elif isinstance(item, Command):
             outcome.results.append(run_checked(transport, item))
         elif isinstance(item, HealthCheck):
-            self._wait(transport, step, item)
+            self._wait(transport, step, item, cancel=self.stop_stage)
         elif isinstance(item, Build):
             from deployctl.execute.image import run_build
 
@@ -172,9 +179,10 @@ class Executor:
         else:  # a planner and this dispatch out of step: a bug, never user input
             raise TypeError(f"no executor for {type(item).__name__}")
 
-    def _wait(self, transport: Transport, step: Step, health: HealthCheck, timeout: Optional[float] = None) -> None:
+    def _wait(self, transport: Transport, step: Step, health: HealthCheck, timeout: Optional[float] = None,
+              cancel: Optional[threading.Event] = None) -> None:
         wait_healthy(transport, health, timeout=self.health_timeout if timeout is None else timeout,
-                     poll_interval=self.poll_interval, cancel=self.cancel,
+                     poll_interval=self.poll_interval, cancel=cancel or self.cancel,
                      on_progress=lambda line: self.on_event("progress", step, line))
 
     def _undo(self, report: Report) -> None:

@@ -29,10 +29,10 @@ def status_rows(spec: Spec, facts: Mapping[str, HostFacts]) -> list[dict]:
             "healthy": bool(current and current.running and (instance.port is None or state.health.get(instance.port))),
             "image": current.image_id if current else None,
         })
-    wanted = {i.name for i in spec.instances}
+    wanted = {(i.host, i.name) for i in spec.instances}
     for host, state in deployed.items():
         for container in state.containers:
-            if (container.label(LABEL_DEPLOYMENT) == spec.name and container.name not in wanted
+            if (container.label(LABEL_DEPLOYMENT) == spec.name and (host, container.name) not in wanted
                     and not container.name.endswith(PREVIOUS_SUFFIX)):
                 rows.append({"name": container.name, "role": container.label("deployctl.role"), "host": host,
                              "devices": [], "port": None, "container": container.id[:12],

@@ -193,11 +193,11 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
             undo=(Command(("docker", "rm", "--force", container.name)),),
             health=health,
         ))
-    wanted = {c.name for c in desired}
+    wanted = {(c.instance.host, c.name) for c in desired}  # a name that moved hosts is retired where it was
     for host in spec.hosts:
         owned = owned_containers(spec, facts.get(host.name, DeployedState()))
         for current in owned:
-            if not current.name.endswith(PREVIOUS_SUFFIX) and current.name not in wanted:
+            if not current.name.endswith(PREVIOUS_SUFFIX) and (host.name, current.name) not in wanted:
                 stops.append(_stop_step(host.name, current.name, "remove", "no longer in the spec"))
         # A stop step removes an old `.previous` itself before renaming; a leftover beside a container that
         # stays (or is only created now) is removed here — never both, they would race in one stage.

@@ -54,3 +54,22 @@ def test_healthy_container_passes_and_secrets_are_put_not_printed():
     assert not report.failed
     assert fake.files["/var/lib/x.env"] == (b"TOKEN=sekrit\n", 0o600)
     assert "sekrit" not in repr(events) + repr(plan) + repr(put.display())
+
+
+def test_a_failed_step_stops_its_siblings_health_waits_at_once():
+    # h2's container never gets healthy (a DP rank whose master died); h1's exits: the stage fails now,
+    # not after h2's health timeout, and both are rolled back
+    h1 = FakeTransport("h1", {"inspect": "exited 1\n000\nstandin: refusing to start: kv port 30000 in use\n"})
+    h2 = FakeTransport("h2", {"inspect": "running 0\n000\nwaiting for the master\n"})
+    plan = Plan("d", (Stage("workers", (
+        step("h1", "workers", "create", ("docker", "run", "r0"), undo=[("docker", "rm", "r0")],
+             health=HealthCheck("r0", 9300), container="r0"),
+        step("h2", "workers", "create", ("docker", "run", "r1"), undo=[("docker", "rm", "r1")],
+             health=HealthCheck("r1", 9301), container="r1"),
+    )),))
+    events = []
+    report = Executor({"h1": h1, "h2": h2}, health_timeout=3600, poll_interval=0.01,
+                      on_event=lambda *e: events.append(e)).execute(plan)
+    assert report.failed and report.rolled_back and "r0 exited while starting" in report.error.message
+    assert ("failed", "stopped: another step of this stage failed") in [(k, m) for k, s, m in events if s.host == "h2"]
+    assert ("docker", "rm", "r1") in [c.argv for c in h2.ran]

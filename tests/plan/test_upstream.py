@@ -130,3 +130,21 @@ def test_status_counts_a_running_headless_server_healthy_and_reads_the_proxy_hea
     rows = {r["name"]: r for r in status_rows(spec, facts)}
     assert rows["qwen3-decode0-node3"]["healthy"] and rows["qwen3-decode0-node3"]["port"] is None
     assert not rows["qwen3-decode0-node2"]["healthy"] and rows["qwen3-proxy"]["healthy"]
+
+
+def test_a_rank_whose_name_moves_to_another_host_is_retired_where_it_ran():
+    spec = load_spec_text(QWEN3 % "external")
+    networks = host_networks(spec, facts(spec))
+    running = {}
+    for instance in spec.instances:
+        container = container_for(spec, instance, None, networks)
+        labels = {LABEL_DEPLOYMENT: spec.name, LABEL_DIGEST: digest_of(container, "sha256:img", None, spec)}
+        running.setdefault(instance.host, []).append(
+            container_fact("id-" + instance.name, instance.name, "running", "sha256:img", labels, instance.devices))
+    smaller = load_spec_text((QWEN3 % "external").replace("dp: 8", "dp: 4"))  # ranks 2-3 now live on node3
+    plan = plan_up(smaller, facts(smaller, running))
+    retired = {(s.host, s.container) for s in plan.steps if s.stage == "stop" and s.action == "remove"}
+    assert retired == {("node2", "qwen3-decode0-r2"), ("node2", "qwen3-decode0-r3")} | {
+        ("node3", f"qwen3-decode0-r{r}") for r in range(4, 8)}
+    created_on_node3 = {s.container for s in plan.steps if s.stage == "workers" and s.host == "node3"}
+    assert created_on_node3 == {"qwen3-decode0-r2", "qwen3-decode0-r3"}

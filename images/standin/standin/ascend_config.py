@@ -137,6 +137,9 @@ def bind_kv_ports(kv: KvConfig, args: AscendArgs, ip: str) -> List[socket.socket
     held, taken = [], []
     for port in kv.ports(args.ranks, args.server.tp):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # As ZMQ's TCP listeners do: a restarted rank rebinds over its predecessor's TIME_WAIT connections,
+        # while a port another process listens on is still refused (Linux's SO_REUSEADDR).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((ip, port))
             sock.listen(64)

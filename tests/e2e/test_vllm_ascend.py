@@ -1,0 +1,157 @@
+"""server vllm-ascend on the test bed (issue 21): hosts with 16 emulated NPUs and a named NIC each; the stand-in
+refuses a wrong rank, device slice, address, port, kv port or connector size, and its proxy routes prefill ->
+decode, so a green `up` proves the derivation end to end."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import MODEL, container_ids, http_json
+
+def spec(bed, name, topology, hosts, cards=16):
+    extra = f"server: vllm-ascend\nrequirements: {{cards: {cards}}}\n" + MODEL
+    return bed.spec_yaml(name, topology, hosts_used=hosts, extra=extra)
+
+
+@pytest.fixture
+def cards16(bed):
+    """tb1-tb3 as A3-like hosts (16 NPUs) for one test."""
+    for host in ("tb1", "tb2", "tb3"):
+        bed.set_profile(host, cards=16)
+    yield bed
+    for host in ("tb1", "tb2", "tb3"):
+        bed.reset_profile(host)
+
+
+def nic_of(bed, host: str) -> str:
+    """The interface that carries the host's address, as the host itself reports it."""
+    address = bed.host(host).address
+    for line in bed.run_on(host, ["ip", "-4", "-o", "addr", "show"]).stdout.splitlines():
+        words = line.split()
+        if words[3].split("/")[0] == address:
+            return words[1]
+    raise AssertionError(f"{host}: no interface carries {address}")
+
+
+PD_EXTERNAL = """topology:
+  mode: disaggregated
+  connector: mooncake
+  dp_launch: external
+  proxy: {host: tb1, port: 8300}
+  prefill:
+    - {hosts: [tb1], dp: 2, tp: 8, expert_parallel: true, port: 9300}
+  decode:
+    - {hosts: [tb2, tb3], dp: DECODE_DP, tp: 4, expert_parallel: true, port: 9300, model: {max_num_seqs: SEQS}}
+"""
+
+
+def pd_spec(bed, dp=8, seqs=8):
+    topology = PD_EXTERNAL.replace("DECODE_DP", str(dp)).replace("SEQS", str(seqs))
+    return spec(bed, "e2e-va-pd", topology, ["tb1", "tb2", "tb3"])
+
+
+def test_pd_external_serves_through_the_proxy_reruns_nothing_and_replaces_only_what_changes(cards16, deployctl):
+    bed = cards16
+    path = deployctl.write(pd_spec(bed))
+    bystander = deployctl.write(spec(bed, "e2e-va-other", MIXED_ONE_HOST.replace("tb1", "tb4"), ["tb4"], cards=8),
+                                "other.yaml")
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        assert doc["endpoint"] == "http://10.200.0.11:8300" and doc["smoke"]["e2e-va-pd-proxy"]
+
+        # every stand-in confirms what it was launched with
+        decode = {(h, p): http_json(bed, h, p, "/standin/info") for h in ("tb2", "tb3") for p in range(9300, 9304)}
+        assert sorted(r for info in decode.values() for r in info["dp_ranks"]) == list(range(8))
+        r5 = decode[("tb3", 9301)]
+        assert r5["dp_ranks"] == [5] and r5["devices"] == [4, 5, 6, 7] and r5["ifname"] == nic_of(bed, "tb3")
+        assert r5["hccl_if_ip"] == "10.200.0.13" and r5["kv_port"] == 30100
+        assert r5["kv_connector_extra_config"] == {"prefill": {"dp_size": 2, "tp_size": 8},
+                                                   "decode": {"dp_size": 8, "tp_size": 4}}
+        prefill = http_json(bed, "tb1", 9301, "/standin/info")
+        assert prefill["role"] == "prefill" and prefill["dp_ranks"] == [1] and prefill["devices"] == list(range(8, 16))
+        assert http_json(bed, "tb1", 8300, "/healthcheck") == {"status": "ok", "prefill_instances": 2,
+                                                               "decode_instances": 8}
+        before = {h: container_ids(bed, h, "e2e-va-pd") for h in ("tb1", "tb2", "tb3")}
+        assert len(before["tb1"]) == 3 and len(before["tb2"]) == len(before["tb3"]) == 4
+
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["changed"] is False
+        assert {h: container_ids(bed, h, "e2e-va-pd") for h in before} == before
+
+        # a decode-only setting: only the decode ranks are replaced
+        deployctl.write(pd_spec(bed, seqs=12))
+        code, doc = deployctl.json("plan", path, "--skip", "weights")
+        changed = {s["container"] for s in doc["steps"] if s["action"] in ("create", "replace") and "container" in s}
+        assert changed == {f"e2e-va-pd-decode0-r{r}" for r in range(8)}
+
+        # a changed decode dp: the decode ranks, the proxy's lists and the prefill's connector sizes all change;
+        # ranks 4-7 are retired
+        deployctl.write(pd_spec(bed, dp=4, seqs=12))
+        code, doc = deployctl.json("up", path, "--skip", "weights", "--yes")
+        assert code == 0, doc
+        after = {h: container_ids(bed, h, "e2e-va-pd") for h in ("tb1", "tb2", "tb3")}
+        assert sorted(after["tb2"]) == ["e2e-va-pd-decode0-r0", "e2e-va-pd-decode0-r1"]
+        assert sorted(after["tb3"]) == ["e2e-va-pd-decode0-r2", "e2e-va-pd-decode0-r3"]
+        assert http_json(bed, "tb1", 9300, "/standin/info")["kv_connector_extra_config"]["decode"] == {
+            "dp_size": 4, "tp_size": 4}
+        assert http_json(bed, "tb1", 8300, "/healthcheck")["decode_instances"] == 4
+
+        code, doc = deployctl.json("up", bystander, "--skip", "weights")
+        assert code == 0, doc
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0, err
+        assert all(container_ids(bed, h, "e2e-va-pd") == {} for h in ("tb1", "tb2", "tb3"))
+        assert len(container_ids(bed, "tb4", "e2e-va-other")) == 1  # down left the other deployment alone
+        code, out, err = deployctl("down", bystander, "--yes")
+        assert code == 0, err
+
+
+MIXED_ONE_HOST = """topology:
+  mode: mixed
+  groups:
+    - {hosts: [tb1], dp: 4, tp: 2, expert_parallel: true, port: 8310}
+"""
+
+
+def test_mixed_one_host_dp_with_expert_parallel_serves(cards16, deployctl):
+    bed = cards16
+    path = deployctl.write(spec(bed, "e2e-va-mixed", MIXED_ONE_HOST.replace("tp: 2", "tp: 4"), ["tb1"]))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        assert doc["smoke"]["e2e-va-mixed-mixed0-tb1"]
+        info = http_json(bed, "tb1", 8310, "/standin/info")
+        assert info["dp_ranks"] == [0, 1, 2, 3] and info["devices"] == list(range(16)) and info["expert_parallel"]
+    finally:
+        assert deployctl("down", path, "--yes")[0] == 0
+
+
+MIXED_TWO_HOSTS = """topology:
+  mode: mixed
+  dp_launch: internal
+  groups:
+    - {hosts: [tb2, tb3], dp: 4, tp: 8, port: 8320}
+"""
+
+
+def test_mixed_two_hosts_internal_launch_runs_the_second_headless(cards16, deployctl):
+    bed = cards16
+    path = deployctl.write(spec(bed, "e2e-va-int", MIXED_TWO_HOSTS, ["tb2", "tb3"]))
+    try:
+        code, doc = deployctl.json("plan", path, "--skip", "weights")
+        assert code == 0, doc
+        argv = next(s["argv"] for s in doc["steps"] if s.get("container") == "e2e-va-int-mixed0-tb3"
+                    and s["stage"] == "workers")
+        assert "--headless" in argv and argv[argv.index("--data-parallel-address") + 1] == "10.200.0.12"
+
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        info = http_json(bed, "tb2", 8320, "/standin/info")
+        assert info["dp_ranks"] == [0, 1, 2, 3] and info["dp"] == 4
+        status = {row["name"]: row for row in deployctl.json("status", path)[1]["instances"]}
+        assert status["e2e-va-int-mixed0-tb2"]["healthy"] and status["e2e-va-int-mixed0-tb3"]["state"] == "running"
+        assert status["e2e-va-int-mixed0-tb3"]["port"] is None
+    finally:
+        assert deployctl("down", path, "--yes")[0] == 0
