@@ -103,6 +103,8 @@ def error_document(error: Exception) -> dict:
             body["hint"] = error.hint
         if isinstance(error, HostError):
             body.update(host=error.host, address=error.address)
+            if error.stderr_tail:  # what the host said: a container's last log lines, a command's stderr
+                body["stderr_tail"] = error.stderr_tail
         for key in ("problems", "warnings"):
             problems = getattr(error, key, None)
             if problems is not None:

@@ -124,6 +124,18 @@ def test_mixed_one_host_dp_with_expert_parallel_serves(cards16, deployctl):
         assert doc["smoke"]["e2e-va-mixed-mixed0-tb1"]
         info = http_json(bed, "tb1", 8310, "/standin/info")
         assert info["dp_ranks"] == [0, 1, 2, 3] and info["devices"] == list(range(16)) and info["expert_parallel"]
+        before = container_ids(bed, "tb1", "e2e-va-mixed")
+
+        # a group env that hides devices from the server: the stand-in refuses as vLLM would, and the
+        # deployment that ran before is back, serving
+        broken = MIXED_ONE_HOST.replace("tp: 2", "tp: 4").replace(
+            "port: 8310}", "port: 8310, env: {ASCEND_RT_VISIBLE_DEVICES: '0,1'}}")
+        deployctl.write(spec(bed, "e2e-va-mixed", broken, ["tb1"]))
+        code, doc = deployctl.json("up", path, "--skip", "weights", "--yes")
+        assert code == 1 and doc["error"]["message"].endswith("exited while starting")
+        assert "visible" in doc["error"]["stderr_tail"] or "ASCEND_RT_VISIBLE_DEVICES" in doc["error"]["stderr_tail"]
+        assert container_ids(bed, "tb1", "e2e-va-mixed") == before
+        assert http_json(bed, "tb1", 8310, "/standin/info")["devices"] == list(range(16))
     finally:
         assert deployctl("down", path, "--yes")[0] == 0
 
