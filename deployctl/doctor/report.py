@@ -8,6 +8,7 @@ from typing import Mapping, Optional
 from deployctl.doctor.targets import DoctorPlan
 from deployctl.facts.model import HostFacts
 from deployctl.plan.checks import check_host, check_tls_consistency, check_weights_identity
+from deployctl.plan.checks_ports import check_ports
 from deployctl.plan.findings import FAIL, Finding
 
 
@@ -56,6 +57,8 @@ def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
                              for f in findings)
         if name in identity:
             findings += (identity[name],)
+        if host_facts.reachable:
+            findings += check_ports(host_facts, target.ports, plan.own_deployment)
         reports.append(HostChecks(name, target.host.address, host_facts.reachable, findings))
     return tuple(reports)
 
