@@ -47,10 +47,12 @@ def test_healthy_hosts_pass_with_the_contract_shape(bed, deployctl):
         ("tb1", "10.200.0.11", True), ("tb2", "10.200.0.12", True)]
     for host in ("tb1", "tb2"):
         # the weights were placed by hand, not synced: nothing to compare yet
-        assert statuses(doc, host) == [(name, "PASS") for name in ASCEND_CHECKS] + [("weights", "SKIP")]
-        for check in checks(doc, host)[:-1]:
+        assert statuses(doc, host) == [(name, "PASS") for name in ASCEND_CHECKS] + [("weights", "SKIP")] + [
+            ("ports", "PASS"), ("ephemeral_ports", "PASS")]
+        for check in checks(doc, host)[:-3] + checks(doc, host)[-2:]:
             assert set(check) == {"name", "status", "observed", "expected", "fix"} and check["fix"] is None
-    assert checks(doc, "tb2")[-2]["observed"] == "NPU 2,3 free"
+    assert checks(doc, "tb2")[-4]["observed"] == "NPU 2,3 free"
+    assert checks(doc, "tb2")[-2]["observed"] == "1 free"  # its port 8381
     assert checks(doc, "tb1")[4]["observed"] == "23.0.6"
 
     code, out, err = deployctl("doctor", path)

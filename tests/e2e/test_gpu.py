@@ -110,7 +110,7 @@ def test_doctor_passes_then_flags_a_gpu_process_and_a_container_holding_a_gpu(gp
     assert code == 0, doc
     names = [c["name"] for c in doc["hosts"][0]["checks"]]
     assert names == ["ssh", "gpu_count", "gpu_memory", "driver", "docker", "nvidia_runtime", "ip_forward", "disk",
-                     "gpu_free", "weights"]  # no npu_/hccn_ check on a GPU host
+                     "gpu_free", "weights", "ports", "ephemeral_ports"]  # no npu_/hccn_ check on a GPU host
 
     bed.set_profile(HOST, gpu_processes={"1": [{"pid": 48213, "name": "/usr/bin/python3", "memory_mib": 72514}]})
     try:

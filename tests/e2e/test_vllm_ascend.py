@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.conftest import MODEL, container_ids, http_json
+from tests.testbed import layout
 
 def spec(bed, name, topology, hosts, cards=16):
     extra = f"server: vllm-ascend\nrequirements: {{cards: {cards}}}\n" + MODEL
@@ -64,12 +65,14 @@ def test_pd_external_serves_through_the_proxy_reruns_nothing_and_replaces_only_w
         decode = {(h, p): http_json(bed, h, p, "/standin/info") for h in ("tb2", "tb3") for p in range(9300, 9304)}
         assert sorted(r for info in decode.values() for r in info["dp_ranks"]) == list(range(8))
         r5 = decode[("tb3", 9301)]
-        assert r5["dp_ranks"] == [5] and r5["devices"] == [4, 5, 6, 7] and r5["ifname"] == nic_of(bed, "tb3")
+        assert r5["dp_ranks"] == [5] and r5["devices"] == [4, 5, 6, 7]
+        assert r5["ifname"] == nic_of(bed, "tb3") == layout.nic_name(3) == "enp63s0f0"  # each host its own NIC
         assert r5["hccl_if_ip"] == "10.200.0.13" and r5["kv_port"] == 30100
         assert r5["kv_connector_extra_config"] == {"prefill": {"dp_size": 2, "tp_size": 8},
                                                    "decode": {"dp_size": 8, "tp_size": 4}}
         prefill = http_json(bed, "tb1", 9301, "/standin/info")
         assert prefill["role"] == "prefill" and prefill["dp_ranks"] == [1] and prefill["devices"] == list(range(8, 16))
+        assert prefill["ifname"] == "enp61s0f0" and prefill["hccl_if_ip"] == "10.200.0.11"
         assert http_json(bed, "tb1", 8300, "/healthcheck") == {"status": "ok", "prefill_instances": 2,
                                                                "decode_instances": 8}
         before = {h: container_ids(bed, h, "e2e-va-pd") for h in ("tb1", "tb2", "tb3")}

@@ -15,8 +15,8 @@ from tests.testbed import layout
 INIT_SCRIPT = """set -e
 HD={hd}
 ip link set lo up
-ip addr add {address}/{prefix} dev eth0
-ip link set eth0 up
+ip addr add {address}/{prefix} dev {nic}
+ip link set {nic} up
 echo 1 > /proc/sys/net/ipv4/ip_forward
 hostname {name}
 # A fresh sysfs shows this namespace's interfaces; keep the cgroup tree dockerd needs across it.
@@ -149,11 +149,12 @@ def start_namespace(host: TestHost) -> subprocess.Popen:
         (host.dir / sub).mkdir(parents=True, exist_ok=True)
     veth = layout.veth_name(host.index)
     run(["ip", "netns", "add", host.netns])
-    run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", host.netns])
+    run(["ip", "link", "add", veth, "type", "veth", "peer", "name", layout.nic_name(host.index), "netns", host.netns])
     run(["ip", "link", "set", veth, "master", layout.BRIDGE, "up"])
     script = host.dir / "init.sh"
     script.write_text(
-        INIT_SCRIPT.format(hd=host.dir, address=host.address, prefix=layout.PREFIX_LEN, name=host.name)
+        INIT_SCRIPT.format(hd=host.dir, address=host.address, prefix=layout.PREFIX_LEN, name=host.name,
+                           nic=layout.nic_name(host.index))
     )
     log = open(host.dir / "init.log", "wb")
     anchor = subprocess.Popen(

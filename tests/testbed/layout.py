@@ -37,6 +37,12 @@ def host_address(index: int) -> str:
     return f"10.200.0.{10 + index}"
 
 
+def nic_name(index: int) -> str:
+    """The host's network interface, named as a server's PCI NIC is (enp61s0f0, ...): distinct per host, so
+    vllm-ascend's *_SOCKET_IFNAME prove to be read from each host, never typed or guessed."""
+    return f"enp{60 + index}s0f0"
+
+
 def netns_name(index: int) -> str:
     return f"{NETNS_PREFIX}tb{index}"
 
