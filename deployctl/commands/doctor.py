@@ -24,9 +24,10 @@ def run(args, ui) -> int:
 
 
 def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False, connect=None):
-    """Connect, gather, check; with `fix`, repair ip_forward where it FAILs and check again.
+    """Connect, gather, check; with `fix`, repair ip_forward where it FAILs (and vllm-ascend's host tuning where
+    it WARNs) and check again.
     Returns (host reports, fix outcomes or None)."""
-    from deployctl.doctor.fix import fix_ip_forward_on, hosts_to_fix
+    from deployctl.doctor.fix import repairs_for, run_fixes
     from deployctl.doctor.gather import gather_facts, unreachable
     from deployctl.ui.doctor_progress import HostProgress
     from deployctl.doctor.report import host_reports
@@ -44,8 +45,9 @@ def examine(plan, ui, *, accept_new_host_keys: bool = False, fix: bool = False, 
             reports = host_reports(plan, facts, ssh_fixes, weights)
             outcomes = None
             if fix:
-                chosen = {n: transports[n] for n in hosts_to_fix(reports)}
-                outcomes = fix_ip_forward_on(chosen)
+                repairs = repairs_for(reports)
+                chosen = {n: transports[n] for n in repairs}
+                outcomes = run_fixes(chosen, repairs)
                 if chosen:  # check again: the table shows the state after the repair
                     facts.update(gather_facts(plan, transports))
                     reports = host_reports(plan, facts, ssh_fixes, weights)

@@ -42,6 +42,10 @@ def doctor_probes(plan: DoctorPlan, target: Target) -> tuple[Probe, ...]:
         out.append(probe)
     if plan.weights_dest:  # the manifest a weights sync left: hosts must serve identical weights
         out.append(manifest_probe(plan.weights_dest))
+    if plan.tuning:
+        from deployctl.facts.host_tuning import tuning_probe
+
+        out.append(tuning_probe())
     if target.ports:  # the ports the deployment will listen on: free, and outside the ephemeral range
         from deployctl.facts.listening import listening_probe
 

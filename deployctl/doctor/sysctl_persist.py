@@ -1,12 +1,13 @@
-"""Host program (sent as data to `python3 -c`, stdlib only, python >= 3.7): make net.ipv4.ip_forward=1 the value
-both boot loaders end with, and print what it changed as JSON. argv: our file, its content, earlier names of it."""
+"""Host program (sent as data to `python3 -c`, stdlib only, python >= 3.7): make the settings of our sysctl file
+(net.ipv4.ip_forward=1; vm.swappiness=0 and kernel.numa_balancing=0) the values both boot loaders end with, and
+print what it changed as JSON. argv: our file, its content (the settings are read from it), earlier names of it."""
 
 import json
 import os
 import shutil
 import sys
 
-KEY = "net.ipv4.ip_forward"
+KEY = "net.ipv4.ip_forward"  # the default key of final_value and set_to_one
 SYSCTL_CONF = "/etc/sysctl.conf"
 # systemd-sysctl's and procps 4's search path; for one file name the first directory that has it wins. /run is
 # volatile, so a setting there is overridden from /etc, never edited.
@@ -28,22 +29,29 @@ def assignment(line):
     return key, value.strip()
 
 
-def final_value(text):
-    """The value the file leaves KEY at (its last assignment), or None when it does not set it."""
-    values = [a[1] for a in map(assignment, text.splitlines()) if a and a[0] == KEY]
+def final_value(text, key=KEY):
+    """The value the file leaves `key` at (its last assignment), or None when it does not set it."""
+    values = [a[1] for a in map(assignment, text.splitlines()) if a and a[0] == key]
     return values[-1] if values else None
 
 
-def set_to_one(text):
-    """The file with every other value of KEY replaced by 1, each old line kept as a comment above."""
+def set_to_one(text, wanted=None):
+    """The file with every other value of a wanted key (default: KEY = 1) replaced, each old line kept as a
+    comment above."""
+    wanted = wanted or {KEY: "1"}
     out = []
     for line in text.splitlines():
         a = assignment(line)
-        if a and a[0] == KEY and a[1] != "1":
-            out += ["# deployctl doctor --fix (was: %s)" % line.strip(), "%s = 1" % KEY]
+        if a and a[0] in wanted and a[1] != wanted[a[0]]:
+            out += ["# deployctl doctor --fix (was: %s)" % line.strip(), "%s = %s" % (a[0], wanted[a[0]])]
         else:
             out.append(line)
     return "\n".join(out) + "\n"
+
+
+def overruled(text, wanted):
+    """The wanted keys this file leaves at another value: (key, value it leaves)."""
+    return [(k, final_value(text, k)) for k in wanted if final_value(text, k) not in (None, wanted[k])]
 
 
 def effective_files():
@@ -79,23 +87,25 @@ def write(path, text, like=None):
     os.replace(tmp, path)
 
 
-def edit_in_place(path, text, actions, files):
-    """Set KEY to 1 in a file under /etc, after copying it to <path>.deployctl.bak."""
-    was = final_value(text)
+def edit_in_place(path, text, wanted, actions, files):
+    """Set the wanted keys in a file under /etc, after copying it to <path>.deployctl.bak."""
+    was = overruled(text, wanted)
     shutil.copy2(path, path + BACKUP)
-    write(path, set_to_one(text), like=path)
-    actions.append("edited %s: %s was %s, now 1 (backup %s%s)" % (path, KEY, was, path, BACKUP))
+    write(path, set_to_one(text, wanted), like=path)
+    said = ", ".join("%s was %s, now %s" % (k, v, wanted[k]) for k, v in was)
+    actions.append("edited %s: %s (backup %s%s)" % (path, said, path, BACKUP))
     files.append(path)
 
 
 def main(argv):
     ours, content, old = argv[0], argv[1], argv[2:]
+    wanted = dict(a for a in map(assignment, content.splitlines()) if a)
     actions, files = [], []
     try:
         if not os.path.exists(ours) or read(ours) != content:
             os.makedirs(os.path.dirname(ours), exist_ok=True)
             write(ours, content)
-            actions.append("wrote %s (%s = 1)" % (ours, KEY))
+            actions.append("wrote %s (%s)" % (ours, ", ".join("%s = %s" % kv for kv in wanted.items())))
             files.append(ours)
         for path in old:
             if os.path.isfile(path) and read(path).startswith(MARK):
@@ -113,21 +123,22 @@ def main(argv):
                 text = read(path)
             except OSError:
                 continue
-            if final_value(text) in (None, "1"):
+            if not overruled(text, wanted):
                 continue
             if real.startswith("/etc/"):
-                edit_in_place(real, text, actions, files)
+                edit_in_place(real, text, wanted, actions, files)
                 continue
             shadow = os.path.join(etc, name)
             if os.path.islink(shadow):  # a link in /etc to a file we must not edit: keep the link as the backup
                 os.rename(shadow, shadow + BACKUP)
-            write(shadow, set_to_one(text), like=real)
-            actions.append("wrote %s: a copy of %s with %s = 1 (it overrides that file)" % (shadow, path, KEY))
+            write(shadow, set_to_one(text, wanted), like=real)
+            said = ", ".join("%s = %s" % (k, wanted[k]) for k, _ in overruled(text, wanted))
+            actions.append("wrote %s: a copy of %s with %s (it overrides that file)" % (shadow, path, said))
             files.append(shadow)
         if os.path.isfile(SYSCTL_CONF):
             text = read(SYSCTL_CONF)
-            if final_value(text) not in (None, "1"):
-                edit_in_place(os.path.realpath(SYSCTL_CONF), text, actions, files)
+            if overruled(text, wanted):
+                edit_in_place(os.path.realpath(SYSCTL_CONF), text, wanted, actions, files)
     except OSError as error:
         print(json.dumps({"actions": actions, "files": files, "error": str(error)}))
         return 1

@@ -39,6 +39,7 @@ class DoctorPlan:
     own_deployment: Optional[str] = None
     disaggregated: bool = False
     pings: tuple[PingPair, ...] = ()
+    tuning: bool = False  # vllm-ascend hosts: swappiness, numa balancing, CPU governor
     weights_dest: Optional[str] = None  # compare the hosts' weights manifests (when deployctl syncs them)
 
     def target(self, name: str) -> Target:
@@ -100,6 +101,7 @@ def plan_for_spec(spec: Spec, only: tuple[str, ...] = ()) -> DoctorPlan:
         disaggregated=spec.mode == "disaggregated",
         pings=tuple(p for p in ping_pairs(spec) if any(p.src_host == h.name for h in hosts)),
         weights_dest=spec.weights.dest if spec.weights.source else None,
+        tuning=spec.server == "vllm-ascend",
     )
 
 

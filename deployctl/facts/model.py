@@ -11,6 +11,7 @@ from deployctl.facts.npu_model import NpuBoard, NpuCount, NpuSmiInfo
 if TYPE_CHECKING:  # the states import this module's types; annotations only, no cycle at run time
     from deployctl.facts.deployed import DeployedState
     from deployctl.facts.image_state import HostImage
+    from deployctl.facts.host_tuning import HostTuning
     from deployctl.facts.listening import Listening
     from deployctl.ranktable.host_address import HostAddresses
     from deployctl.weights.manifest import HostState
@@ -189,6 +190,7 @@ class HostFacts:
     weights: Optional["HostState"] = None
     bound_addresses: Optional["HostAddresses"] = None  # a host's own IPv4 addresses (server_ip, vllm-ascend's NIC)
     listening: Optional["Listening"] = None  # its listening TCP ports and ephemeral range (doctor's port checks)
+    tuning: Optional["HostTuning"] = None  # swappiness, numa balancing, CPU governors (vllm-ascend hosts)
 
     def probe_error(self, key: str) -> Optional[str]:
         for name, message in self.probe_errors:

@@ -33,7 +33,7 @@ def say_fixes(ui, outcomes) -> None:
     from rich.markup import escape
 
     if not outcomes:
-        ui.info("--fix: nothing to fix (ip_forward is already 1 wherever it is checked)")
+        ui.info("--fix: nothing to fix (ip_forward is 1, and host tuning is set wherever it is checked)")
     for outcome in outcomes:
         for action in outcome.actions:
             ui.info(escape(f"--fix: {outcome.host}: {action}"))

@@ -187,6 +187,12 @@ class Testbed:
         profile.apply_profile(hosts.root_of(host), default)
         return default
 
+    def set_tuning(self, host_name: str, **values) -> None:
+        """The host's own swappiness, numa_balancing and CPU governors (tests/testbed/tuning.py)."""
+        from tests.testbed.tuning import set_tuning
+
+        set_tuning(self, host_name, **values)
+
     def set_ip_forward(self, host_name: str, value: int) -> None:
         self.run_on(host_name, ["sysctl", "-qw", f"net.ipv4.ip_forward={value}"])
 
