@@ -153,3 +153,25 @@ def test_fix_that_cannot_run_sysctl_says_why_and_writes_nothing():
     assert outcome.to_json() == {"host": "n1", "check": "ip_forward", "changed": False, "actions": [], "files": [],
                                  "error": "sysctl -w net.ipv4.ip_forward=1 failed: sysctl: permission denied on "
                                           "key 'net.ipv4.ip_forward'"}
+
+
+def test_persist_program_makes_every_setting_of_its_file_win():
+    wanted = {"vm.swappiness": "0", "kernel.numa_balancing": "0"}
+    text = "vm.swappiness = 60\nnet.ipv4.ip_forward = 1\nkernel.numa_balancing=1\n"
+    assert persist.overruled(text, wanted) == [("vm.swappiness", "60"), ("kernel.numa_balancing", "1")]
+    fixed = persist.set_to_one(text, wanted)
+    assert persist.overruled(fixed, wanted) == [] and "net.ipv4.ip_forward = 1\n" in fixed
+    assert "# deployctl doctor --fix (was: vm.swappiness = 60)\nvm.swappiness = 0\n" in fixed
+
+
+def test_fix_plan_has_one_step_per_repair_and_host():
+    from deployctl.doctor.fix import GOVERNOR_UNIT, TUNING_FILE, plan_fix
+
+    plan, names = plan_fix({"n1": ("ip_forward", "swappiness", "cpu_governor"), "n2": ("numa_balancing",)})
+    assert names == ("ip_forward", "swappiness", "cpu_governor", "numa_balancing")
+    steps = plan.steps
+    assert steps[1].commands[0].argv == ("sysctl", "-w", "vm.swappiness=0")
+    assert steps[1].commands[1].argv[3:5] == (TUNING_FILE, "# written by deployctl doctor --fix: vllm-ascend "
+                                                           "serving tuning\nvm.swappiness = 0\n")
+    assert steps[2].puts[0].path == GOVERNOR_UNIT and steps[3].host == "n2"
+    assert steps[3].commands[0].argv == ("sysctl", "-w", "kernel.numa_balancing=0")
