@@ -34,6 +34,18 @@ def facts(spec, containers=None, image_id="sha256:img"):
                               bound_addresses=addresses(h.name)) for h in spec.hosts}
 
 
+def running_containers(spec):
+    """Each host's containers as `up` left them: every instance running with the digest it was planned with."""
+    networks = host_networks(spec, facts(spec))
+    running = {}
+    for instance in spec.instances:
+        container = container_for(spec, instance, None, networks)
+        labels = {LABEL_DEPLOYMENT: spec.name, LABEL_DIGEST: digest_of(container, "sha256:img", None, spec)}
+        running.setdefault(instance.host, []).append(
+            container_fact("id-" + instance.name, instance.name, "running", "sha256:img", labels, instance.devices))
+    return running
+
+
 def argv_of(plan, container):
     step = next(s for s in plan.steps if s.container == container and s.commands)
     return list(step.commands[0].argv)
@@ -93,13 +105,7 @@ def test_internal_headless_server_has_no_port_and_no_health_wait():
 
 def test_a_rerun_keeps_everything_and_a_changed_decode_replaces_only_decode():
     spec = load_spec_text(QWEN3 % "external")
-    networks = host_networks(spec, facts(spec))
-    running = {}
-    for instance in spec.instances:
-        container = container_for(spec, instance, None, networks)
-        labels = {LABEL_DEPLOYMENT: spec.name, LABEL_DIGEST: digest_of(container, "sha256:img", None, spec)}
-        running.setdefault(instance.host, []).append(
-            container_fact("id-" + instance.name, instance.name, "running", "sha256:img", labels, instance.devices))
+    running = running_containers(spec)
     assert not plan_up(spec, facts(spec, running)).changed
 
     changed = load_spec_text((QWEN3 % "external").replace("max_num_seqs: 24", "max_num_seqs: 32"))
@@ -134,13 +140,7 @@ def test_status_counts_a_running_headless_server_healthy_and_reads_the_proxy_hea
 
 def test_a_rank_whose_name_moves_to_another_host_is_retired_where_it_ran():
     spec = load_spec_text(QWEN3 % "external")
-    networks = host_networks(spec, facts(spec))
-    running = {}
-    for instance in spec.instances:
-        container = container_for(spec, instance, None, networks)
-        labels = {LABEL_DEPLOYMENT: spec.name, LABEL_DIGEST: digest_of(container, "sha256:img", None, spec)}
-        running.setdefault(instance.host, []).append(
-            container_fact("id-" + instance.name, instance.name, "running", "sha256:img", labels, instance.devices))
+    running = running_containers(spec)
     smaller = load_spec_text((QWEN3 % "external").replace("dp: 8", "dp: 4"))  # ranks 2-3 now live on node3
     plan = plan_up(smaller, facts(smaller, running))
     retired = {(s.host, s.container) for s in plan.steps if s.stage == "stop" and s.action == "remove"}

@@ -143,3 +143,12 @@ class App:
 def _query_value(query: str, name: str) -> Optional[str]:
     values = parse_qs(query).get(name) if query else None
     return values[0] if values else None
+
+
+async def listen(handler, host, port):
+    """The HTTP server on host:port as vLLM's has it, or None after saying why it cannot listen."""
+    try:
+        return await asyncio.start_server(handler, host or None, port, backlog=2048, reuse_address=True)
+    except OSError as exc:
+        log(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}")
+        return None

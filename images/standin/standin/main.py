@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from standin.app import App, log
+from standin.app import App, listen, log
 from standin.config import Config, Refusal, load_config
 from standin.instance import InstanceEngine
 from standin.scheduler import SchedulerEngine
@@ -59,11 +59,8 @@ async def _run(config: Config, started: float) -> int:
             await asyncio.sleep(knobs.startup_s / LOAD_STEPS)
             log(f"loading weights {step}/{LOAD_STEPS}")
         app = App(config, _engine(config))
-        try:
-            server = await asyncio.start_server(app.serve_connection, args.host or None, args.port,
-                                                backlog=2048, reuse_address=True)
-        except OSError as exc:
-            log(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        server = await listen(app.serve_connection, args.host, args.port)
+        if server is None:
             return 1
         log(f"startup complete: serving on http://{args.host}:{args.port}"
             + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))

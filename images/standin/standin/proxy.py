@@ -13,11 +13,11 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from standin.app import log
+from standin.app import listen, log
 from standin.config import Refusal
 from standin.generation import ApiError
 from standin.httpio import BadRequest, Request, json_response, response_bytes, serve_keep_alive
-from standin.scheduler import relay
+from standin.scheduler import answer_failure, relay
 from standin.trace import TraceLog
 from standin.upstream import Upstream
 
@@ -202,10 +202,7 @@ class ProxyApp:
             except (OSError, asyncio.IncompleteReadError, BadRequest) as exc:
                 raise ApiError(502, f"decoder {decode.name} failed: {exc}", "BadGatewayError") from None
         except ApiError as exc:
-            log(f"proxy {rid} failed: {exc.message}")
-            writer.write(json_response(exc.status, exc.body(), req.keep_alive, extra))
-            await writer.drain()
-            record.finish(exc.status)
+            await answer_failure(exc, req, writer, extra, record, f"proxy {rid}")
             return
         try:
             await relay(response, req, writer, extra, record, f"decoder {decode.name}", rid)
@@ -282,11 +279,8 @@ async def _run(args: ProxyArgs, wait_s: float) -> int:
             return 1
         log("proxy backends checked: prefillers " + ", ".join(f"{h}:{p}" for h, p in args.prefillers)
             + "; decoders " + ", ".join(f"{h}:{p}" for h, p in args.decoders))
-        try:
-            server = await asyncio.start_server(app.serve_connection, args.host or None, args.port,
-                                                backlog=2048, reuse_address=True)
-        except OSError as exc:
-            log(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        server = await listen(app.serve_connection, args.host, args.port)
+        if server is None:
             return 1
         log(f"startup complete: proxy serving on http://{args.host}:{args.port}")
         async with server:

@@ -71,12 +71,18 @@ class SchedulerEngine(Engine):
             except (OSError, asyncio.IncompleteReadError, BadRequest) as exc:
                 raise ApiError(502, f"decode instance {decode.name} failed: {exc}", "BadGatewayError") from None
         except ApiError as exc:
-            log(f"forward {rid} failed: {exc.message}")
-            writer.write(json_response(exc.status, exc.body(), req.keep_alive, extra))
-            await writer.drain()
-            record.finish(exc.status)
+            await answer_failure(exc, req, writer, extra, record, f"forward {rid}")
             return
         await relay(response, req, writer, extra, record, f"decode {decode.name}", rid)
+
+
+async def answer_failure(exc: ApiError, req: Request, writer: asyncio.StreamWriter, extra, record: TraceRecord,
+                         what: str) -> None:
+    """A forwarded request that failed: said in the log, answered as vLLM's error JSON, traced."""
+    log(f"{what} failed: {exc.message}")
+    writer.write(json_response(exc.status, exc.body(), req.keep_alive, extra))
+    await writer.drain()
+    record.finish(exc.status)
 
 
 async def relay(response, req: Request, writer: asyncio.StreamWriter, extra, record: TraceRecord, backend: str,

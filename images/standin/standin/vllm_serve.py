@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 
-from standin.app import log
+from standin.app import listen, log
 from standin.ascend_config import AscendConfig, bind_kv_ports, load_ascend
 from standin.ascend_engine import AscendApp, serve_kv_ports
 from standin.config import Refusal
@@ -109,11 +109,8 @@ async def _run(config: AscendConfig, kv_sockets, started: float) -> int:
             log("startup complete: headless (serves no HTTP)")
             return await fatal
         app = AscendApp(config, kv_ports)
-        try:
-            http = await asyncio.start_server(app.serve_connection, server.host or None, server.port,
-                                              backlog=2048, reuse_address=True)
-        except OSError as exc:
-            log(f"error: cannot listen on {server.host}:{server.port}: {exc.strerror or exc}")
+        http = await listen(app.serve_connection, server.host, server.port)
+        if http is None:
             return 1
         log(f"startup complete: serving on http://{server.host}:{server.port}"
             + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))
