@@ -75,6 +75,13 @@ def test_pd_external_serves_through_the_proxy_reruns_nothing_and_replaces_only_w
         assert prefill["ifname"] == "enp61s0f0" and prefill["hccl_if_ip"] == "10.200.0.11"
         assert http_json(bed, "tb1", 8300, "/healthcheck") == {"status": "ok", "prefill_instances": 2,
                                                                "decode_instances": 8}
+        # bench goes end to end through the proxy: prefill, then decode with the prefill's kv_transfer_params
+        code, doc = deployctl.json("bench", "static", path, "--parallel-num", "2", "--prompt-tokens", "20",
+                                   "--output-tokens", "4", "--epochs", "2", "--warmup", "0",
+                                   "--result-dir", str(deployctl.tmp_path / "bench"))
+        assert code == 0, doc
+        assert [(r["requests"], r["succeeded"], r["failed"]) for r in doc["runs"]] == [(4, 4, 0)]
+        assert doc["runs"][0]["total_output_tokens"] == 16
         before = {h: container_ids(bed, h, "e2e-va-pd") for h in ("tb1", "tb2", "tb3")}
         assert len(before["tb1"]) == 3 and len(before["tb2"]) == len(before["tb3"]) == 4
 
