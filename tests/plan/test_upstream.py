@@ -11,7 +11,7 @@ from deployctl.errors import PlanError
 from deployctl.facts.deployed import DeployedState
 from deployctl.facts.model import HostFacts
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
-from deployctl.plan.up import UpInputs, digest_of, plan_up
+from deployctl.plan.up import digest_of, plan_up
 from deployctl.plan.upstream import host_networks
 from deployctl.ranktable.host_address import HostAddresses, parse_ip_addr
 from deployctl.spec.load import load_spec_text
