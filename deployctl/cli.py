@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
               "per instance: host, role, devices, port, container state, health, image",
               "deployctl status playbooks/demo-pd.yaml --output json")
     _spec_arg(p)
+    p.add_argument("--hang-timeout", type=float, default=15.0, metavar="SECONDS",
+                   help="an instance whose /health answers but whose one-token generate takes longer is `hung` "
+                        "(default %(default)g)")
     _host_key_flag(p)
 
     p = _verb(sub, "logs", "deployctl.commands.logs:run",

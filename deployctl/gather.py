@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from deployctl.batch import run_batch
 from deployctl.core import Command
@@ -29,14 +29,15 @@ def run_probes(transport: Transport, probes: Sequence[Probe], timeout: float = 1
 
 def gather_state(spec: Spec, transports: Mapping[str, Transport], *, skip: frozenset[str] = frozenset(),
                  stages: frozenset[str] = frozenset({"image", "weights", "ranktables", "containers"}),
-                 strict: bool = True, check: bool = True) -> dict[str, HostFacts]:
+                 strict: bool = True, check: bool = True, hang_after: Optional[float] = None) -> dict[str, HostFacts]:
     """What `plan_up` reads, from every host in one round trip each. With `check`, a host whose Docker daemon
     (or, `strict`, python3 for the weights) cannot answer is a HostError naming it (see check_answers)."""
     from deployctl.plan.probes import state_probes
 
     def one(transport: Transport) -> HostFacts:
-        probes = state_probes(spec, transport.name, skip=skip, stages=stages)
-        return host_facts_from(run_probes(transport, probes), disk_path=None)
+        options = {} if hang_after is None else {"hang_after": hang_after}
+        probes = state_probes(spec, transport.name, skip=skip, stages=stages, **options)
+        return host_facts_from(run_probes(transport, probes, timeout=120 + (hang_after or 0)), disk_path=None)
 
     facts = on_hosts(transports, one)
     if check:

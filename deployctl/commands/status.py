@@ -44,8 +44,10 @@ def run(args, ui) -> int:
 
     spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
     with connected(spec, options=connect_options(args, ui)) as transports:
-        # one round trip per host: the containers and, where weights are synced, the manifest
-        facts = gather_state(spec, transports, stages=frozenset({"containers", "weights"}), strict=False)
+        # one round trip per host: the containers, a one-token generate on each API server (a hang behind a
+        # green /health shows as `hung`) and, where weights are synced, the manifest
+        facts = gather_state(spec, transports, stages=frozenset({"containers", "liveness", "weights"}), strict=False,
+                             hang_after=args.hang_timeout)
     rows = status_rows(spec, facts)
     weights = weights_identity(spec, facts)
     if ui.json:

@@ -122,7 +122,7 @@ def _rows(spec, facts):
 def _status(spec, transports):
     from deployctl.gather import gather_state
 
-    return _rows(spec, gather_state(spec, transports, stages=frozenset({"containers"})))
+    return _rows(spec, gather_state(spec, transports, stages=frozenset({"containers", "liveness"})))
 
 
 def _finish(spec, plan, report, rows, ui) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from deployctl.facts.hccn_model import HccnConf, HccnDeviceFacts, HccnPing
 from deployctl.facts.npu_model import NpuBoard, NpuCount, NpuSmiInfo
@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # the states import this module's types; annotations only, no
     from deployctl.facts.image_state import HostImage
     from deployctl.facts.host_tuning import HostTuning
     from deployctl.facts.listening import Listening
+    from deployctl.facts.liveness import Answer
     from deployctl.ranktable.host_address import HostAddresses
     from deployctl.weights.manifest import HostState
 
@@ -191,6 +192,7 @@ class HostFacts:
     bound_addresses: Optional["HostAddresses"] = None  # a host's own IPv4 addresses (server_ip, vllm-ascend's NIC)
     listening: Optional["Listening"] = None  # its listening TCP ports and ephemeral range (doctor's port checks)
     tuning: Optional["HostTuning"] = None  # swappiness, numa balancing, CPU governors (vllm-ascend hosts)
+    liveness: Optional[Mapping[int, "Answer"]] = None  # port -> its one-token generate (status: hung or not)
 
     def probe_error(self, key: str) -> Optional[str]:
         for name, message in self.probe_errors:

@@ -16,6 +16,7 @@ from deployctl.plan.containers import ranktable_dir
 from deployctl.spec.model import Instance, Spec
 
 WEIGHTS_STATE_KEY = "weights"
+HANG_AFTER_S = 15  # a one-token generate on an idle server takes milliseconds; longer than this is a hang
 
 
 def health_path(spec: Spec, instance: Optional[Instance] = None) -> str:
@@ -51,14 +52,20 @@ def deployed_dirs(spec: Spec) -> tuple[str, ...]:
 
 
 def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
-                 stages: frozenset[str] = frozenset({"image", "weights", "ranktables", "containers"})
-                 ) -> tuple[Probe, ...]:
+                 stages: frozenset[str] = frozenset({"image", "weights", "ranktables", "containers"}),
+                 hang_after: float = HANG_AFTER_S) -> tuple[Probe, ...]:
     """Every probe the plan of `stages` reads on `host`: what runs, the image, the weights, the device IPs."""
     used = {h.name for h in spec.used_hosts}
     health = tuple((i.port, health_path(spec, i)) for i in spec.api_servers if i.host == host)
     probes = []
     if "containers" in stages:
         probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health))
+    if "liveness" in stages and health and spec.server != "triton":
+        from deployctl.facts.liveness import liveness_probe
+        from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
+
+        targets = tuple((port, ONE_TOKEN_PATH) for port, _ in health)
+        probes.append(liveness_probe(targets, one_token_body(spec), hang_after))
         if spec.upstream is not None and host in used:  # each host's NIC for HCCL_IF_IP and *_SOCKET_IFNAME
             probes.append(_addresses_probe())
     if "ranktables" in stages and spec.mode == "disaggregated" and spec.upstream is None and host in used:

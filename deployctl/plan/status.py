@@ -17,6 +17,7 @@ def status_rows(spec: Spec, facts: Mapping[str, HostFacts]) -> list[dict]:
     for instance in spec.instances:
         state = deployed.get(instance.host, DeployedState())
         current = state.container(instance.name)
+        health = _health(instance, current, state, facts.get(instance.host))
         rows.append({
             "name": instance.name,
             "role": instance.role,
@@ -25,8 +26,8 @@ def status_rows(spec: Spec, facts: Mapping[str, HostFacts]) -> list[dict]:
             "port": instance.port,
             "container": current.id[:12] if current else None,
             "state": current.state if current else "missing",
-            # a headless vllm-ascend server serves no HTTP: running is all it can show
-            "healthy": bool(current and current.running and (instance.port is None or state.health.get(instance.port))),
+            "healthy": health == "healthy",
+            "health": health,
             "image": current.image_id if current else None,
         })
     wanted = {(i.host, i.name) for i in spec.instances}
@@ -36,6 +37,21 @@ def status_rows(spec: Spec, facts: Mapping[str, HostFacts]) -> list[dict]:
                     and not container.name.endswith(PREVIOUS_SUFFIX)):
                 rows.append({"name": container.name, "role": container.label("deployctl.role"), "host": host,
                              "devices": [], "port": None, "container": container.id[:12],
-                             "state": container.state, "healthy": False, "image": container.image_id,
+                             "state": container.state, "healthy": False, "health": "unhealthy",
+                             "image": container.image_id,
                              "note": "not in the spec (removed by the next up)"})
     return rows
+
+
+def _health(instance, current, state: DeployedState, facts) -> str:
+    """healthy | hung (its health path answers, a one-token generate does not) | unhealthy."""
+    if not (current and current.running):
+        return "unhealthy"
+    if instance.port is None:  # a headless vllm-ascend server serves no HTTP: running is all it can show
+        return "healthy"
+    if not state.health.get(instance.port):
+        return "unhealthy"
+    answers = facts.liveness if facts is not None else None
+    if answers is not None and instance.port in answers and not answers[instance.port].generated:
+        return "hung"
+    return "healthy"

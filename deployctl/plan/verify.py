@@ -9,6 +9,7 @@ from deployctl.plan.model import Stage, Step
 from deployctl.spec.model import Instance, Spec
 
 SMOKE_PROMPT = "Say hello in one short sentence."
+ONE_TOKEN_PATH = "/v1/completions"
 
 
 def endpoint_url(spec: Spec) -> str:
@@ -29,6 +30,12 @@ def smoke_request_body(spec: Spec) -> bytes:
         "temperature": 0,
         "stream": False,
     }).encode()
+
+
+def one_token_body(spec: Spec) -> bytes:
+    """The cheapest real generate: one greedy token (the hang watch of `status` and the end of `up`)."""
+    return json.dumps({"model": spec.model.served_name, "prompt": "ping", "max_tokens": 1, "temperature": 0},
+                      separators=(",", ":")).encode()
 
 
 def triton_smoke_body() -> bytes:

@@ -164,7 +164,8 @@ def render_status(ui: UI, spec, rows: list, title: str = "") -> None:
     for column in ("instance", "role", "host", "devices", "port", "state", "health", "image"):
         table.add_column(column, no_wrap=column == "instance")
     for row in rows:
-        health = "[green]healthy[/]" if row["healthy"] else "[red]unhealthy[/]"
+        health = {"healthy": "[green]healthy[/]", "hung": "[bold red]hung[/] (health 200, no generate)"}.get(
+            row.get("health", "healthy" if row["healthy"] else "unhealthy"), "[red]unhealthy[/]")
         state_style = "green" if row["state"] == "running" else "red"
         table.add_row(row["name"], row["role"] or "", row["host"], ",".join(map(str, row["devices"])) or "-",
                       str(row["port"] or ""), f"[{state_style}]{row['state']}[/]", health,

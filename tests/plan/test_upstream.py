@@ -148,3 +148,22 @@ def test_a_rank_whose_name_moves_to_another_host_is_retired_where_it_ran():
         ("node3", f"qwen3-decode0-r{r}") for r in range(4, 8)}
     created_on_node3 = {s.container for s in plan.steps if s.stage == "workers" and s.host == "node3"}
     assert created_on_node3 == {"qwen3-decode0-r2", "qwen3-decode0-r3"}
+
+
+def test_status_says_hung_when_health_answers_but_a_one_token_generate_does_not():
+    from deployctl.facts.deployed import DeployedState
+    from deployctl.facts.liveness import Answer
+    from deployctl.plan.status import status_rows
+
+    spec = load_spec_text(QWEN3 % "internal")
+    containers = {i.host: [] for i in spec.instances}
+    for i in spec.instances:
+        containers[i.host].append(container_fact("id-" + i.name, i.name, "running", "sha256:img",
+                                                 {LABEL_DEPLOYMENT: spec.name}, i.devices))
+    health = {"node1": {9100: True, 8000: True}, "node2": {9100: True}, "node3": {}}
+    liveness = {"node1": {9100: Answer(200, 300), 8000: Answer(200, 0)}, "node2": {9100: Answer(0, 0)}, "node3": {}}
+    facts = {h: HostFacts(deployed=DeployedState(tuple(c), "sha256:img", {}, health[h]), liveness=liveness[h])
+             for h, c in containers.items()}
+    rows = {r["name"]: (r["health"], r["healthy"]) for r in status_rows(spec, facts)}
+    assert rows == {"qwen3-prefill0-node1": ("healthy", True), "qwen3-decode0-node2": ("hung", False),
+                    "qwen3-decode0-node3": ("healthy", True), "qwen3-proxy": ("hung", False)}  # an empty 200

@@ -45,6 +45,7 @@ class App:
         self.ready = not config.knobs.never_ready
         self._id_prefix = secrets.token_hex(4)
         self._count = 0
+        self._generations = 0
         self._created = int(time.time())
 
     def _next_id(self) -> str:
@@ -104,6 +105,13 @@ class App:
         if self.config.knobs.log_requests:
             log(f"request {rid} {req.path} prompt_tokens={gen.prompt_tokens} max_tokens={gen.max_tokens} "
                 f"stream={gen.stream}")
+        self._generations += 1
+        hang_after = self.config.knobs.hang_after_requests
+        if hang_after is not None and self._generations > hang_after:
+            # what an HCCL hang looks like from outside: /health still 200, the request never answers
+            if self._generations == hang_after + 1:
+                log(f"hanging every generation from now on (STANDIN_HANG_AFTER_REQUESTS={hang_after})")
+            await asyncio.Event().wait()
         try:
             await self.engine.generate(req, body, gen, rid, record, writer)
         except (ConnectionError, asyncio.IncompleteReadError):

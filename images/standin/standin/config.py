@@ -26,6 +26,7 @@ class Knobs:
     eos_after: Optional[int]  # without ignore_eos, generation stops after this many tokens
     default_max_tokens: int
     log_requests: bool
+    hang_after_requests: Optional[int] = None  # then every generation hangs while /health stays 200
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ def read_knobs(env: Mapping[str, str]) -> Knobs:
         eos_after=_number(env, "STANDIN_EOS_AFTER", None, int),
         default_max_tokens=_number(env, "STANDIN_DEFAULT_MAX_TOKENS", 16, int),
         log_requests=env.get("STANDIN_LOG_REQUESTS", "") == "1",
+        hang_after_requests=_number(env, "STANDIN_HANG_AFTER_REQUESTS", None, int),
     )
 
 
