@@ -16,8 +16,8 @@ def check_hccn(facts: HostFacts, devices_used: tuple[int, ...]) -> tuple[Finding
         return ()
     if "hccn_tool" in facts.missing_tools:
         return (unknown("hccn_ip", facts, "hccn_ip", "hccn_tool", "a RoCE IP on every NPU used"),)
-    return (*check_hccn_ip(facts, devices_used), *check_hccn_link(facts, devices_used),
-            check_hccn_tls(facts, devices_used), *check_hccn_ping(facts))
+    return (*check_hccn_ip(facts, devices_used), *check_hccn_conf(facts, devices_used),
+            *check_hccn_link(facts, devices_used), check_hccn_tls(facts, devices_used), *check_hccn_ping(facts))
 
 
 def check_hccn_ip(facts: HostFacts, devices_used: tuple[int, ...]) -> tuple[Finding, ...]:
@@ -38,6 +38,26 @@ def check_hccn_ip(facts: HostFacts, devices_used: tuple[int, ...]) -> tuple[Find
     if not findings:
         return (Finding("hccn_ip", PASS, "NPU " + ", ".join(seen), expected, None),)
     return tuple(findings)
+
+
+def check_hccn_conf(facts: HostFacts, devices_used: tuple[int, ...]) -> tuple[Finding, ...]:
+    """/etc/hccn.conf agrees with the live NICs: HCCL reads the file, so one stale address out of many turns
+    KV transfers slow or wrong while everything looks healthy (vllm-ascend PR #16847)."""
+    expected = "address_N in /etc/hccn.conf = the NIC's live IP"
+    if facts.hccn_conf is None:
+        return ()  # the hccn_ip check already says what is missing
+    findings = []
+    for npu in devices_used:
+        device, configured = facts.hccn_device(npu), facts.hccn_conf.address(npu)
+        live = device.ip.ipaddr if device and device.ip else None
+        if live and configured and live != configured:
+            findings.append(Finding(
+                "hccn_conf", FAIL, f"NPU {npu}: /etc/hccn.conf says {configured}, the NIC has {live}", expected,
+                f"set address_{npu}={live} in /etc/hccn.conf (or give the NIC {configured}: "
+                f"hccn_tool -i {npu} -ip -s address {configured} netmask <mask>)", npu=npu))
+    if findings:
+        return tuple(findings)
+    return (Finding("hccn_conf", PASS, f"agrees on NPU {','.join(map(str, devices_used))}", expected, None),)
 
 
 def check_hccn_link(facts: HostFacts, devices_used: tuple[int, ...]) -> tuple[Finding, ...]:

@@ -60,14 +60,14 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
     probes = []
     if "containers" in stages:
         probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health))
+        if spec.upstream is not None and host in used:  # each host's NIC for HCCL_IF_IP and *_SOCKET_IFNAME
+            probes.append(_addresses_probe())
     if "liveness" in stages and health and spec.server != "triton":
         from deployctl.facts.liveness import liveness_probe
         from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
 
         targets = tuple((port, ONE_TOKEN_PATH) for port, _ in health)
         probes.append(liveness_probe(targets, one_token_body(spec), hang_after))
-        if spec.upstream is not None and host in used:  # each host's NIC for HCCL_IF_IP and *_SOCKET_IFNAME
-            probes.append(_addresses_probe())
     if "ranktables" in stages and spec.mode == "disaggregated" and spec.upstream is None and host in used:
         devices = host_devices(spec, host)
         if devices:

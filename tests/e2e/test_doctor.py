@@ -64,11 +64,25 @@ def test_disaggregated_across_hosts_checks_hccn_and_pings(bed, deployctl):
     code, doc = deployctl.json("doctor", path)
     assert code == 0, failing(doc)
     hccn = [(n, s) for n, s in statuses(doc, "tb1") if n.startswith("hccn")]
-    assert hccn == [("hccn_ip", "PASS"), ("hccn_link", "PASS"), ("hccn_tls", "PASS"), ("hccn_ping", "PASS")]
+    assert hccn == [("hccn_ip", "PASS"), ("hccn_conf", "PASS"), ("hccn_link", "PASS"), ("hccn_tls", "PASS"),
+                    ("hccn_ping", "PASS")]
     ping = [c for c in checks(doc, "tb2") if c["name"] == "hccn_ping"][0]
     assert ping["observed"] == "2 peers answered"
     pings = [c["argv"] for c in bed.calls("tb1") if "-ping" in c["argv"]]
     assert ["-i", "0", "-ping", "-g", "address", "10.201.2.10"] in pings
+
+
+def test_a_stale_hccn_conf_entry_fails_naming_the_npu_and_both_addresses(bed, deployctl, restore_profiles):
+    # vllm-ascend PR #16847: one stale address in /etc/hccn.conf, every NIC healthy and answering pings
+    bed.set_profile("tb2", hccn_conf_ips={"1": "10.201.2.99"})
+    path = write_spec(bed, deployctl, "doc-stale", pd("tb1", "tb2"), ["tb1", "tb2"])
+    code, doc = deployctl.json("doctor", path)
+    assert code == 3 and failing(doc) == [("tb2", "hccn_conf", 1)]
+    (stale,) = [c for c in checks(doc, "tb2") if c["name"] == "hccn_conf"]
+    assert stale["observed"] == "NPU 1: /etc/hccn.conf says 10.201.2.99, the NIC has 10.201.2.11"
+    assert stale["fix"].startswith("set address_1=10.201.2.11 in /etc/hccn.conf")
+    code, doc = deployctl.json("up", path, "--skip", "weights")
+    assert code == 3 and container_ids(bed, "tb2", "doc-stale") == {}  # up stops before any change
 
 
 def test_wrong_driver_fails_driver_on_that_host_only(bed, deployctl, restore_profiles):

@@ -167,3 +167,13 @@ def test_status_says_hung_when_health_answers_but_a_one_token_generate_does_not(
     rows = {r["name"]: (r["health"], r["healthy"]) for r in status_rows(spec, facts)}
     assert rows == {"qwen3-prefill0-node1": ("healthy", True), "qwen3-decode0-node2": ("hung", False),
                     "qwen3-decode0-node3": ("healthy", True), "qwen3-proxy": ("hung", False)}  # an empty 200
+
+
+def test_the_gather_asks_each_host_for_its_nic_and_status_also_for_a_one_token_generate():
+    from deployctl.plan.probes import state_probes
+
+    spec = load_spec_text(QWEN3 % "external")
+    keys = [p.key for p in state_probes(spec, "node3", stages=frozenset({"containers"}))]
+    assert keys == ["deployed", "bound_addresses"]
+    keys = [p.key for p in state_probes(spec, "node3", stages=frozenset({"containers", "liveness"}))]
+    assert keys == ["deployed", "bound_addresses", "liveness"]

@@ -41,6 +41,7 @@ DEFAULT_PROFILE = {
     "processes": {},  # card -> [{"pid": 1, "name": "python3.9", "memory_mb": 52876}]
     "stats": {},  # card -> {"power": 1.0, "temp": 1, "aicore": 1, "hbm_used": 1}
     "device_ips": [],  # per card; null = no RoCE IP configured
+    "hccn_conf_ips": {},  # card -> the address /etc/hccn.conf says instead of the live one (a stale entry)
     "netmask": "255.255.255.0",
     "netdetect": None,  # default: the .1 of the card's /24
     "link": {},  # card -> UP | DOWN (default UP)
@@ -289,7 +290,7 @@ def render_hccn_conf(profile):
     profile = with_defaults(profile)
     text = ""
     for card in card_ids(profile):
-        ip = device_ip(profile, card)
+        ip = profile["hccn_conf_ips"].get(str(card)) or device_ip(profile, card)
         if ip is None:
             continue
         gateway = _netdetect(profile, ip)
