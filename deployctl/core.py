@@ -38,6 +38,7 @@ class Command:
     argv: tuple[str, ...]
     stdin: Union[Secret, bytes, None] = None
     check: bool = True  # False: a non-zero exit is expected and harmless (e.g. removing what may not exist)
+    failure: str = ""  # what a non-zero exit means, said instead of "command failed with exit code N"
 
     def display(self) -> str:
         """What --dry-run prints and what logs show; a secret stdin shows as its label."""

@@ -54,7 +54,7 @@ def run_checked(transport: Transport, command: Command, *, timeout: Optional[flo
     """Run a command; a non-zero exit of a checked command is a HostError with the stderr tail."""
     result = transport.run(command, timeout=timeout)
     if command.check and not result.ok:
-        raise HostError(transport.name, f"command failed with exit code {result.exit_code}",
+        raise HostError(transport.name, command.failure or f"command failed with exit code {result.exit_code}",
                         address=transport.address, command=command.display(), exit_code=result.exit_code,
                         stderr_tail=(result.stderr or result.stdout)[-2000:])
     return result

@@ -32,6 +32,7 @@ from deployctl.core import Command, Secret
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.plan.probes import health_path
 from deployctl.plan.image_stage import plan_image_stages
+from deployctl.plan.contract import contract_step
 from deployctl.plan.upstream import host_networks
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
@@ -163,10 +164,12 @@ def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[in
 def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: Optional[RanktableFiles],
                     images: Optional[Mapping[str, Optional[str]]] = None,
                     desired: Optional[tuple[Container, ...]] = None) -> tuple[Stage, ...]:
-    """stop (replaced and retired) -> workers (prefill+decode or mixed, in parallel) -> scheduler or proxy.
+    """stop (replaced and retired) -> workers (prefill+decode or mixed, in parallel) -> contract (each new
+    worker checked from inside) -> scheduler or proxy.
     `images`: each host's image identity once the image stages ran (default: the image ID there now)."""
     check_devices_free(spec, facts)
     stops: list[Step] = []
+    contracts: list[Step] = []
     front = spec.front
     starts: dict[str, list[Step]] = {"workers": [], front.role if front else "front": []}
     desired = desired if desired is not None else desired_containers(spec, ranktables)
@@ -193,6 +196,9 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
             undo=(Command(("docker", "rm", "--force", container.name)),),
             health=health,
         ))
+        check = contract_step(container)
+        if check is not None:
+            contracts.append(check)
     wanted = {(c.instance.host, c.name) for c in desired}  # a name that moved hosts is retired where it was
     for host in spec.hosts:
         owned = owned_containers(spec, facts.get(host.name, DeployedState()))
@@ -209,6 +215,8 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
                                   container=current.name,
                                   commands=(Command(("docker", "rm", "--force", current.name)),)))
     stages = [Stage("stop", tuple(stops)), Stage("workers", tuple(starts["workers"]))]
+    if contracts:
+        stages.append(Stage("contract", tuple(contracts)))
     if front:
         stages.append(Stage(front.role, tuple(starts[front.role])))
     return tuple(stages)

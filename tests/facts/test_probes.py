@@ -57,7 +57,9 @@ def test_outputs_assemble_into_facts_the_checks_pass():
         "npu_count": sample("npu-smi/info-l-8cards"),
         "board:4": sample("npu-smi/board-i1-23.0.6"),
         "version_info": sample("files/driver-version-info-23.0.6"),
-        "hccn_conf": sample("files/hccn-conf-8dev"),
+        # NPU 4's live IP (the dev0 sample) is its /etc/hccn.conf entry too: a stale entry FAILs hccn_conf
+        "hccn_conf": ProbeOutput(0, sample("files/hccn-conf-8dev").stdout.replace("address_4=198.51.100.15",
+                                                                                "address_4=198.51.100.11")),
         "hccn_ip:4": sample("hccn_tool/ip-g-dev0"),
         "hccn_link:4": sample("hccn_tool/link-g-up"),
         "hccn_tls:4": sample("hccn_tool/tls-g-switch"),

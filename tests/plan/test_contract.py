@@ -1,0 +1,53 @@
+"""The in-container contract: the step each new Ascend worker gets, and the script itself, run here with sh on
+a directory of fake device nodes (the same words `docker exec` passes)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from deployctl.plan.containers import container_for
+from deployctl.plan.contract import CONTRACT_SCRIPT, contract_step
+from deployctl.plan.upstream import host_networks
+from deployctl.spec.load import load_spec_text
+from tests.plan.test_upstream import facts
+from tests.spec.test_upstream_build import QWEN3
+
+
+def test_a_vllm_ascend_rank_is_checked_for_its_devices_files_env_and_nic():
+    spec = load_spec_text(QWEN3 % "external")
+    networks = host_networks(spec, facts(spec))
+    rank5 = next(i for i in spec.instances if i.name == "qwen3-decode0-r5")
+    step = contract_step(container_for(spec, rank5, None, networks))
+    argv = step.commands[0].argv
+    assert argv[:3] == ("docker", "exec", "qwen3-decode0-r5") and argv[7:9] == ("/dev", "4,5,6,7")
+    items = argv[9:]
+    assert "f:/etc/hccn.conf" in items and "d:/mnt/weights/Qwen3-235B-A22B" in items
+    assert "e:ASCEND_RT_VISIBLE_DEVICES=4,5,6,7" in items and "e:HCCL_IF_IP=10.200.0.13" in items
+    assert "n:enp63s0f0" in items and "e:HCCL_SOCKET_IFNAME=enp63s0f0" in items
+    proxy = next(i for i in spec.instances if i.role == "proxy")
+    assert contract_step(container_for(spec, proxy, None, networks)) is None
+
+
+def run(tmp_path, want, *items, env=None, devices=(0, 1)):
+    for n in devices:
+        (tmp_path / f"davinci{n}").write_text("")
+    (tmp_path / "davinci_manager").write_text("")
+    result = subprocess.run(["sh", "-c", CONTRACT_SCRIPT, "sh", str(tmp_path), want, *items],
+                            capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **(env or {})})
+    return result.returncode, result.stdout.splitlines()
+
+
+def test_the_script_passes_what_matches_and_names_each_item_that_does_not(tmp_path):
+    hccn = tmp_path / "hccn.conf"
+    hccn.write_text("address_0=10.0.0.1\n")
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "0,1", "HCCL_IF_IP": "10.200.0.11"}
+    assert run(tmp_path, "0,1", f"f:{hccn}", f"d:{tmp_path}", "e:ASCEND_RT_VISIBLE_DEVICES=0,1", "n:lo",
+               env=env) == (0, [])
+    code, said = run(tmp_path, "0,1,2", "f:/etc/hccn.conf.missing", f"f:{tmp_path}", "e:HCCL_IF_IP=10.200.0.12",
+                     "e:ASCEND_RT_VISIBLE_DEVICES=0,1,2", "n:enp99s0f0", env=env)
+    assert code == 1 and said == [
+        "devices: expected 0,1,2, found 0,1", "file /etc/hccn.conf.missing: expected a readable file, found missing",
+        f"file {tmp_path}: expected a readable file, found a directory",
+        "env HCCL_IF_IP: expected 10.200.0.12, found 10.200.0.11",
+        "env ASCEND_RT_VISIBLE_DEVICES: expected 0,1,2, found 0,1",
+        "interface enp99s0f0: expected present, found missing"]
