@@ -143,6 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tail", type=int, default=100, metavar="N", help="lines per instance (default %(default)s)")
     _host_key_flag(p)
 
+    p = _verb(sub, "diagnose", "deployctl.commands.diagnose:run",
+              "collect from every host what an issue needs (containers' inspect and logs, npu-smi, hccn_tool, "
+              "dmesg, plogs, disk, memory, docker, ranktables, history) into one redacted tar.gz, with hints",
+              "deployctl diagnose playbooks/demo-pd.yaml\ndeployctl diagnose spec.yaml --lines 1000 --out /tmp/bundle.tar.gz")
+    _spec_arg(p)
+    p.add_argument("--lines", type=int, default=200, metavar="N",
+                   help="log lines per container, dmesg and plog file (default %(default)s)")
+    p.add_argument("--out", metavar="PATH",
+                   help="where to write the tar.gz (default: .deployctl/<deployment>/diagnose-<UTC time>.tar.gz "
+                        "beside the spec)")
+    _host_key_flag(p)
+
     p = _verb(sub, "doctor", "deployctl.commands.doctor:run",
               "check every host: NPUs, driver, docker, ip_forward, disk, HCCN (one table)",
               "deployctl doctor playbooks/demo-pd.yaml\ndeployctl doctor --host root@192.0.2.11 --fix")
