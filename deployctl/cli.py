@@ -47,6 +47,23 @@ def _verb(sub, name: str, handler: str, summary: str, example: str, **kwargs) ->
     return parser
 
 
+def _answer_tokens_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--answer-tokens", type=_non_negative_int, default=8, metavar="N",
+                        help="tokens of the temperature-0 answer every serving path (each mixed instance, each "
+                             "prefill x decode pair, the front) must agree on after a change (default %(default)s; "
+                             "0 leaves the check out)")
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
 def _spec_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
     parser.add_argument("spec", metavar="SPEC", nargs=None if required else "?", help="deployment spec (YAML)")
 
@@ -98,8 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_arg(p)
     _host_key_flag(p)
     p.add_argument("--skip", default="", metavar="STAGE,...",
-                   help="plan as `up --skip` would run: stages to leave out: checks, image, weights "
-                        "(comma separated; default: none)")
+                   help="plan as `up --skip` would run: stages to leave out: checks, image, weights, contract, "
+                        "answers (comma separated; default: none)")
+    _answer_tokens_flag(p)
 
     p = _verb(sub, "up", "deployctl.commands.up:run",
               "bring the deployment up: checks, image, weights, ranktables, containers, health, smoke test",
@@ -110,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(`validate` is the offline check)")
     p.add_argument("--yes", "-y", action="store_true", help="replace or remove running containers without asking")
     p.add_argument("--skip", default="", metavar="STAGE,...",
-                   help="stages to skip: checks, image, weights (comma separated; default: none)")
+                   help="stages to skip: checks, image, weights, contract (the check from inside each new "
+                        "container), answers (the all-pairs answer check) (comma separated; default: none)")
+    _answer_tokens_flag(p)
     p.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
                    help="wait this long for another deploy's lock (default %(default)g: refuse at once)")
     p.add_argument("--health-timeout", type=float, default=1200.0, metavar="SECONDS",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
 from deployctl.facts.model import HostFacts
+from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS
 from deployctl.plan.model import Plan
 from deployctl.plan.up import UpInputs, plan_up
 from deployctl.plan.weights_stage import Listing
@@ -31,7 +32,7 @@ class Prepared:
 
 def prepare(spec: Spec, transports: Mapping[str, Transport], *, skip: frozenset[str] = frozenset(),
             stages: frozenset[str] = ALL_STAGES, on_wait: Optional[Callable[[str], None]] = None,
-            allow_unlisted: bool = True, build_inputs=None) -> Prepared:
+            allow_unlisted: bool = True, build_inputs=None, answer_tokens: int = DEFAULT_ANSWER_TOKENS) -> Prepared:
     """Gather every host (one round trip each) while the control machine reads the package and lists the
     weights source; render ranktables; plan. Nothing changes anywhere."""
     from deployctl.gather import check_answers, gather_state
@@ -48,7 +49,7 @@ def prepare(spec: Spec, transports: Mapping[str, Transport], *, skip: frozenset[
     check_answers(spec, transports, facts, skip=skip, stages=stages)
     from deployctl.execute.weights import fetcher_program
 
-    inputs = UpInputs(ranktables, build, listing, fetcher_program()[1] if syncing else "")
+    inputs = UpInputs(ranktables, build, listing, fetcher_program()[1] if syncing else "", answer_tokens)
     plan = plan_up(spec, facts, inputs, skip=skip, stages=stages)
     return Prepared(plan, facts, inputs, presign=_presigner(client) if client is not None else None)
 

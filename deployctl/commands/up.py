@@ -7,7 +7,7 @@ import json
 
 from deployctl.errors import ExitStatus, HostError, UsageError
 
-STAGES = ("checks", "image", "weights")
+STAGES = ("checks", "image", "weights", "contract", "answers")
 PREPARE_STAGES = ("image", "ship", "weights")  # what runs before a re-plan when image identities were pending
 
 
@@ -54,7 +54,8 @@ def run(args, ui) -> int:
         require_local_package(spec)  # before any host is touched
     with connected(spec, options=connect_options(args, ui)) as transports:
         if args.dry_run:
-            render_plan(ui, prepare(spec, transports, skip=skip, on_wait=ui.info).plan)
+            render_plan(ui, prepare(spec, transports, skip=skip, on_wait=ui.info,
+                                    answer_tokens=args.answer_tokens).plan)
             return ExitStatus.OK
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait) as lock:
@@ -62,7 +63,7 @@ def run(args, ui) -> int:
             try:
                 for stage in sorted(skip):
                     ui.info(f"skipped stage: {stage} (--skip)")
-                prepared = prepare(spec, transports, skip=skip, on_wait=ui.info)
+                prepared = prepare(spec, transports, skip=skip, on_wait=ui.info, answer_tokens=args.answer_tokens)
                 if prepared.plan.changed and "checks" not in skip:
                     from deployctl.commands.doctor import checks_for_spec
 
@@ -76,7 +77,11 @@ def run(args, ui) -> int:
                     render_status(ui, spec, rows, title="state after rollback")
                     if report.interrupted:
                         raise KeyboardInterrupt
-                    raise report.error or HostError(spec.first_host.name, "deploy failed")
+                    error = report.error or HostError(spec.first_host.name, "deploy failed")
+                    from deployctl.commands.diagnose import bundle_after_failure
+
+                    bundle_after_failure(spec, transports, error, ui)  # never raises: the error below is the news
+                    raise error
                 _finish(spec, plan, report, rows, ui)
             finally:
                 lock.history = {"action": "up", "spec_digest": spec.digest, "result": result}
@@ -106,7 +111,8 @@ def _execute(spec, prepared, transports, skip, args, ui):
             if report.failed:
                 return report, plan
             plan = prepare(spec, transports, skip=skip | {"image", "weights"},
-                           stages=frozenset({"image", "ranktables", "containers"})).plan
+                           stages=frozenset({"image", "ranktables", "containers"}),
+                           answer_tokens=args.answer_tokens).plan
             later = executor.execute(plan)
             later.outcomes[:0] = report.outcomes
             return later, plan

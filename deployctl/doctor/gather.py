@@ -13,6 +13,7 @@ from deployctl.facts import docker, system
 from deployctl.facts.assemble import ProbeOutput, host_facts_from
 from deployctl.facts.model import HostFacts
 from deployctl.facts.probes import Probe, hccn_ping_probe, probes_for
+from deployctl.plan.checks_hccl_env import NEEDS_ADDRESSES
 from deployctl.facts.weights_state import manifest_probe
 from deployctl.gather import run_probes
 from deployctl.doctor.targets import DoctorPlan, PingPair, Target
@@ -50,6 +51,10 @@ def doctor_probes(plan: DoctorPlan, target: Target) -> tuple[Probe, ...]:
         from deployctl.facts.listening import listening_probe
 
         out.append(listening_probe())
+    if any(name in NEEDS_ADDRESSES for name, _ in target.hccl_env):  # HCCL_IF_IP / *_SOCKET_IFNAME typed by hand
+        from deployctl.ranktable.host_address import ADDRESSES_ARGV, parse_host_addresses
+
+        out.append(Probe(ADDRESSES_ARGV, parse_host_addresses, "bound_addresses", tool_name="ip"))
     return tuple(out)
 
 

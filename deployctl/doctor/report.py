@@ -8,6 +8,7 @@ from typing import Mapping, Optional
 from deployctl.doctor.targets import DoctorPlan
 from deployctl.facts.model import HostFacts
 from deployctl.plan.checks import check_host, check_tls_consistency, check_weights_identity
+from deployctl.plan.checks_hccl_env import check_hccl_env
 from deployctl.plan.checks_ports import check_ports
 from deployctl.plan.checks_tuning import check_tuning
 from deployctl.plan.findings import FAIL, Finding
@@ -61,6 +62,7 @@ def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
         if host_facts.reachable:
             findings += check_ports(host_facts, target.ports, plan.own_deployment)
             findings += check_tuning(host_facts) if plan.tuning else ()
+            findings += check_hccl_env(host_facts, target.hccl_env)
         reports.append(HostChecks(name, target.host.address, host_facts.reachable, findings))
     return tuple(reports)
 

@@ -16,6 +16,7 @@ class Target:
     host: Host
     devices: tuple[int, ...] = ()
     ports: tuple[tuple[int, str], ...] = ()  # (port, what listens there) once the spec is deployed
+    hccl_env: tuple[tuple[str, str], ...] = ()  # HCCL variables the user's env sets for this host's containers
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,12 @@ def plan_for_spec(spec: Spec, only: tuple[str, ...] = ()) -> DoctorPlan:
             raise UsageError(f"--host {unknown[0]}: not a host of {spec.name} "
                              f"(hosts: {', '.join(h.name for h in spec.hosts)})")
         hosts = tuple(h for h in spec.hosts if h.name in only or h.address in only)
+    from deployctl.plan.checks_hccl_env import hccl_env_for_host
     from deployctl.plan.checks_ports import listen_ports
 
     return DoctorPlan(
-        targets=tuple(Target(h, devices.get(h.name, ()), listen_ports(spec, h.name)) for h in hosts),
+        targets=tuple(Target(h, devices.get(h.name, ()), listen_ports(spec, h.name), hccl_env_for_host(spec, h.name))
+                      for h in hosts),
         requirements=spec.requirements,
         platform=spec.platform,
         disk_path=spec.weights.dest,

@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Optional
 from deployctl.core import Command
 from deployctl.errors import DeployctlError, HostError
 from deployctl.execute.health import Cancelled, wait_healthy
-from deployctl.plan.actions import Build, Fetch, Ship
+from deployctl.plan.actions import AnswerCheck, Build, Fetch, Ship
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.transport import Result, Transport
 
@@ -176,6 +176,10 @@ class Executor:
             outcome.transferred += run_fetch(transport, item, self.presign,
                                              lambda line: self.on_event("transfer", step, line))
             outcome.seconds[step.host] = time.monotonic() - started
+        elif isinstance(item, AnswerCheck):
+            from deployctl.execute.answers import run_answer_check
+
+            run_answer_check(transport, item)
         else:  # a planner and this dispatch out of step: a bug, never user input
             raise TypeError(f"no executor for {type(item).__name__}")
 

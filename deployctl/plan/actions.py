@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Union
 
 if TYPE_CHECKING:
     from deployctl.image.inputs import BuildInputs
+    from deployctl.plan.answers import AnswerPath
     from deployctl.weights.manifest import SourceObject
 
 
@@ -81,4 +82,21 @@ class Fetch:
                 "bytes": self.bytes, "remove": list(self.remove)}
 
 
-Action = Union[Build, Ship, Fetch]
+@dataclass(frozen=True)
+class AnswerCheck:
+    """Send the same temperature-0 request down every serving path from the step's host; every path must
+    answer, with a body, and with the same text (the verdict: plan/answers.py `judge_answers`)."""
+
+    paths: tuple[AnswerPath, ...]
+    tokens: int
+    timeout: float  # seconds for each path
+
+    def display(self) -> str:
+        names = ", ".join(p.name for p in self.paths)
+        return f"ask {len(self.paths)} serving path(s) for the same {self.tokens}-token answer: {names}"
+
+    def to_json(self) -> dict:
+        return {"type": "answers", "tokens": self.tokens, "paths": [p.to_json() for p in self.paths]}
+
+
+Action = Union[Build, Ship, Fetch, AnswerCheck]

@@ -32,8 +32,9 @@ from deployctl.core import Command, Secret
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.plan.probes import health_path
 from deployctl.plan.image_stage import plan_image_stages
+from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS, plan_answers
 from deployctl.plan.contract import contract_step
-from deployctl.plan.upstream import host_networks
+from deployctl.plan.upstream import HostNetwork, host_networks
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
 from deployctl.image.inputs import BuildInputs
@@ -243,6 +244,7 @@ class UpInputs:
     build: Optional[BuildInputs] = None
     listing: Optional[Listing] = None
     fetcher_digest: str = ""
+    answer_tokens: int = DEFAULT_ANSWER_TOKENS  # 0: no all-pairs answer check
 
 
 def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInputs(), *,
@@ -260,14 +262,25 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
         networks = host_networks(spec, facts) if spec.upstream is not None else None
         desired = desired_containers(spec, inputs.ranktables, networks)
         planned.append(plan_files(spec, deployed, inputs.ranktables, desired))
-        planned.extend(plan_containers(spec, deployed, inputs.ranktables, images, desired))
+        planned.extend(s for s in plan_containers(spec, deployed, inputs.ranktables, images, desired)
+                       if s.name not in skip)  # `--skip contract`
         image_changes = {s.host for stage in image_stages for s in stage.steps if s.changes}
         pending = tuple(sorted(h for h, identity in images.items() if identity is None and h in image_changes))
     plan = Plan(spec.name, tuple(planned), pending=pending)
     if plan.changed and "containers" in stages:
         checks = () if "checks" in skip else (plan_checks(spec),)
-        plan = Plan(spec.name, checks + plan.stages + (plan_verify(spec),), pending=pending)
+        answers = () if "answers" in skip or not inputs.answer_tokens else (
+            plan_answers(spec, reach_addresses(spec, networks), inputs.answer_tokens),)
+        plan = Plan(spec.name, checks + plan.stages + answers + (plan_verify(spec),), pending=pending)
     return plan
+
+
+def reach_addresses(spec: Spec, networks: Optional[Mapping[str, HostNetwork]]) -> dict[str, str]:
+    """How one host reaches another's servers: vllm-ascend's derived address (what its proxy lists), else the
+    spec's address."""
+    if networks is not None:
+        return {name: network.address for name, network in networks.items()}
+    return {h.name: "127.0.0.1" if h.is_local else h.address for h in spec.hosts}
 
 
 def plan_checks(spec: Spec) -> Stage:

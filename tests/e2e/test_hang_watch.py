@@ -14,8 +14,9 @@ HANGING = """topology:
 
 
 def test_status_reports_a_hang_behind_a_green_health(bed, deployctl):
-    # every instance answers up's smoke request and up's own final check, then hangs (as an HCCL hang does)
-    env = "env: {STANDIN_HANG_AFTER_REQUESTS: 2}\n"
+    # every instance answers up's answer check, its smoke request and up's own final check, then hangs (as an
+    # HCCL hang does)
+    env = "env: {STANDIN_HANG_AFTER_REQUESTS: 3}\n"
     path = deployctl.write(bed.spec_yaml("e2e-hang", HANGING, hosts_used=["tb3"], extra=MODEL + env))
     try:
         code, doc = deployctl.json("up", path, "--skip", "weights")

@@ -102,9 +102,11 @@ def start(tmp_path, weights):
         dev.mkdir()
         for d in devices:
             (dev / f"davinci{d}").touch()
+        hccn = tmp_path / "hccn.conf"  # HCCL's NIC table, as /etc/hccn.conf is mounted on a real host
+        hccn.write_text("address_0=10.201.1.10\n")
         full_env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(STANDIN), "PYTHONDONTWRITEBYTECODE": "1",
                     "STANDIN_PYTHON": sys.executable, "STANDIN_STARTUP_S": "0", "STANDIN_DEV_DIR": str(dev),
-                    **NET, **(env or {})}
+                    "STANDIN_HCCN_CONF": str(hccn), **NET, **(env or {})}
         if devices and "ASCEND_RT_VISIBLE_DEVICES" not in full_env:
             full_env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(map(str, devices))
         full_env = {k: v for k, v in full_env.items() if v is not None}
@@ -383,6 +385,43 @@ def test_prefill_answers_do_remote_decode_with_kv_transfer_params(pd):
     params = answer["kv_transfer_params"]
     assert (params["do_remote_prefill"], params["remote_engine_id"], params["remote_host"], params["remote_port"],
             params["remote_block_ids"]) == (True, "dep-prefill0", "127.0.0.1", p_kv, [0])
+
+
+def remote_decode(prefill, decode, prompt="a b c"):
+    """What the proxy does for one request: prefill with do_remote_decode, then decode with its params."""
+    body = {"model": "qwen", "prompt": prompt, "max_tokens": 4, "temperature": 0, "stream": False}
+    status, first = prefill.json("POST", "/v1/completions", {**body, "max_tokens": 1,
+                                                              "kv_transfer_params": {"do_remote_decode": True}})
+    assert status == 200, first
+    status, answer = decode.json("POST", "/v1/completions", {**body, "kv_transfer_params": first["kv_transfer_params"]})
+    assert status == 200, answer
+    return answer["choices"][0]["text"]
+
+
+def test_without_a_readable_hccn_conf_a_server_answers_other_tokens_and_so_does_a_decode_it_feeds(pd, start,
+                                                                                                    tmp_path):
+    prefill, decodes, _, _ = pd
+    api, kv = free_port(), free_run(1)
+    (tmp_path / "mounted-as-a-directory").mkdir()  # `docker run -v` of a missing host file
+    broken = start(serve_args(api, kv=kv_config("kv_producer", kv, "dep-prefill1", prefill=(1, 1))), [5], port=api,
+                   env={"STANDIN_HCCN_CONF": str(tmp_path / "mounted-as-a-directory")})
+    assert "is not a readable file: HCCL runs without its NIC table" in broken.wait_line("startup complete")
+    good = remote_decode(prefill, decodes[0])
+    assert remote_decode(prefill, decodes[1]) == good and len(good.split()) == 4
+    assert remote_decode(broken, decodes[0]) != good  # the KV it hands over is wrong: so is the decode's answer
+    mixed_api = free_port()
+    mixed = start(serve_args(mixed_api), [6], port=mixed_api, env={"STANDIN_HCCN_CONF": str(tmp_path / "none")})
+    mixed.wait_line("startup complete")
+    status, answer = mixed.json("POST", "/v1/completions", {"model": "qwen", "prompt": "a b c", "max_tokens": 4})
+    assert status == 200 and answer["choices"][0]["text"] != good
+
+
+def test_empty_answers_knob_answers_200_with_no_body(start):
+    api = free_port()
+    server = start(serve_args(api), [0], port=api, env={"STANDIN_EMPTY_ANSWERS": "1"})
+    server.wait_line("startup complete")
+    assert server.request("POST", "/v1/completions", {"model": "qwen", "prompt": "a", "max_tokens": 2}) == (200, b"")
+    assert server.request("GET", "/health") == (200, b"")
 
 
 def test_proxy_refuses_an_omitted_rank(pd, start):

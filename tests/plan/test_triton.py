@@ -131,7 +131,7 @@ def running(s, image_id="sha256:img"):
 def test_fresh_plan_writes_the_repository_before_starting_and_checks_triton_health():
     s = spec()
     plan = plan_up(s, {"gpu1": deployed((), "sha256:img")})
-    assert [stage.name for stage in plan.stages] == ["checks", "image", "files", "stop", "workers", "verify"]
+    assert [stage.name for stage in plan.stages] == ["checks", "image", "files", "stop", "workers", "answers", "verify"]
     [files] = [step for step in plan.steps if step.stage == "files"]
     assert {p.path: (p.content, p.mode) for p in files.puts} == {
         f"{REPO}/opt-125m/config.pbtxt": ((GOLDEN / "config.pbtxt").read_bytes(), 0o644),

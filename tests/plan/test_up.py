@@ -48,7 +48,7 @@ def test_fresh_host_creates_workers_then_scheduler_then_verifies():
     s = spec()
     rts = ranktables(s)
     plan = plan_up(s, facts_for(s, rts, []), UpInputs(rts))
-    assert [stage.name for stage in plan.stages] == ["checks", "image", "files", "stop", "workers", "contract", "scheduler", "verify"]
+    assert [stage.name for stage in plan.stages] == ["checks", "image", "files", "stop", "workers", "contract", "scheduler", "answers", "verify"]
     assert actions(plan)[("workers", "llama2-13b-pd-prefill-0")] == "create"
     assert actions(plan)[("scheduler", "llama2-13b-pd-scheduler-0")] == "create"
     assert plan.changed

@@ -58,7 +58,7 @@ def env_of(argv):
 def test_external_pd_plan_launches_every_rank_then_the_proxy_then_verifies_through_it():
     spec = load_spec_text(QWEN3 % "external")
     plan = plan_up(spec, facts(spec))
-    assert [stage.name for stage in plan.stages] == ["checks", "image", "files", "stop", "workers", "contract", "proxy", "verify"]
+    assert [stage.name for stage in plan.stages] == ["checks", "image", "files", "stop", "workers", "contract", "proxy", "answers", "verify"]
     workers = [s for s in plan.steps if s.stage == "workers"]
     assert len(workers) == 10 and all(s.health and s.health.path == "/health" for s in workers)
     proxy = next(s for s in plan.steps if s.stage == "proxy")

@@ -106,6 +106,11 @@ class App:
             log(f"request {rid} {req.path} prompt_tokens={gen.prompt_tokens} max_tokens={gen.max_tokens} "
                 f"stream={gen.stream}")
         self._generations += 1
+        if self.config.knobs.empty_answers:  # a decoder that fails behind the proxy: 200, nothing in it
+            writer.write(response_bytes(200, b"", req.keep_alive, extra))
+            await writer.drain()
+            record.finish(200)
+            return
         hang_after = self.config.knobs.hang_after_requests
         if hang_after is not None and self._generations > hang_after:
             # what an HCCL hang looks like from outside: /health still 200, the request never answers

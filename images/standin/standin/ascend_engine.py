@@ -11,6 +11,7 @@ from typing import Dict, List, Tuple
 
 from standin.app import App, log
 from standin.ascend_config import AscendConfig
+from standin.config import hccn_conf_readable
 from standin.generation import ApiError, GenRequest, full_body, tokens
 from standin.httpio import Request, json_response
 from standin.instance import InstanceEngine, sleep_until
@@ -27,8 +28,11 @@ async def serve_kv_ports(config: AscendConfig, sockets: List[socket.socket]) -> 
     owners = [(g, t) for g in config.args.ranks for t in range(tp)]
     servers = []
     for sock, (rank, tp_rank) in zip(sockets, owners):
+        # hccn_conf: whether what this rank sends over HCCL is sound (a decode fed by a rank without its NIC
+        # table generates wrong tokens, as a corrupt KV transfer does)
         ident = json.dumps({"engine_id": kv.engine_id, "kv_role": kv.role, "dp_rank": rank, "tp_rank": tp_rank,
-                            "port": sock.getsockname()[1]}).encode() + b"\n"
+                            "port": sock.getsockname()[1],
+                            "hccn_conf": hccn_conf_readable(config.base.knobs)}).encode() + b"\n"
 
         async def answer(reader, writer, ident=ident):
             writer.write(ident)
@@ -44,10 +48,14 @@ async def serve_kv_ports(config: AscendConfig, sockets: List[socket.socket]) -> 
 
 class AscendEngine(InstanceEngine):
     def __init__(self, config: AscendConfig) -> None:
-        super().__init__(config.base.knobs)
+        garbled = not hccn_conf_readable(config.base.knobs)  # every vllm-ascend server runs HCCL
+        if garbled:
+            log(f"{config.base.knobs.hccn_conf} is not a readable file: HCCL runs without its NIC table, "
+                "answers are wrong")
+        super().__init__(config.base.knobs, garbled)
         self.config = config
         self._next_rank = 0
-        self._producers: Dict[Tuple[str, int], str] = {}  # kv address checked -> its engine_id
+        self._producers: Dict[Tuple[str, int], dict] = {}  # kv address checked -> what its port said
 
     def _kv_params(self, gen: GenRequest) -> dict:
         kv, args = self.config.kv, self.config.args
@@ -86,22 +94,24 @@ class AscendEngine(InstanceEngine):
         if not isinstance(engine, str) or not isinstance(host, str) or not isinstance(port, int):
             raise ApiError(400, "kv_transfer_params needs remote_engine_id, remote_host and remote_port",
                            "BadRequestError")
-        if self._producers.get((host, port)) != engine:
+        ident = self._producers.get((host, port))
+        if ident is None or ident.get("engine_id") != engine:
             ident = await self._producer_at(host, port)
             if ident.get("kv_role") != "kv_producer" or ident.get("engine_id") != engine:
                 raise ApiError(400, f"kv_transfer_params: remote_engine_id {engine!r} is not a kv_producer's: "
                                     f"{host}:{port} belongs to engine {ident.get('engine_id')!r} "
                                     f"({ident.get('kv_role')})", "BadRequestError")
-            self._producers[(host, port)] = engine
-        return params
+            self._producers[(host, port)] = ident
+        return ident
 
     async def generate(self, req: Request, body: dict, gen: GenRequest, rid: str, record: TraceRecord,
                        writer: asyncio.StreamWriter) -> None:
         kv = self.config.kv
         params = body.get("kv_transfer_params")
+        remote_garbled = False
         if kv is not None and kv.role == "kv_consumer":
             try:
-                params = await self._check_remote(params)
+                remote_garbled = (await self._check_remote(params)).get("hccn_conf") is False
             except ApiError as exc:
                 log(f"refused {rid}: {exc.message}")
                 writer.write(json_response(exc.status, exc.body(), req.keep_alive, (("x-request-id", rid),)))
@@ -114,11 +124,11 @@ class AscendEngine(InstanceEngine):
         elif kv is not None and isinstance(params, dict) and params.get("do_remote_decode") and not gen.stream:
             await self._prefill(req, gen, rid, record, writer)
             return
-        await super().generate(req, body, gen, rid, record, writer)
+        await super().generate(req, body, gen, rid, record, writer, garbled=remote_garbled)
 
     async def _prefill(self, req: Request, gen: GenRequest, rid: str, record: TraceRecord, writer) -> None:
         loop = asyncio.get_running_loop()
-        words = tokens(gen.prompt, gen.completion_tokens)
+        words = tokens(gen.prompt, gen.completion_tokens, self.garbled)
         await sleep_until(loop, req.arrival_mono + self.ttft_s + self.tpot_s * (len(words) - 1))
         doc = full_body(gen, rid, int(time.time()), "".join(words))
         doc["kv_transfer_params"] = self._kv_params(gen)

@@ -27,6 +27,9 @@ class Knobs:
     default_max_tokens: int
     log_requests: bool
     hang_after_requests: Optional[int] = None  # then every generation hangs while /health stays 200
+    fail_hccl_timeout: bool = False  # after loading, print CANN's HCCL timeout (EI0002) and exit 1
+    empty_answers: bool = False  # every generation answers 200 with no body (a broken decoder behind a proxy)
+    hccn_conf: str = "/etc/hccn.conf"  # HCCL's NIC table: without it as a readable file, HCCL answers go wrong
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,16 @@ def read_knobs(env: Mapping[str, str]) -> Knobs:
         default_max_tokens=_number(env, "STANDIN_DEFAULT_MAX_TOKENS", 16, int),
         log_requests=env.get("STANDIN_LOG_REQUESTS", "") == "1",
         hang_after_requests=_number(env, "STANDIN_HANG_AFTER_REQUESTS", None, int),
+        fail_hccl_timeout=env.get("STANDIN_FAIL_HCCL_TIMEOUT", "") == "1",
+        empty_answers=env.get("STANDIN_EMPTY_ANSWERS", "") == "1",
+        hccn_conf=env.get("STANDIN_HCCN_CONF") or "/etc/hccn.conf",
     )
+
+
+def hccn_conf_readable(knobs: Knobs) -> bool:
+    """Is HCCL's /etc/hccn.conf a readable file? `docker run -v` of a host file that is missing mounts an empty
+    directory in its place, and the server starts anyway (vllm-ascend #7711)."""
+    return os.path.isfile(knobs.hccn_conf) and os.access(knobs.hccn_conf, os.R_OK)
 
 
 def _model_config(model_dir: str) -> dict:

@@ -97,9 +97,10 @@ def parse_request(body, chat: bool, served_names, max_model_len: int, default_ma
     )
 
 
-def tokens(prompt: str, count: int) -> List[str]:
-    """The reply's tokens, each a word with its leading space (as a detokenizer would give them)."""
-    seed = zlib.crc32(prompt.encode("utf-8"))
+def tokens(prompt: str, count: int, garbled: bool = False) -> List[str]:
+    """The reply's tokens, each a word with its leading space (as a detokenizer would give them); `garbled`:
+    other words for the same prompt, what HCCL without its NIC table (or a corrupt KV transfer) produces."""
+    seed = zlib.crc32(prompt.encode("utf-8")) ^ (0x5A5A5A5A if garbled else 0)
     return [" " + WORDS[((seed + i * 2654435761) >> 7) % len(WORDS)] for i in range(count)]
 
 

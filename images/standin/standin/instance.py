@@ -21,18 +21,19 @@ async def sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
 
 
 class InstanceEngine(Engine):
-    def __init__(self, knobs: Knobs) -> None:
+    def __init__(self, knobs: Knobs, garbled: bool = False) -> None:
         self.ttft_s = knobs.ttft_ms / 1000.0
         self.tpot_s = knobs.tpot_ms / 1000.0
+        self.garbled = garbled  # its HCCL runs without hccn.conf: every answer has wrong tokens
 
     async def healthy(self) -> bool:
         return True
 
     async def generate(self, req: Request, body: dict, gen: GenRequest, rid: str, record: TraceRecord,
-                       writer: asyncio.StreamWriter) -> None:
+                       writer: asyncio.StreamWriter, garbled: bool = False) -> None:
         loop = asyncio.get_running_loop()
         created = int(time.time())
-        words = tokens(gen.prompt, gen.completion_tokens)
+        words = tokens(gen.prompt, gen.completion_tokens, self.garbled or garbled)
         first = req.arrival_mono + self.ttft_s  # token i is due at first + i * TPOT
         extra = (("x-request-id", rid),)
         if not gen.stream:

@@ -9,7 +9,7 @@ import sys
 import time
 
 from standin.app import App, listen, log
-from standin.config import Config, Refusal, load_config
+from standin.config import Config, Refusal, hccn_conf_readable, load_config
 from standin.instance import InstanceEngine
 from standin.scheduler import SchedulerEngine
 
@@ -58,6 +58,9 @@ async def _run(config: Config, started: float) -> int:
         for step in range(1, LOAD_STEPS + 1):
             await asyncio.sleep(knobs.startup_s / LOAD_STEPS)
             log(f"loading weights {step}/{LOAD_STEPS}")
+        if knobs.fail_hccl_timeout:
+            _hccl_timeout()
+            return 1
         app = App(config, _engine(config))
         server = await listen(app.serve_connection, args.host, args.port)
         if server is None:
@@ -75,7 +78,34 @@ async def _run(config: Config, started: float) -> int:
 def _engine(config: Config):
     if config.role == "scheduler":
         return SchedulerEngine(config.layout)
-    return InstanceEngine(config.knobs)
+    # P/D instances move KV over HCCL, which reads /etc/hccn.conf
+    garbled = config.role in ("prefill", "decode") and not hccn_conf_readable(config.knobs)
+    if garbled:
+        log(f"{config.knobs.hccn_conf} is not a readable file: HCCL runs without its NIC table, answers are wrong")
+    return InstanceEngine(config.knobs, garbled)
+
+
+def _hccl_timeout() -> None:
+    """STANDIN_FAIL_HCCL_TIMEOUT: what torch_npu prints when HCCL's first collective times out (CANN's EI0002)."""
+    pid, now = os.getpid(), time.time()
+    stamp = time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}.000"
+    tag = "streamID:[2], taskID[14], tag[AllReduce_hccl_world_group], AlgType(level 0-1-2):[fullmesh-ring-NHR]"
+    lines = [
+        f"[ERROR] HCCL({pid},python3):{stamp} [task_exception_handler.cc:785] [{pid}][TaskExceptionHandler]"
+        f"[Callback]Task run failed, base information is {tag}",
+        "RuntimeError: HCCL function error: HcclAllreduce, error code is 9",
+        f"[ERROR] {stamp[:19]} (PID:{pid}, Device:0, RankID:0) ERR02200 DIST call hccl api failed.",
+        f"EI0002: [PID: {pid}] {stamp} The wait execution of the Notify register times out. Reason: The Notify "
+        f"register has not received the Notify record from remote rank [1].base information: [{tag}.]",
+        "        Possible Cause: 1. An exception occurs during the execution on some NPUs in the cluster. As a result, "
+        "collective communication operation failed.2. The execution speed on some NPU in the cluster is too slow to "
+        "complete a communication operation within the timeout interval. (default 1800s, You can set the interval by "
+        "using HCCL_EXEC_TIMEOUT.)",
+        "        Solution: 1. Check the exception in other NPUs of the cluster.",
+        "        TraceBack (most recent call last):",
+    ]
+    print("\n".join(lines), flush=True)
+    log("exiting with status 1 (STANDIN_FAIL_HCCL_TIMEOUT)")
 
 
 def _crash(after_s: float) -> None:

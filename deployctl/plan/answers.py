@@ -1,0 +1,146 @@
+"""The all-pairs answer check (issue 22): one fixed temperature-0 prompt down every serving path — each mixed
+instance, each prefill x decode pairing of a KV-connector P/D, the proxy or scheduler in front — must give the
+same tokens. `/health` stays 200 while an instance answers wrong tokens (a container without hccn.conf,
+vllm-ascend #7711) or a proxy relays empty 200s (#13140); this stage fails the deploy with the path named.
+Pure: the paths, the request and the verdict on what came back."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from deployctl.plan.actions import AnswerCheck
+from deployctl.plan.model import Stage, Step
+from deployctl.spec.model import Instance, Spec
+
+ANSWER_PROMPT = "The quick brown fox jumps over the lazy dog. Continue the story:"
+DEFAULT_ANSWER_TOKENS = 8
+MAX_SCHEDULER_REQUESTS = 16  # an AscendCloud scheduler pairs round robin: lcm(P, D) requests meet every pair
+
+
+@dataclass(frozen=True)
+class AnswerPath:
+    """One way a request can be served: `url` answers it (for a P/D pair, the decode, after `prefill_url` has
+    prefilled it and handed over kv_transfer_params, as vllm-ascend's proxy does)."""
+
+    name: str
+    url: str
+    body: str  # the JSON request
+    prefill_url: str = ""
+
+    def to_json(self) -> dict:
+        doc = {"name": self.name, "url": self.url, "body": json.loads(self.body)}
+        if self.prefill_url:
+            doc["prefill_url"] = self.prefill_url
+        return doc
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one path gave back: HTTP status (0: no answer), body size, the generated text (None: none found)."""
+
+    status: int
+    size: int
+    text: Optional[str]
+    error: str = ""
+
+
+def openai_body(spec: Spec, tokens: int) -> str:
+    return json.dumps({"model": spec.model.served_name, "prompt": ANSWER_PROMPT, "max_tokens": tokens,
+                       "temperature": 0, "stream": False}, separators=(",", ":"))
+
+
+def triton_body(tokens: int) -> str:
+    return json.dumps({"text_input": ANSWER_PROMPT, "parameters": {"stream": False, "temperature": 0,
+                                                                    "max_tokens": tokens}}, separators=(",", ":"))
+
+
+def answer_paths(spec: Spec, asker: str, address_of: Mapping[str, str], tokens: int) -> tuple[AnswerPath, ...]:
+    """Every serving path, addressed from host `asker` (its own servers on loopback, the others by address)."""
+
+    def url(instance: Instance, path: str) -> str:
+        address = "127.0.0.1" if instance.host == asker else address_of[instance.host]
+        return f"http://{address}:{instance.port}{path}"
+
+    if spec.server == "triton":
+        path = f"/v2/models/{spec.model.served_name}/generate"
+        return tuple(AnswerPath(i.name, url(i, path), triton_body(tokens)) for i in spec.api_servers)
+    body = openai_body(spec, tokens)
+    completions = "/v1/completions"
+    front = spec.front
+    if front is None:
+        return tuple(AnswerPath(i.name, url(i, completions), body) for i in spec.api_servers)
+    if front.role == "proxy":
+        prefills = [i for i in spec.api_servers if i.role == "prefill"]
+        decodes = [i for i in spec.api_servers if i.role == "decode"]
+        pairs = tuple(AnswerPath(f"{p.name} -> {d.name}", url(d, completions), body,
+                                 prefill_url=url(p, completions)) for p in prefills for d in decodes)
+        return pairs + (AnswerPath(front.name, url(front, completions), body),)
+    # The AscendCloud scheduler chooses the pair itself, each role round robin: lcm(P, D) requests in a row
+    # meet every pairing it can choose, wherever its counters stand.
+    count = min(MAX_SCHEDULER_REQUESTS, math.lcm(max(1, len(spec.role("prefill"))), max(1, len(spec.role("decode")))))
+    return tuple(AnswerPath(f"{front.name} (request {k} of {count})", url(front, completions), body)
+                 for k in range(1, count + 1))
+
+
+def asking_host(spec: Spec) -> str:
+    """The front's host (what clients reach), else the first API server's."""
+    return (spec.front or spec.api_servers[0]).host
+
+
+def plan_answers(spec: Spec, address_of: Mapping[str, str], tokens: int, timeout: float = 120.0) -> Stage:
+    """One step on the asking host: every path at once, the verdict on the control machine."""
+    asker = asking_host(spec)
+    paths = answer_paths(spec, asker, address_of, tokens)
+    check = AnswerCheck(paths, tokens, timeout)
+    return Stage("answers", (Step(asker, "answers", "run", f"the same {tokens}-token temperature-0 answer on "
+                                                           f"every serving path ({len(paths)})", actions=(check,)),))
+
+
+def parse_answers(text: str) -> dict[str, Answer]:
+    """The host program's JSON lines: one per path, by name."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+            out[doc["name"]] = Answer(int(doc["status"]), int(doc["size"]), doc.get("text"), doc.get("error") or "")
+        except (ValueError, KeyError, TypeError):
+            continue  # a line that is not ours (a warning of the host's python): the path counts as unanswered
+    return out
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def judge_answers(paths: tuple[AnswerPath, ...], answers: Mapping[str, Answer]) -> tuple[str, ...]:
+    """Each path that failed, named: no answer, an error status, a 200 with no body or no text, or tokens
+    that differ from what most paths answered."""
+    problems, texts = [], {}
+    for path in paths:
+        answer = answers.get(path.name)
+        if answer is None:
+            problems.append(f"{path.name}: no result came back")
+        elif answer.status == 0:
+            problems.append(f"{path.name}: no answer ({answer.error or 'no response'})")
+        elif answer.status != 200:
+            problems.append(f"{path.name}: HTTP {answer.status}" + (f" ({answer.error})" if answer.error else ""))
+        elif answer.size == 0:
+            problems.append(f"{path.name}: HTTP 200 with no body")
+        elif not answer.text:
+            problems.append(f"{path.name}: HTTP 200 without generated text")
+        else:
+            texts[path.name] = answer.text
+    counts = Counter(texts.values())
+    if len(counts) > 1:
+        (common, agree), = counts.most_common(1)
+        for name, text in texts.items():
+            if text != common:
+                problems.append(f"{name}: answered {_quote(text)} where {agree} other path(s) answered "
+                                f"{_quote(common)}")
+    return tuple(problems)
