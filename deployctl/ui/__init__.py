@@ -105,6 +105,8 @@ def error_document(error: Exception) -> dict:
             body.update(host=error.host, address=error.address)
             if error.stderr_tail:  # what the host said: a container's last log lines, a command's stderr
                 body["stderr_tail"] = error.stderr_tail
+        if getattr(error, "diagnose", None):  # a failed `up`'s bundle: {"bundle": path, "hints": [...]}
+            body["diagnose"] = error.diagnose
         for key in ("problems", "warnings"):
             problems = getattr(error, key, None)
             if problems is not None:

@@ -244,6 +244,20 @@ def test_crash_after_exits_1_with_a_log_line(launch, weights, tmp_path):
     assert server.output().splitlines()[-1] == "standin: crashing on purpose after 0.3 s (STANDIN_CRASH_AFTER_S)"
 
 
+def test_fail_hccl_timeout_prints_canns_ei0002_and_exits_1_without_listening(launch, weights, tmp_path):
+    from deployctl.diagnose.signatures import Text, match
+
+    port = free_port()
+    env = {"STANDIN_DEV_DIR": str(dev_dir(tmp_path, [0, 1])), "STANDIN_FAIL_HCCL_TIMEOUT": "1"}
+    server = launch(MIXED, vllm_args(weights, port), env, port, wait=False)
+    assert server.proc.wait(timeout=5) == 1
+    output = server.output()
+    assert "loading weights 4/4" in output and "startup complete" not in output
+    assert any(line.startswith("EI0002: [PID: ") and "Notify register times out" in line for line in output.splitlines())
+    assert output.splitlines()[-1] == "standin: exiting with status 1 (STANDIN_FAIL_HCCL_TIMEOUT)"
+    assert [h.id for h in match([Text("h", "stdout.log", "log", output)])] == ["hccl_exec_timeout"]
+
+
 def test_sigterm_stops_it_cleanly(mixed):
     mixed.proc.send_signal(signal.SIGTERM)
     assert mixed.proc.wait(timeout=5) == 0
