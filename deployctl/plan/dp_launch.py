@@ -8,7 +8,7 @@ or the mixed groups), so default ports and engine ids never collide between role
 from __future__ import annotations
 
 import json
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from deployctl.spec.dp_groups import DpGroup, Server
 
@@ -70,12 +70,15 @@ def visible_devices(server: Server) -> dict[str, str]:
     return {"ASCEND_RT_VISIBLE_DEVICES": ",".join(map(str, server.devices))}
 
 
-def proxy_args(servers: Sequence[Server], address_of: Mapping[str, str]) -> tuple[str, ...]:
+def proxy_args(servers: Sequence[Server], address_of: Mapping[str, str],
+               address: Optional[Callable[[Server], str]] = None) -> tuple[str, ...]:
     """The proxy's `--prefiller-hosts/-ports` and `--decoder-hosts/-ports`: every API server of each role, in
-    group, host and rank order (headless servers serve no API)."""
+    group, host and rank order (headless servers serve no API). `address` names a server where its host's
+    address does not (a Kubernetes export: each server's pod or Service)."""
+    address = address or (lambda server: address_of[server.host])
     args: list[str] = []
     for role, flag in (("prefill", "prefiller"), ("decode", "decoder")):
         serving = [s for s in servers if s.group.role == role and not s.headless]
-        args += [f"--{flag}-hosts", *(address_of[s.host] for s in serving),
+        args += [f"--{flag}-hosts", *(address(s) for s in serving),
                  f"--{flag}-ports", *(str(s.port) for s in serving)]
     return tuple(args)

@@ -5,7 +5,7 @@ with its ordered lists. The derivation of each value lives in plan/dp_launch.py;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from deployctl.errors import PlanError
 from deployctl.facts.hccn_tool import HCCN_TOOL_PATH
@@ -13,6 +13,7 @@ from deployctl.facts.model import HostFacts
 from deployctl.plan.dp_launch import (
     data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, proxy_args, visible_devices,
 )
+from deployctl.spec.dp_groups import Server
 from deployctl.spec.model import EnvVar, Instance, Spec
 
 # vllm-ascend's images carry the repository here; its P/D proxy is an example script of that repository.
@@ -92,10 +93,12 @@ def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNet
     return tuple(args) + instance.extra_args
 
 
-def proxy_command(spec: Spec, proxy: Instance, networks: Mapping[str, HostNetwork]) -> tuple[str, ...]:
+def proxy_command(spec: Spec, proxy: Instance, networks: Mapping[str, HostNetwork],
+                  address: Optional[Callable[[Server], str]] = None) -> tuple[str, ...]:
+    """The proxy's command; `address` names each server where its host's address does not (Kubernetes)."""
     servers = [i.server for i in spec.instances if i.server is not None]
     return ("python3", PROXY_SCRIPT, "--host", "0.0.0.0", "--port", str(proxy.port),
-            *proxy_args(servers, {h: n.address for h, n in networks.items()}))
+            *proxy_args(servers, {h: n.address for h, n in networks.items()}, address))
 
 
 def upstream_env(instance: Instance, networks: Mapping[str, HostNetwork]) -> tuple[EnvVar, ...]:
