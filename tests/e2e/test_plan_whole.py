@@ -20,7 +20,8 @@ TOPOLOGY = """topology:
 
 def typed(doc: dict) -> list[tuple]:
     """(type, host, bytes[, targets]) of every build, ship and fetch in a plan document."""
-    return sorted((e["type"], e["host"], e["bytes"], tuple(e.get("to", ()))) for e in doc["steps"] if "type" in e)
+    return sorted((e["type"], e["host"], e["bytes"], tuple(e.get("to", ()))) for e in doc["steps"]
+                  if e.get("type") in ("build", "ship", "fetch"))
 
 
 def test_plan_lists_ship_and_weight_bytes_per_host_then_nothing_after_up(bed, deployctl, s3_model):  # noqa: F811
