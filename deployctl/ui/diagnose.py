@@ -58,8 +58,8 @@ def _hints(console, hints, total: int) -> None:
         console.print("no known error signature matched")
         return
     for hint in hints:
-        console.print(f"[bold red]{escape(hint.id)}[/] on {escape(hint.host)} ({escape(hint.source)}): "
-                      f"{escape(hint.line)}")
+        where = escape(hint.source) if hint.host == "-" else f"{escape(hint.host)}/{escape(hint.source)}"
+        console.print(f"[bold red]{escape(hint.id)}[/] in {where}: {escape(hint.line)}")
         console.print(f"  [cyan]fix:[/] {escape(hint.hint)}")
     if total > len(hints):
         console.print(f"({total - len(hints)} more in summary.md)")
