@@ -65,9 +65,7 @@ def run(args, ui) -> int:
                     ui.info(f"skipped stage: {stage} (--skip)")
                 prepared = prepare(spec, transports, skip=skip, on_wait=ui.info, answer_tokens=args.answer_tokens)
                 if prepared.plan.changed and "checks" not in skip:
-                    from deployctl.commands.doctor import checks_for_spec
-
-                    checks_for_spec(spec, transports, ui)  # any FAIL stops here, before a change
+                    _checks(spec, transports, ui)  # any FAIL stops here, before a change
                 confirm(prepared.plan, args)
                 report, plan = _execute(spec, prepared, transports, skip, args, ui)
                 result = "ok" if not report.failed else ("interrupted" if report.interrupted else "rolled back")
@@ -91,6 +89,19 @@ def run(args, ui) -> int:
 
         return bench_after_up(spec, endpoint_url(spec), ui)
     return ExitStatus.OK
+
+
+def _checks(spec, transports, ui) -> None:
+    """The doctor's checks; a FAIL writes the diagnose bundle too (what an issue about it needs) and stops `up`."""
+    from deployctl.commands.diagnose import bundle_after_failure
+    from deployctl.commands.doctor import checks_for_spec
+    from deployctl.errors import ChecksFailed
+
+    try:
+        checks_for_spec(spec, transports, ui)
+    except ChecksFailed as error:
+        bundle_after_failure(spec, transports, error, ui)
+        raise
 
 
 def _execute(spec, prepared, transports, skip, args, ui):

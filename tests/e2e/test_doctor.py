@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tarfile
+
 from tests.e2e.conftest import MODEL, container_ids
 
 REQUIREMENTS = "requirements: {driver: '23.0.6', cards: 8, npu_memory_gb: 64, ip_forward: true, free_disk_gb: 1}\n"
@@ -83,6 +85,12 @@ def test_a_stale_hccn_conf_entry_fails_naming_the_npu_and_both_addresses(bed, de
     assert stale["fix"].startswith("set address_1=10.201.2.11 in /etc/hccn.conf")
     code, doc = deployctl.json("up", path, "--skip", "weights")
     assert code == 3 and container_ids(bed, "tb2", "doc-stale") == {}  # up stops before any change
+    bundle = doc["error"]["diagnose"]["bundle"]  # and writes what an issue about it needs
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+        error = tar.extractfile(next(n for n in names if n.endswith("up-error.txt"))).read().decode()
+    assert any(n.endswith("tb2/hccn.conf") for n in names) and any(n.endswith("tb2/hccn/npu1-ip.txt") for n in names)
+    assert "NPU 1: /etc/hccn.conf says 10.201.2.99, the NIC has 10.201.2.11" in error
 
 
 def test_wrong_driver_fails_driver_on_that_host_only(bed, deployctl, restore_profiles):
