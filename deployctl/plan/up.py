@@ -197,7 +197,7 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
             undo=(Command(("docker", "rm", "--force", container.name)),),
             health=health,
         ))
-        check = contract_step(container)
+        check = contract_step(container, ranktables)
         if check is not None:
             contracts.append(check)
     wanted = {(c.instance.host, c.name) for c in desired}  # a name that moved hosts is retired where it was

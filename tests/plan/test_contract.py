@@ -3,6 +3,7 @@ a directory of fake device nodes (the same words `docker exec` passes)."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 
 from deployctl.plan.containers import container_for
@@ -51,3 +52,35 @@ def test_the_script_passes_what_matches_and_names_each_item_that_does_not(tmp_pa
         "env HCCL_IF_IP: expected 10.200.0.12, found 10.200.0.11",
         "env ASCEND_RT_VISIBLE_DEVICES: expected 0,1,2, found 0,1",
         "interface enp99s0f0: expected present, found missing"]
+
+
+def test_an_ascendcloud_pd_worker_is_checked_for_the_ranktables_content_as_planned():
+    from tests.plan.test_containers import ranktables, spec as pd_spec
+
+    s = pd_spec()
+    rts = ranktables(s)
+    prefill = s.role("prefill")[0]
+    items = contract_step(container_for(s, prefill, rts), rts).commands[0].argv[9:]
+    directory = f"{s.remote_state_dir}/ranktables"
+    assert f"s:{directory}/global_ranktable_merge.json={sha(GLOBAL)}" in items
+    assert "e:NODE_PORTS=8088,8089" in items and "f:/etc/hccn.conf" in items
+    assert contract_step(container_for(s, s.scheduler, rts), rts) is None  # no NPUs: nothing to check inside
+
+
+def test_the_script_compares_a_files_content_with_the_planned_digest(tmp_path):
+    table = tmp_path / "global_ranktable_merge.json"
+    table.write_bytes(GLOBAL)
+    planned = sha(GLOBAL)
+    assert run(tmp_path, "0,1", f"s:{table}={planned}") == (0, [])
+    table.write_bytes(CHANGED)
+    code, said = run(tmp_path, "0,1", f"s:{table}={planned}", f"s:{tmp_path}/gone.json={planned}")
+    assert code == 1 and said == [
+        f"file {table}: expected sha256 {planned} (as planned), found {sha(CHANGED)}",
+        f"file {tmp_path}/gone.json: expected sha256 {planned} (as planned), found unreadable"]
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+GLOBAL, CHANGED = b'{"g": 1}', b'{"g": 2}'  # tests.plan.test_containers' global ranktable, and another
