@@ -241,6 +241,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parser(sub, _verb)
 
+    p = _verb(sub, "export", "deployctl.commands.export:run",
+              "render the deployment as Kubernetes manifests: plain objects, LeaderWorkerSet or Kthena "
+              "ModelServing, with Ascend device resources (no network)",
+              "deployctl export playbooks/vllm-ascend-pd-qwen3.yaml --to lws --weights-pvc qwen3-weights\n"
+              "deployctl export playbooks/mixed-1host-910b.yaml --to k8s --weights-hostpath /data/qwen2-7b "
+              "--image registry.example/vllm-ascend:6.3.909 --out k8s/")
+    _spec_arg(p)
+    p.add_argument("--to", required=True, choices=("k8s", "lws", "kthena"),
+                   help="k8s: Deployments and Services; lws: a LeaderWorkerSet per group; kthena: one ModelServing")
+    weights = p.add_mutually_exclusive_group()
+    weights.add_argument("--weights-pvc", metavar="CLAIM", help="the PersistentVolumeClaim holding weights.dest's files")
+    weights.add_argument("--weights-hostpath", metavar="PATH", help="the directory on every node holding them")
+    p.add_argument("--secret", metavar="NAME", help="the Secret whose keys are the spec's ${VAR} env names")
+    p.add_argument("--image", metavar="NAME", help="the image to run instead of image.name (needed with image.build)")
+    p.add_argument("--nic", default="eth0", metavar="NAME",
+                   help="the pod's interface for GLOO/TP/HCCL_SOCKET_IFNAME (default %(default)s)")
+    p.add_argument("--npu-resource", default="huawei.com/Ascend910", metavar="NAME",
+                   help="the Ascend device plugin's resource name (default %(default)s)")
+    p.add_argument("--namespace", metavar="NS", help="metadata.namespace of every object (default: none, kubectl's)")
+    p.add_argument("--out", metavar="DIR", help="write one file per object there (default: one stream on stdout)")
+
     _verb(sub, "schema", "deployctl.commands.schema:run",
           "print the spec's JSON Schema (for editors: yaml-language-server)",
           "deployctl schema > deployctl.schema.json")

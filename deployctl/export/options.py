@@ -1,0 +1,25 @@
+"""What an export needs beyond the spec: the target, and the cluster-side names the spec cannot know."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+TARGETS = ("k8s", "lws", "kthena")
+ASCEND_RESOURCE = "huawei.com/Ascend910"  # the Ascend device plugin's resource (MindCluster)
+GPU_RESOURCE = "nvidia.com/gpu"
+# `up` waits this long for a model to load (--health-timeout's default): the start-up probe gets the same budget.
+STARTUP_BUDGET_S = 1200
+PROXY_STARTUP_BUDGET_S = 120  # the proxy loads no model
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    target: str  # k8s | lws | kthena
+    namespace: Optional[str] = None
+    weights_pvc: Optional[str] = None  # the PersistentVolumeClaim holding weights.dest's content
+    weights_hostpath: Optional[str] = None  # or the directory on every node that holds it
+    secret: Optional[str] = None  # the Secret whose keys are the spec's ${VAR} env names
+    nic: str = "eth0"  # the pod's interface for GLOO/TP/HCCL_SOCKET_IFNAME (no host facts at export time)
+    image: Optional[str] = None  # the pushed image, when the spec builds its own (image.build)
+    npu_resource: str = ASCEND_RESOURCE

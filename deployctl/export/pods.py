@@ -1,0 +1,135 @@
+"""One deployctl container as a Kubernetes container, and a pod's spec (pure): the same image, command and env;
+device resources instead of device paths; secrets as secretKeyRef; the weights from the cluster's volume."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from deployctl.export.options import GPU_RESOURCE, PROXY_STARTUP_BUDGET_S, STARTUP_BUDGET_S, ExportOptions
+from deployctl.plan.containers import Container, Mount
+from deployctl.plan.probes import health_path
+from deployctl.spec.model import Spec
+
+POD_IP = "POD_IP"
+PERIOD_S = 10
+# The device plugin picks the NPUs and the runtime shows them as 0..n-1: a physical id list would be wrong.
+DROPPED_ENV = ("ASCEND_RT_VISIBLE_DEVICES",)
+
+
+def port_name(local: int) -> str:
+    """`http`, or `http-1`... for the further ranks of one pod (names are unique per pod)."""
+    return "http" if local == 0 else f"http-{local}"
+
+
+def container_name(local: int) -> str:
+    return "server" if local == 0 else f"server-{local}"
+
+
+def k8s_container(spec: Spec, container: Container, options: ExportOptions, name: str, local: int = 0,
+                  command: Optional[tuple[str, ...]] = None) -> dict:
+    """The container's entry in a pod spec; `command` replaces the planned one (a worker's template)."""
+    instance = container.instance
+    out: dict = {"name": name, "image": options.image or container.image, "command": list(command or container.command)}
+    env = _env(container, options)
+    if env:
+        out["env"] = env
+    ports = _ports(spec, container, local)
+    if ports:
+        out["ports"] = ports
+    resources = _resources(spec, container, options)
+    if resources:
+        out["resources"] = {"limits": resources}
+    mounts = [{"name": volume_name(spec, m), "mountPath": m.target, **({"readOnly": True} if m.read_only else {})}
+              for m in container.mounts]
+    if mounts:
+        out["volumeMounts"] = mounts
+    if instance.port is not None:
+        out.update(_probes(health_path(spec, instance), port_name(local),
+                           PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else STARTUP_BUDGET_S))
+    return out
+
+
+def pod_spec(spec: Spec, containers: list[tuple[Container, dict]], options: ExportOptions) -> dict:
+    """A pod spec from its containers (deployctl's and their Kubernetes entries); volumes named once."""
+    volumes: dict[str, dict] = {}
+    for container, _ in containers:
+        for mount in container.mounts:
+            volumes.setdefault(volume_name(spec, mount), _volume(spec, mount, container, options))
+    out: dict = {"containers": [entry for _, entry in containers]}
+    if volumes:
+        out["volumes"] = list(volumes.values())
+    return out
+
+
+def volume_name(spec: Spec, mount: Mount) -> str:
+    if _is_weights(spec, mount):
+        return "weights"
+    if _is_repository(spec, mount):
+        return "model-repository"
+    return re.sub(r"[^a-z0-9]+", "-", mount.target.lower()).strip("-")[:63].strip("-")
+
+
+def _is_weights(spec: Spec, mount: Mount) -> bool:
+    return mount.source == spec.weights.dest and mount.target == spec.weights.dest
+
+
+def _is_repository(spec: Spec, mount: Mount) -> bool:
+    if spec.server != "triton":
+        return False
+    from deployctl.plan.triton import repository_dir
+
+    return mount.source == repository_dir(spec)
+
+
+def _volume(spec: Spec, mount: Mount, container: Container, options: ExportOptions) -> dict:
+    name = volume_name(spec, mount)
+    if _is_weights(spec, mount):
+        if options.weights_pvc:
+            return {"name": name, "persistentVolumeClaim": {"claimName": options.weights_pvc, "readOnly": True}}
+        return {"name": name, "hostPath": {"path": options.weights_hostpath, "type": "Directory"}}
+    if _is_repository(spec, mount):
+        from deployctl.export.triton import repository_volume
+
+        return repository_volume(spec, container.instance, name)
+    return {"name": name, "hostPath": {"path": mount.source}}
+
+
+def _env(container: Container, options: ExportOptions) -> list[dict]:
+    literal = [e for e in container.env if e.name not in DROPPED_ENV]
+    out = []
+    if any(f"$({POD_IP})" in str(e.value) for e in literal) or any(f"$({POD_IP})" in w for w in container.command):
+        # first: Kubernetes expands $(POD_IP) only from variables defined before the one that uses it
+        out.append({"name": POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    out += [{"name": e.name, "value": str(e.value)} for e in literal]
+    out += [{"name": e.name, "valueFrom": {"secretKeyRef": {"name": options.secret, "key": e.name}}}
+            for e in container.secret_env]
+    return out
+
+
+def _ports(spec: Spec, container: Container, local: int) -> list[dict]:
+    instance = container.instance
+    if instance.port is None:
+        return []
+    ports = [{"name": port_name(local), "containerPort": instance.port, "protocol": "TCP"}]
+    for name, number in (("grpc", instance.grpc_port), ("metrics", instance.metrics_port)):
+        if number is not None:
+            ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
+    return ports
+
+
+def _resources(spec: Spec, container: Container, options: ExportOptions) -> dict:
+    count = len(container.instance.devices)
+    if not count:
+        return {}
+    return {GPU_RESOURCE if spec.platform == "gpu" else options.npu_resource: str(count)}
+
+
+def _probes(path: str, port: str, budget_s: int) -> dict:
+    """Start-up gets `up`'s health budget (model load); after it, readiness and liveness ask the same path."""
+    check = {"httpGet": {"path": path, "port": port}, "periodSeconds": PERIOD_S, "timeoutSeconds": 5}
+    return {
+        "startupProbe": {**check, "failureThreshold": budget_s // PERIOD_S},
+        "readinessProbe": {**check, "failureThreshold": 3},
+        "livenessProbe": {**check, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 3},
+    }

@@ -1,0 +1,127 @@
+"""What a target cannot express, each said at the spec path that asks for it (pure): never a silent drop."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from deployctl.errors import Problem
+from deployctl.export.gangs import Gang, gangs
+from deployctl.export.options import ExportOptions
+from deployctl.spec.model import EnvVar, Spec
+
+# What the Ascend device plugin (with Volcano's NPU scheduling) hands one container on an 8- or 16-card node.
+ASCEND_COUNTS = (1, 2, 4, 8, 16)
+# A literal env value under such a name would be written into the manifest for anyone who reads it.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL", re.IGNORECASE)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_LABEL = 63
+# Room the controllers add to a gang's name for its pods: LWS `-<group>-<worker>`, Kthena `-<g>-<role>-<r>-<w>`.
+POD_SUFFIX = {"k8s": len("-0123456789-abcde"), "lws": len("-0-00"), "kthena": len("-0-decode0-0-00")}
+HOST_FACTS = ("HCCL_IF_IP",)  # a host's address: a pod has its own (status.podIP)
+
+
+def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
+    """Every reason this spec cannot become `options.target`'s objects, all at once."""
+    if spec.server == "vllm" and spec.mode == "disaggregated":
+        return [Problem(("topology",), _ranktable_flow(), hint=(
+            "use server: vllm-ascend with a KV connector (topology.connector: mooncake), which maps to "
+            "prefill and decode groups, or export a mode: mixed spec"))]
+    found = [*_image(spec, options), *_weights(spec, options), *_env(spec, options)]
+    for gang in gangs(spec):
+        found += [*_devices(spec, gang, options), *_gang(spec, gang, options), *_names(spec, gang, options)]
+    return found
+
+
+def _ranktable_flow() -> str:
+    return ("the AscendCloud P/D flow (server: vllm, mode: disaggregated) has no Kubernetes mapping: its instances "
+            "find each other through HCCL ranktables built from every host's NPU device IPs (hccn_tool) and its "
+            "scheduler's NODE_PORTS, and neither LeaderWorkerSet, Kthena nor plain Kubernetes renders those")
+
+
+def _image(spec: Spec, options: ExportOptions) -> Iterator[Problem]:
+    if not spec.image.name and not options.image:
+        yield Problem(("image", "name"), "no image to run: the cluster pulls image.name", hint="set image.name")
+    elif spec.image.build is not None and not options.image:
+        yield Problem(("image", "build"), f"{spec.image.name} is built on the hosts by deployctl, and a cluster "
+                                          "can only pull an image from a registry",
+                      hint="push it (`docker push`) and pass --image REGISTRY/NAME:TAG")
+
+
+def _weights(spec: Spec, options: ExportOptions) -> Iterator[Problem]:
+    if not spec.weights.dest:
+        yield Problem(("weights", "dest"), "no model directory: every server reads weights.dest",
+                      hint="set weights.dest (the path the servers are given)")
+    elif not options.weights_pvc and not options.weights_hostpath:
+        yield Problem(("weights", "dest"), f"{spec.weights.dest} (the weights every server reads) needs a volume "
+                                           "on the cluster", hint="pass --weights-pvc CLAIM (a PersistentVolumeClaim "
+                                                                  "holding the model) or --weights-hostpath PATH "
+                                                                  "(the model's directory on every node)")
+
+
+def _env(spec: Spec, options: ExportOptions) -> Iterator[Problem]:
+    places = [(("env", e.name), e) for e in spec.env]
+    if spec.upstream is not None:
+        for gang in gangs(spec):
+            places += [(gang.path + ("env", e.name), e) for e in gang.leader.instances[0].env]
+    for path, var in places:
+        yield from _one_env(path, var, options)
+
+
+def _one_env(path: tuple, var: EnvVar, options: ExportOptions) -> Iterator[Problem]:
+    if var.name in HOST_FACTS:
+        yield Problem(path, f"{var.name}={var.display} names a host's address, and a pod has its own",
+                      hint="leave it out: the export sets it from the pod's IP (status.podIP)")
+    elif var.is_secret and not options.secret:
+        yield Problem(path, f"{var.display} is a secret and goes into the manifests as a secretKeyRef only",
+                      hint=f"create a Secret holding the key {var.name} and pass --secret NAME")
+    elif not var.is_secret and SECRET_NAME.search(var.name):
+        yield Problem(path, f"{var.name} looks like a secret and would be written into the manifests in the clear",
+                      hint=f"write it as ${{{var.name}}} (then it becomes a secretKeyRef of --secret NAME)")
+
+
+def _devices(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:
+    """A container asks for a count of NPUs; a count the device plugin cannot allocate is not expressible."""
+    if spec.platform != "ascend":
+        return
+    for instance in gang.leader.instances:
+        count = len(instance.devices)
+        if count and count not in ASCEND_COUNTS:
+            group = gang.group
+            path = gang.path + (("dp",) if group else ("devices",))
+            shown = (f"dp {group.dp} over {len(group.hosts)} host(s) x tp {group.tp} is {count} NPUs per pod"
+                     if group else f"{list(instance.devices)} is {count} NPUs")
+            yield Problem(path, f"{shown}, and {options.npu_resource} is allocated to a container in counts of "
+                                f"{', '.join(map(str, ASCEND_COUNTS))} only",
+                          hint="choose a device count of 1, 2, 4, 8 or 16")
+
+
+def _gang(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:
+    if len(gang.pods) < 2:
+        return
+    hosts = gang.path + ("hosts",)
+    if options.target == "k8s":
+        yield Problem(hosts, f"a DP group over {len(gang.pods)} hosts must start and restart as one, and plain "
+                             "Kubernetes has no gang (a Deployment per host would start ranks alone)",
+                      hint="export with --to lws or --to kthena, or keep the group on one host")
+    elif options.target == "kthena" and spec.upstream.dp_launch == "external" and spec.mode == "disaggregated":
+        yield Problem(hosts, "with dp_launch: external every rank serves an API the proxy lists, and Kthena's "
+                             "worker pods have no stable address (only the entry pod gets a headless Service)",
+                      hint="use dp_launch: internal (only the first host serves the API), or --to lws")
+
+
+def _names(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:
+    """Object and pod names are DNS labels: a host name in them must be one too, and they must stay short."""
+    for pod in gang.pods:
+        name = pod.name if options.target == "k8s" else gang.name
+        if DNS_LABEL.match(name) and len(name) + POD_SUFFIX[options.target] <= MAX_LABEL:
+            continue
+        host = pod.host
+        if host in name and not DNS_LABEL.match(host):
+            yield Problem(("hosts", host), f"{host!r} becomes part of the Kubernetes name {name!r}, which must be "
+                                           "lower-case letters, digits and '-'", hint="rename the host")
+        else:
+            yield Problem(("name",), f"{name!r} is too long for a Kubernetes name once the controller adds its "
+                                     f"suffix (at most {MAX_LABEL - POD_SUFFIX[options.target]} characters)",
+                          hint="shorten name")
+        return

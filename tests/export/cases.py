@@ -1,0 +1,60 @@
+"""The exports the tests pin: every playbook x target that maps (with golden files), and those refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deployctl.export.options import ExportOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "export"
+GOLDEN = FIXTURES / "golden"
+SECRET_VALUE = "hf_never_in_a_manifest_0123456789"
+ENVIRON = {"HF_TOKEN": SECRET_VALUE}
+
+# spec (relative to the repository) -> the flags a user would pass, and the targets it maps to
+MAPPED = {
+    "playbooks/mixed-1host-910b.yaml": (
+        dict(image="registry.example/deployctl/vllm-ascend:6.3.909", weights_hostpath="/data/models/qwen2-7b"),
+        ("k8s", "lws", "kthena")),
+    "playbooks/gpu-vllm.yaml": (dict(weights_pvc="qwen2-7b-weights"), ("k8s", "lws", "kthena")),
+    "playbooks/gpu-triton.yaml": (dict(weights_pvc="opt-125m-weights"), ("k8s", "lws", "kthena")),
+    "playbooks/vllm-ascend-mixed-ep-1host.yaml": (dict(weights_pvc="qwen3-30b-weights"), ("k8s", "lws", "kthena")),
+    "playbooks/vllm-ascend-mixed-2hosts-internal.yaml": (dict(weights_pvc="deepseek-v3-weights"), ("lws", "kthena")),
+    "playbooks/vllm-ascend-pd-qwen3.yaml": (dict(weights_pvc="qwen3-235b-weights", nic="bond0"), ("lws",)),
+    "tests/fixtures/export/specs/vllm-ascend-pd-1host.yaml": (
+        dict(weights_pvc="qwen3-30b-weights", secret="qwen3-tokens", namespace="serving"), ("k8s", "lws", "kthena")),
+}
+
+# playbook x target -> the spec path its one error names
+REFUSED = {
+    **{(p, t): "topology" for p in ("playbooks/demo-pd.yaml", "playbooks/disaggregated-2hosts-910b.yaml",
+                                    "playbooks/pd-1host-910b.yaml") for t in ("k8s", "lws", "kthena")},
+    ("playbooks/vllm-ascend-mixed-2hosts-internal.yaml", "k8s"): "topology.groups[0].hosts",
+    ("playbooks/vllm-ascend-pd-qwen3.yaml", "k8s"): "topology.decode[0].hosts",
+    ("playbooks/vllm-ascend-pd-qwen3.yaml", "kthena"): "topology.decode[0].hosts",
+}
+
+
+def mapped_cases() -> list[tuple[str, str]]:
+    return [(spec, target) for spec, (_, targets) in MAPPED.items() for target in targets]
+
+
+def options(spec: str, target: str) -> ExportOptions:
+    return ExportOptions(target=target, **MAPPED[spec][0])
+
+
+def golden_path(spec: str, target: str) -> Path:
+    return GOLDEN / target / (Path(spec).stem + ".yaml")
+
+
+def load(spec: str):
+    from deployctl.spec.load import load_spec
+
+    return load_spec(ROOT / spec, environ=ENVIRON)
+
+
+def exported(spec: str, target: str):
+    from deployctl.export.render import export
+
+    return export(load(spec), options(spec, target))
