@@ -112,16 +112,17 @@ def _gang(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:
 
 def _names(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:
     """Object and pod names are DNS labels: a host name in them must be one too, and they must stay short."""
+    room = MAX_LABEL - POD_SUFFIX[options.target]
     for pod in gang.pods:
         name = pod.name if options.target == "k8s" else gang.name
-        if DNS_LABEL.match(name) and len(name) + POD_SUFFIX[options.target] <= MAX_LABEL:
+        if DNS_LABEL.match(name) and len(name) <= room:
             continue
-        host = pod.host
-        if host in name and not DNS_LABEL.match(host):
-            yield Problem(("hosts", host), f"{host!r} becomes part of the Kubernetes name {name!r}, which must be "
-                                           "lower-case letters, digits and '-'", hint="rename the host")
+        # internal launch names a pod after its host: then the host is what to change
+        path, fix = (("hosts", pod.host), "rename the host") if pod.host in name else (("name",), "shorten name")
+        if not DNS_LABEL.match(name):
+            yield Problem(path, f"{pod.host!r} becomes part of the Kubernetes name {name!r}, which must be "
+                                "lower-case letters, digits and '-'", hint=fix)
         else:
-            yield Problem(("name",), f"{name!r} is too long for a Kubernetes name once the controller adds its "
-                                     f"suffix (at most {MAX_LABEL - POD_SUFFIX[options.target]} characters)",
-                          hint="shorten name")
+            yield Problem(path, f"{name!r} is too long for a Kubernetes name once the controller adds its suffix "
+                                f"(at most {room} characters)", hint=fix)
         return

@@ -1,0 +1,96 @@
+"""What each container carries: device counts instead of paths, the pod's network, secrets by reference only,
+probes with up's start-up budget, deployctl's labels."""
+
+from __future__ import annotations
+
+from deployctl.export.render import stream
+from tests.export.cases import SECRET_VALUE, exported
+
+PD = "tests/fixtures/export/specs/vllm-ascend-pd-1host.yaml"
+
+
+def containers(manifests):
+    for m in manifests:
+        body = m.body
+        templates = []
+        if body["kind"] == "Deployment":
+            templates = [body["spec"]["template"]]
+        elif body["kind"] == "LeaderWorkerSet":
+            templates = list(body["spec"]["leaderWorkerTemplate"].values())[2:]
+        elif body["kind"] == "ModelServing":
+            templates = [r[k] for r in body["spec"]["template"]["roles"] for k in ("entryTemplate", "workerTemplate")
+                         if k in r]
+        for template in templates:
+            yield from template["spec"]["containers"]
+
+
+def env_of(container) -> dict:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", ())}
+
+
+def test_a_secret_is_a_secret_key_ref_and_its_value_is_nowhere():
+    for target in ("k8s", "lws", "kthena"):
+        manifests = exported(PD, target)
+        assert SECRET_VALUE not in stream(manifests)
+        for container in containers(manifests):
+            assert env_of(container)["HF_TOKEN"] == {"secretKeyRef": {"name": "qwen3-tokens", "key": "HF_TOKEN"}}
+
+
+def test_servers_ask_for_npus_and_take_the_pods_address():
+    servers = [c for c in containers(exported(PD, "k8s")) if c["name"].startswith("server")]
+    assert [c["resources"]["limits"] for c in servers] == [{"huawei.com/Ascend910": "8"},
+                                                          {"huawei.com/Ascend910": "16"}]
+    for container in servers:
+        env = container["env"]
+        assert env[0] == {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+        values = env_of(container)
+        assert values["HCCL_IF_IP"] == "$(POD_IP)" and values["HCCL_SOCKET_IFNAME"] == "eth0"
+        assert "ASCEND_RT_VISIBLE_DEVICES" not in values  # the device plugin picks the NPUs
+        assert not any(m["mountPath"].startswith("/dev/") for m in container["volumeMounts"])
+
+
+def test_gpu_instances_ask_for_gpus():
+    servers = list(containers(exported("playbooks/gpu-vllm.yaml", "k8s")))
+    assert [c["resources"]["limits"] for c in servers] == [{"nvidia.com/gpu": "1"}] * 2
+
+
+def test_probes_give_the_model_ups_health_budget():
+    for container in containers(exported(PD, "lws")):
+        startup = container["startupProbe"]
+        budget = startup["periodSeconds"] * startup["failureThreshold"]
+        if container["name"] == "proxy":
+            assert startup["httpGet"]["path"] == "/healthcheck" and budget == 120
+        else:
+            assert startup["httpGet"] == {"path": "/health", "port": "http"} and budget == 1200
+        assert container["readinessProbe"]["httpGet"] == startup["httpGet"]
+
+
+def test_headless_workers_have_no_port_and_no_probe():
+    body = exported("playbooks/vllm-ascend-mixed-2hosts-internal.yaml", "lws")[0].body
+    worker = body["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    assert "ports" not in worker and "startupProbe" not in worker
+
+
+def test_the_proxy_lists_each_server_as_the_cluster_reaches_it():
+    def proxy_argv(spec, target):
+        return next(c["command"] for c in containers(exported(spec, target)) if c["name"] == "proxy")
+
+    argv = proxy_argv(PD, "k8s")
+    assert argv[argv.index("--prefiller-hosts") + 1] == "qwen3-pd1-prefill0-node1"  # the Service of that pod
+    argv = proxy_argv("playbooks/vllm-ascend-pd-qwen3.yaml", "lws")
+    hosts = argv[argv.index("--decoder-hosts") + 1:argv.index("--decoder-ports")]
+    ports = argv[argv.index("--decoder-ports") + 1:]
+    # LWS pods by name under its headless Service: the leader, then worker 1; four ranks each
+    assert hosts == ["qwen3-pd-decode0-0.qwen3-pd-decode0"] * 4 + ["qwen3-pd-decode0-0-1.qwen3-pd-decode0"] * 4
+    assert ports == ["9100", "9101", "9102", "9103"] * 2
+
+
+def test_labels_match_deployctls():
+    manifests = exported(PD, "k8s")
+    deployment = next(m.body for m in manifests if m.kind == "Deployment")
+    assert deployment["spec"]["template"]["metadata"]["labels"] == {
+        "deployctl.deployment": "qwen3-pd1", "deployctl.role": "prefill",
+        "deployctl.instance": "qwen3-pd1-prefill0-node1"}
+    endpoint = next(m.body for m in manifests if m.kind == "Service" and m.name == "qwen3-pd1")
+    assert endpoint["spec"]["selector"] == {"deployctl.deployment": "qwen3-pd1", "deployctl.role": "proxy"}
+    assert all(m.body["metadata"]["namespace"] == "serving" for m in manifests)

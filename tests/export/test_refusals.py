@@ -1,0 +1,89 @@
+"""What a target cannot express is one error naming the spec path at its file:line, exit 2: never a silent drop."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from deployctl.cli import main
+from tests.export.cases import REFUSED, ROOT
+
+PVC = ["--weights-pvc", "models"]
+IMAGE = ["--image", "registry.example/vllm-ascend:6.3.909"]
+
+
+def edited(tmp_path, playbook: str, *swaps: tuple[str, str]) -> str:
+    text = (ROOT / playbook).read_text()
+    for old, new in swaps:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+# (id, spec maker, flags, the spec path the one error names, a word of its message)
+BAD = [
+    ("ascendcloud-pd-k8s", lambda t: str(ROOT / "playbooks/demo-pd.yaml"), ["--to", "k8s", *PVC], "topology",
+     "ranktables"),
+    ("ascendcloud-pd-lws", lambda t: str(ROOT / "playbooks/disaggregated-2hosts-910b.yaml"), ["--to", "lws", *PVC],
+     "topology", "ranktables"),
+    ("ascendcloud-pd-kthena", lambda t: str(ROOT / "playbooks/pd-1host-910b.yaml"), ["--to", "kthena", *PVC],
+     "topology", "ranktables"),
+    ("multi-node-group-k8s", lambda t: str(ROOT / "playbooks/vllm-ascend-mixed-2hosts-internal.yaml"),
+     ["--to", "k8s", *PVC], "topology.groups[0].hosts", "no gang"),
+    ("external-ranks-kthena", lambda t: str(ROOT / "playbooks/vllm-ascend-pd-qwen3.yaml"), ["--to", "kthena", *PVC],
+     "topology.decode[0].hosts", "no stable address"),
+    ("secret-inlined", lambda t: edited(t, "playbooks/vllm-ascend-mixed-ep-1host.yaml",
+                                        ("topology:", "env: {HF_TOKEN: hf_abcdefgh}\ntopology:")),
+     ["--to", "lws", *PVC], "env.HF_TOKEN", "in the clear"),
+    ("secret-without-a-secret", lambda t: str(ROOT / "tests/fixtures/export/specs/vllm-ascend-pd-1host.yaml"),
+     ["--to", "lws", *PVC], "env.HF_TOKEN", "secretKeyRef"),
+    ("no-weights-volume", lambda t: str(ROOT / "playbooks/gpu-vllm.yaml"), ["--to", "k8s"], "weights.dest",
+     "--weights-pvc"),
+    ("host-name-too-long", lambda t: edited(t, "playbooks/vllm-ascend-mixed-ep-1host.yaml",
+                                            ("node1:", "node-" + "a" * 40 + ":"),
+                                            ("hosts: [node1]", "hosts: [node-" + "a" * 40 + "]")),
+     ["--to", "k8s", *PVC], "hosts.node-" + "a" * 40, "too long"),
+    ("group-device-count", lambda t: edited(t, "playbooks/vllm-ascend-mixed-ep-1host.yaml",
+                                            ("dp: 4, tp: 4", "dp: 3, tp: 4")),
+     ["--to", "k8s", *PVC], "topology.groups[0].dp", "12 NPUs"),
+    ("host-address-env", lambda t: edited(t, "playbooks/vllm-ascend-mixed-2hosts-internal.yaml",
+                                          ('HCCL_BUFFSIZE: "1024"', 'HCCL_BUFFSIZE: "1024", HCCL_IF_IP: 192.0.2.51')),
+     ["--to", "lws", *PVC], "topology.groups[0].env.HCCL_IF_IP", "pod has its own"),
+    ("image-built-on-hosts", lambda t: str(ROOT / "playbooks/mixed-1host-910b.yaml"), ["--to", "lws", *PVC],
+     "image.build", "--image"),
+    ("host-name-not-a-dns-label", lambda t: edited(t, "playbooks/vllm-ascend-mixed-ep-1host.yaml",
+                                                   ("node1:", "Node_1:"), ("hosts: [node1]", "hosts: [Node_1]")),
+     ["--to", "k8s", *PVC], "hosts.Node_1", "lower-case"),
+]
+
+
+@pytest.mark.parametrize("make,flags,path,word", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_one_error_naming_the_spec_path(tmp_path, capsys, make, flags, path, word):
+    spec = make(tmp_path)
+    assert main(["export", spec, *flags]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    located = [line for line in err.splitlines() if re.match(rf"{re.escape(spec)}:\d+:\d+: ", line)]
+    assert len(located) == 1, err
+    line = located[0]
+    assert int(line.split(":")[1]) > 0 and f": {path}: " in line and word in err, err
+
+
+def test_the_refused_table_names_each_error_as_the_cli_does(capsys):
+    for (playbook, target), path in sorted(REFUSED.items()):
+        assert main(["export", str(ROOT / playbook), "--to", target, *PVC]) == 2
+        err = capsys.readouterr().err
+        assert f": {path}: " in err, (playbook, target, err)
+
+
+def test_json_failure_lists_every_problem_with_its_line(capsys):
+    spec = str(ROOT / "playbooks/mixed-1host-910b.yaml")
+    assert main(["export", spec, "--to", "k8s", "--output", "json"]) == 2
+    import json
+
+    problems = json.loads(capsys.readouterr().out)["error"]["problems"]
+    assert [p["path"] for p in problems] == ["image.build", "weights.dest"]
+    assert all(p["line"] > 0 for p in problems)
