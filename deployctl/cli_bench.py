@@ -58,5 +58,9 @@ def add_bench_parser(sub, verb) -> None:
                            help="format of --dataset (default: %(default)s)")
             p.add_argument("--seed", type=int, default=0,
                            help="seed of the random arrival times and prompt choice (default %(default)s)")
+        p.add_argument("--slo", metavar="METRIC_STAT=VALUE,...",
+                       help="latency targets, e.g. ttft_p99=2000ms,tpot_p99=50ms (metrics ttft tpot itl e2el; "
+                            "statistics mean p50 p90 p95 p99; ms or s): each run says whether it met them, and its "
+                            "goodput (the requests that met every limit themselves, per second and in tokens/s)")
         p.add_argument("--max-seconds", type=float, metavar="S",
                        help="stop sending after this long (default: no limit)")

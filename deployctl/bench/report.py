@@ -22,6 +22,13 @@ def flatten(run: dict) -> dict:
         if isinstance(value, dict) and key in LATENCIES:
             for stat, figure in value.items():
                 row[f"{key}_{stat}"] = figure
+        elif key == "slo":  # the goodput figures as columns of their own, the limits and misses as JSON
+            row["slo_met"] = value["met"]
+            for name in ("good_requests", "goodput_share", "goodput_request_throughput",
+                         "goodput_output_token_throughput"):
+                row[name] = value[name]
+            row["slo_limits_ms"] = json.dumps(value["limits_ms"], sort_keys=True)
+            row["slo_violations"] = json.dumps(value["violations"], sort_keys=True)
         elif isinstance(value, dict):
             row[key] = json.dumps(value, sort_keys=True)
         else:
@@ -119,10 +126,25 @@ def table_rows(document: dict) -> tuple[list[str], list[list[str]]]:
     key = run_key(document["mode"])
     header = ["concurrency" if key == "parallel_num" else "rate", "in/out", "ok/fail", "req/s", "out tok/s",
               "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "E2E p50", "E2E p99"]
+    slos = any("slo" in run for run in document["runs"])
+    if slos:
+        header += ["SLO", "goodput req/s", "good %"]
     rows = []
     for run in document["runs"]:
-        rows.append([f"{run[key]:g}", f"{run['prompt_tokens']}/{run['output_tokens']}",
-                     f"{run['succeeded']}/{run['failed']}", f"{run['request_throughput']:.2f}",
-                     f"{run['output_token_throughput']:.1f}",
-                     *(format_ms(run[metric][pct]) for metric, pct in _TABLE_LATENCIES)])
+        row = [f"{run[key]:g}", f"{run['prompt_tokens']}/{run['output_tokens']}",
+               f"{run['succeeded']}/{run['failed']}", f"{run['request_throughput']:.2f}",
+               f"{run['output_token_throughput']:.1f}",
+               *(format_ms(run[metric][pct]) for metric, pct in _TABLE_LATENCIES)]
+        if slos:
+            slo = run.get("slo")
+            row += ([slo_verdict(slo), f"{slo['goodput_request_throughput']:.2f}", f"{100 * slo['goodput_share']:.1f}"]
+                    if slo else ["-", "-", "-"])
+        rows.append(row)
     return header, rows
+
+
+def slo_verdict(slo: dict) -> str:
+    """`met`, or the statistics that missed their limits: `missed ttft_p99`."""
+    if slo["met"]:
+        return "met"
+    return "missed " + ", ".join(v["slo"] for v in slo["violations"])

@@ -11,6 +11,7 @@ from deployctl.bench.client import BaseUrl
 from deployctl.bench.load import Sender, poisson_offsets, run_poisson, run_static
 from deployctl.bench.metrics import summarize_run
 from deployctl.bench.prompts import Prompt, sample_prompts, synthetic_prompt
+from deployctl.bench.slo import Slo, slo_result
 from deployctl.bench.tokens import Tokenizer
 
 
@@ -52,6 +53,7 @@ class BenchSettings:
     timeout: Optional[float] = None
     tokenizer: Optional[Tokenizer] = None
     dataset: Optional[list[Prompt]] = None
+    slos: tuple[Slo, ...] = ()  # each run reports whether it met them, and its goodput
 
 
 def run_bench(settings: BenchSettings, mode: str, runs: Sequence, header: dict,
@@ -91,8 +93,9 @@ async def _static(sender: Sender, settings: BenchSettings, run: StaticRun, index
                                 tokenizer=settings.tokenizer) for i in range(count)]
     prepared = sender.prepare(prompts, f"bench-s{index}")
     records = sender.counted(await run_static(sender, prepared, run.parallel_num, settings.max_seconds), prepared)
-    return summarize_run(records, parallel_num=run.parallel_num, prompt_tokens=run.prompt_tokens,
-                         output_tokens=run.output_tokens, epochs=run.epochs)
+    return _with_slos(settings, records, summarize_run(
+        records, parallel_num=run.parallel_num, prompt_tokens=run.prompt_tokens, output_tokens=run.output_tokens,
+        epochs=run.epochs))
 
 
 async def _dynamic(sender: Sender, settings: BenchSettings, run: DynamicRun, index: int) -> dict:
@@ -110,5 +113,12 @@ async def _dynamic(sender: Sender, settings: BenchSettings, run: DynamicRun, ind
         round(sum(r.prompt_tokens or 0 for r in good) / len(good)) if good else None)
     output_tokens = run.output_tokens if run.output_tokens is not None else (
         round(sum(r.output_tokens or 0 for r in good) / len(good)) if good else None)
-    return summarize_run(records, request_rate=run.request_rate, prompt_tokens=prompt_tokens,
-                         output_tokens=output_tokens, num_prompts=run.num_prompts)
+    return _with_slos(settings, records, summarize_run(
+        records, request_rate=run.request_rate, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+        num_prompts=run.num_prompts))
+
+
+def _with_slos(settings: BenchSettings, records, summary: dict) -> dict:
+    if settings.slos:
+        summary["slo"] = slo_result(records, settings.slos, summary)
+    return summary

@@ -17,6 +17,7 @@ def run(args, ui) -> int:
 
     mode = args.bench_mode
     runs = _runs(args, mode, static_runs, dynamic_runs)
+    slos = parse_slo_flag(args.slo)
     baseline = _read_baseline(args.baseline) if args.baseline else None
     if args.max_regression < 0:
         raise UsageError("--max-regression is a number of percent, 0 or more")
@@ -34,15 +35,27 @@ def run(args, ui) -> int:
     model = args.served_model_name or target.model or served_model(target.url)
     settings = BenchSettings(bases=[target.url], model=model, endpoint=args.endpoint, warmup=args.warmup,
                              max_seconds=args.max_seconds, seed=getattr(args, "seed", 0), tokenizer=tokenizer,
-                             dataset=dataset)
+                             dataset=dataset, slos=slos)
     header = {"target": args.target, "model": model, "url": str(target.url), **target.facts}
     document = execute(settings, mode, runs, header, ui)
     return finish(document, ui, args.result_dir, baseline, args.max_regression)
 
 
+def parse_slo_flag(text):
+    """`--slo` to SLOs (empty without the flag); a bad one is a usage error before any request."""
+    if not text:
+        return ()
+    from deployctl.bench.slo import SloError, parse_slos
+
+    try:
+        return parse_slos(text)
+    except SloError as error:
+        raise UsageError(str(error)) from None
+
+
 def execute(settings, mode: str, runs, header: dict, ui) -> dict:
     """Run the bench with one progress line per finished run on stderr."""
-    from deployctl.bench.report import format_ms, run_key
+    from deployctl.bench.report import format_ms, run_key, slo_verdict
     from deployctl.bench.runner import run_bench
 
     key = run_key(mode)
@@ -54,7 +67,9 @@ def execute(settings, mode: str, runs, header: dict, ui) -> dict:
                 f"{result['succeeded']}/{result['requests']} ok, {result['request_throughput']:.2f} req/s, "
                 f"{result['output_token_throughput']:.1f} out tok/s, TTFT p50 "
                 + ("-" if ttft is None else f"{format_ms(ttft)} ms")
-                + (f", errors {result['errors']}" if result["errors"] else ""))
+                + (f", errors {result['errors']}" if result["errors"] else "")
+                + (f", SLO {slo_verdict(result['slo'])}, goodput {result['slo']['goodput_request_throughput']:.2f} "
+                   f"req/s" if "slo" in result else ""))
 
     return run_bench(settings, mode, runs, header, on_run)
 
