@@ -8,13 +8,12 @@ pods, the proxy listing all 64). Prints each median and PASS/FAIL; exits 1 when 
 from __future__ import annotations
 
 import argparse
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from cli_startup import deployctl_argv, median_seconds  # this folder is on sys.path when run as a script
 
 TARGET_S = 1.0
 HOSTS = 8
@@ -45,21 +44,6 @@ def pd_spec() -> str:
             "topology:\n  mode: disaggregated\n  connector: mooncake\n  dp_launch: external\n"
             "  proxy: {host: node0, port: 8000}\n"
             f"  prefill:\n{group(range(0, 4))}  decode:\n{group(range(4, 8))}")
-
-
-def deployctl_argv() -> list[str]:
-    script = shutil.which("deployctl")
-    return [script] if script else [sys.executable, "-m", "deployctl"]
-
-
-def median_seconds(argv: list[str], runs: int) -> float:
-    subprocess.run(argv, capture_output=True)  # warm the page cache and .pyc files
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(argv, capture_output=True, check=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> int:
