@@ -35,7 +35,8 @@ def export(spec: Spec, options: ExportOptions) -> tuple[Manifest, ...]:
     if found:
         source = str(spec.source) if spec.source else "spec"
         raise SpecError([replace(p, file=source) for p in found])
-    return tuple(Manifest(body["kind"], body["metadata"]["name"], body) for body in BUILDERS[options.target](spec, options))
+    bodies = BUILDERS[options.target](spec, options)
+    return tuple(Manifest(body["kind"], body["metadata"]["name"], body) for body in bodies)
 
 
 def to_yaml(manifest: Manifest) -> str:

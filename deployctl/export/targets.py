@@ -23,7 +23,8 @@ def k8s(spec: Spec, options: ExportOptions) -> list[dict]:
     """A Deployment per instance (every gang is one pod here: refusals.py saw to it), Services in front."""
     served = [(gang, gang.leader, server_pod(spec, gang, gang.leader, options, None)) for gang in gangs(spec)]
     out = _config_maps(spec, options)
-    out += [deployment(spec, pod.name, pod_labels(spec, gang, pod), pod_spec, options) for gang, pod, pod_spec in served]
+    out += [deployment(spec, pod.name, pod_labels(spec, gang, pod), pod_spec, options)
+            for gang, pod, pod_spec in served]
     return out + _front(spec, options, served, _by_pod_service(spec))
 
 

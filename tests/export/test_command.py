@@ -23,7 +23,8 @@ def test_out_writes_one_file_per_object_and_json_lists_them(tmp_path, capsys):
     assert main(["export", str(ROOT / SPEC), "--to", "k8s", *FLAGS, "--out", str(tmp_path), "--output", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["objects"] == [
-        {"kind": "Deployment", "name": "qwen3-30b-ep-mixed0-node1", "file": "deployment-qwen3-30b-ep-mixed0-node1.yaml"},
+        {"kind": "Deployment", "name": "qwen3-30b-ep-mixed0-node1",
+         "file": "deployment-qwen3-30b-ep-mixed0-node1.yaml"},
         {"kind": "Service", "name": "qwen3-30b-ep", "file": "service-qwen3-30b-ep.yaml"},
     ]
     files = sorted(p.name for p in tmp_path.iterdir())
