@@ -16,7 +16,8 @@ def run(args, ui) -> int:
     from deployctl.bench.target import resolve, served_model
 
     mode = args.bench_mode
-    runs = _runs(args, mode, static_runs, dynamic_runs)
+    runs = _runs(args, mode, static_runs, dynamic_runs) if mode != "search" else None
+    search = _search_plan(args) if mode == "search" else None
     slos = parse_slo_flag(args.slo)
     baseline = _read_baseline(args.baseline) if args.baseline else None
     if args.max_regression < 0:
@@ -37,8 +38,51 @@ def run(args, ui) -> int:
                              max_seconds=args.max_seconds, seed=getattr(args, "seed", 0), tokenizer=tokenizer,
                              dataset=dataset, slos=slos)
     header = {"target": args.target, "model": model, "url": str(target.url), **target.facts}
-    document = execute(settings, mode, runs, header, ui)
+    if search is not None:
+        document = execute_search(settings, *search, header, ui)
+    else:
+        document = execute(settings, mode, runs, header, ui)
     return finish(document, ui, args.result_dir, baseline, args.max_regression)
+
+
+def _search_plan(args):
+    """(SearchPlan, SearchLoad) from the flags; bad values are usage errors."""
+    from deployctl.bench.runner import SearchLoad
+    from deployctl.bench.search import SearchPlan
+
+    start = args.start if args.start is not None else 1.0
+    if start <= 0 or (args.by == "concurrency" and start != int(start)):
+        raise UsageError("--start: a rate above 0, or a whole concurrency of 1 or more")
+    if args.max_runs < 1 or not 0 < args.precision < 1 or args.run_seconds <= 0 or args.epochs < 1:
+        raise UsageError("--max-runs and --epochs must be 1 or more, --run-seconds above 0, --precision between 0 "
+                         "and 1")
+    for flag, value in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag}: token counts must be 1 or more")
+    load = SearchLoad(args.prompt_tokens or STATIC_DEFAULT_PROMPT[0], args.output_tokens or STATIC_DEFAULT_OUTPUT[0],
+                      epochs=args.epochs, run_seconds=args.run_seconds)
+    return SearchPlan(args.by, start, max_runs=args.max_runs, precision=args.precision), load
+
+
+def execute_search(settings, plan, load, header: dict, ui) -> dict:
+    """The search, a progress line per run and the answer on stderr."""
+    from deployctl.bench.report import run_key, slo_verdict
+    from deployctl.bench.runner import run_search
+
+    key = run_key("static" if plan.by == "concurrency" else "dynamic")
+    ui.info(f"bench search by {plan.by} against {header['url']} ({settings.model}): at most {plan.max_runs} runs, "
+            f"SLOs {', '.join(f'{s.name} <= {s.limit_ms:g} ms' for s in settings.slos)}")
+
+    def on_run(result: dict) -> None:
+        slo = result["slo"]
+        ui.info(f"  {key}={result[key]:g}: {slo_verdict(slo)}, goodput {slo['goodput_request_throughput']:.2f} "
+                f"req/s ({100 * slo['goodput_share']:.0f}% of requests), {result['failed']} failed")
+
+    document = run_search(settings, plan, load, header, on_run)
+    found = document["search"]
+    ui.info(f"search: {found['stopped']}; the highest {plan.by} that meets the SLOs: "
+            + ("none" if found["max_meeting"] is None else f"{found['max_meeting']:g}"))
+    return document
 
 
 def parse_slo_flag(text):
@@ -87,7 +131,7 @@ def finish(document: dict, ui, result_dir, baseline, max_regression: float) -> i
     if ui.json:
         ui.emit_json(document)
     else:
-        render_table(ui.console(), document, title=f"bench {document['mode']}: {document['model']} at {document['url']}")
+        render_table(ui.console(), document, title=_title(document))
     status = ExitStatus.OK
     requests = sum(run["requests"] for run in document["runs"])
     if requests and not any(run["succeeded"] for run in document["runs"]):
@@ -97,6 +141,15 @@ def finish(document: dict, ui, result_dir, baseline, max_regression: float) -> i
     if baseline is not None and _gate(document, baseline, max_regression, ui):
         status = ExitStatus.FAILED
     return status
+
+
+def _title(document: dict) -> str:
+    found = document.get("search")
+    if found is None:
+        return f"bench {document['mode']}: {document['model']} at {document['url']}"
+    best = "none" if found["max_meeting"] is None else f"{found['max_meeting']:g}"
+    return (f"bench search by {found['by']}: {document['model']} at {document['url']} — highest {found['by']} "
+            f"meeting the SLOs: {best} ({found['stopped']})")
 
 
 def _gate(document: dict, baseline: dict, max_regression: float, ui) -> bool:
