@@ -392,6 +392,12 @@ def test_prefill_decode_scheduler_on_one_machine(launch, weights, tmp_path):
 
     [prefilled] = prefill.json("GET", "/standin/trace")[1]
     assert (prefilled["id"], prefilled["stream"], prefilled["completion_tokens"]) == ("pd-1", False, 1)
+    assert scheduler.request("GET", "/metrics")[0] == 404  # it relays: vLLM's metrics live on the instances
+    status, metrics = prefill.request("GET", "/metrics")
+    labels = 'model_name="llama2-13b",engine="0"'
+    assert status == 200 and f"vllm:prompt_tokens_total{{{labels}}} 3.0\n" in metrics.decode()
+    assert f'vllm:request_success_total{{{labels},finished_reason="length"}} 1.0\n' in metrics.decode()
+    assert f"vllm:generation_tokens_total{{{labels}}} 1.0\n" in metrics.decode()  # the prefill's one token
     decoded = decode.json("GET", "/standin/trace?id=pd-1")[1]
     assert [(r["stream"], r["completion_tokens"]) for r in decoded] == [(True, 3), (True, 3)]
     [routed] = scheduler.json("GET", "/standin/trace")[1]

@@ -10,6 +10,7 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -374,6 +375,12 @@ def test_proxy_routes_prefill_then_decode_end_to_end(pd, start):
     assert status == 200 and whole["choices"][0]["message"]["content"] == text
     second = decodes[1].wait_line("remote prefill ")  # round robin: the second request went to decode rank 1
     assert f"engine_id=dep-prefill0 host=127.0.0.1 port={p_kv + 1} blocks=1" in second
+    assert proxy.request("GET", "/metrics")[0] == 404  # it relays: vLLM's metrics live on the servers
+    prefilled = prefill.request("GET", "/metrics")[1].decode()
+    assert 'vllm:generation_tokens_total{model_name="qwen",engine="0"} 2.0\n' in prefilled  # 1 token each
+    decoded = decodes[1].request("GET", "/metrics")[1].decode()  # external launch: labelled with its own rank
+    assert 'vllm:request_success_total{model_name="qwen",engine="1",finished_reason="length"} 1.0\n' in decoded
+    assert 'vllm:num_requests_running{model_name="qwen",engine="1"} 0.0\n' in decoded
 
 
 def test_prefill_answers_do_remote_decode_with_kv_transfer_params(pd):
@@ -422,6 +429,43 @@ def test_empty_answers_knob_answers_200_with_no_body(start):
     server.wait_line("startup complete")
     assert server.request("POST", "/v1/completions", {"model": "qwen", "prompt": "a", "max_tokens": 2}) == (200, b"")
     assert server.request("GET", "/health") == (200, b"")
+
+
+def metric(server, name: str) -> float:
+    """One engine-0 series of the server's /metrics."""
+    status, text = server.request("GET", "/metrics")
+    assert status == 200
+    prefix = name + '{model_name="qwen",engine="0"} '
+    return float(next(line[len(prefix):] for line in text.decode().splitlines() if line.startswith(prefix)))
+
+
+def wait_metric(server, name: str, value: float) -> None:
+    deadline = time.monotonic() + EVENT_TIMEOUT_S
+    while metric(server, name) != value:
+        assert time.monotonic() < deadline, f"{name} never {value}"
+        time.sleep(0.005)  # a poll interval
+
+
+def test_a_prefill_holds_a_kv_cache_slot_while_it_prefills(start):
+    api, kv = free_port(), free_run(1)
+    prefill = start(serve_args(api, kv=kv_config("kv_producer", kv, "dep-prefill1", prefill=(1, 1))), [5], port=api,
+                    env={"STANDIN_CAPACITY": "1", "STANDIN_TTFT_MS": "500"})  # a prefill lasts 2 x 500 ms at r = 1
+    prefill.wait_line("startup complete")
+    body = {"model": "qwen", "prompt": "a b c", "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}}
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(prefill.json("POST", "/v1/completions", body)))]
+    threads[0].start()
+    wait_metric(prefill, "vllm:num_requests_running", 1)
+    assert metric(prefill, "vllm:kv_cache_usage_perc") == 1.0
+    threads.append(threading.Thread(target=lambda: answers.append(prefill.json("POST", "/v1/completions", body))))
+    threads[1].start()
+    wait_metric(prefill, "vllm:num_requests_waiting", 1)
+    assert metric(prefill, "vllm:num_preemptions_total") == 1
+    for thread in threads:
+        thread.join(EVENT_TIMEOUT_S)
+    assert [status for status, _ in answers] == [200, 200]
+    assert all(doc["kv_transfer_params"]["do_remote_prefill"] for _, doc in answers)
+    assert metric(prefill, "vllm:generation_tokens_total") == 2 and metric(prefill, "vllm:prompt_tokens_total") == 6
 
 
 def test_proxy_refuses_an_omitted_rank(pd, start):

@@ -13,17 +13,22 @@ from urllib.parse import parse_qs
 from standin.config import Config
 from standin.generation import ApiError, GenRequest, parse_request
 from standin.httpio import Request, json_response, response_bytes, serve_keep_alive
+from standin.kvcache import KvCache
+from standin.metrics import CONTENT_TYPE, render
 from standin.trace import TraceLog, TraceRecord
 
 GENERATION_PATHS = {"/v1/completions": False, "/v1/chat/completions": True}
 ROUTES = {
     "/health": ("GET",), "/v1/models": ("GET",), "/version": ("GET",), "/standin/info": ("GET",),
     "/standin/trace": ("GET", "DELETE"), "/v1/completions": ("POST",), "/v1/chat/completions": ("POST",),
+    "/metrics": ("GET",),
 }
 
 
 class Engine:
     """What differs between an inference instance and the scheduler."""
+
+    cache: Optional[KvCache] = None  # a generating engine's KV cache, what /metrics shows; the scheduler has none
 
     async def healthy(self) -> bool:
         raise NotImplementedError
@@ -47,6 +52,7 @@ class App:
         self._count = 0
         self._generations = 0
         self._created = int(time.time())
+        self.engine_index = "0"  # vLLM's `engine` label: the DP rank of the engine this server fronts
 
     def _next_id(self) -> str:
         self._count += 1
@@ -70,6 +76,8 @@ class App:
             writer.write(response_bytes(200 if ok else 503, b"", req.keep_alive))
         elif req.path == "/v1/models":
             writer.write(json_response(200, self._models(), req.keep_alive))
+        elif req.path == "/metrics":
+            writer.write(self._metrics(req.keep_alive))
         elif req.path == "/version":
             writer.write(json_response(200, {"version": "0.0.0+standin"}, req.keep_alive))
         elif req.path == "/standin/info":
@@ -124,6 +132,13 @@ class App:
                 record.aborted = True
                 record.finish(499)
             raise
+
+    def _metrics(self, keep_alive: bool) -> bytes:
+        cache = self.engine.cache
+        if cache is None:  # the scheduler relays; vLLM's metrics live on the instances behind it
+            return json_response(404, {"detail": "Not Found"}, keep_alive)
+        text = render(cache, self.config.args.served_names[0], self.engine_index)
+        return response_bytes(200, text, keep_alive, CONTENT_TYPE)
 
     def _models(self) -> dict:
         args = self.config.args

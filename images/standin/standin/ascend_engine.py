@@ -14,7 +14,7 @@ from standin.ascend_config import AscendConfig
 from standin.config import hccn_conf_readable
 from standin.generation import ApiError, GenRequest, full_body, tokens
 from standin.httpio import Request, json_response
-from standin.instance import InstanceEngine, sleep_until
+from standin.instance import InstanceEngine
 from standin.trace import TraceRecord
 
 BLOCK_SIZE = 128
@@ -52,7 +52,7 @@ class AscendEngine(InstanceEngine):
         if garbled:
             log(f"{config.base.knobs.hccn_conf} is not a readable file: HCCL runs without its NIC table, "
                 "answers are wrong")
-        super().__init__(config.base.knobs, garbled)
+        super().__init__(config.base.knobs, garbled, config.base.args.max_num_seqs)
         self.config = config
         self._next_rank = 0
         self._producers: Dict[Tuple[str, int], dict] = {}  # kv address checked -> what its port said
@@ -122,18 +122,20 @@ class AscendEngine(InstanceEngine):
                 f"host={params['remote_host']} port={params['remote_port']} "
                 f"blocks={len(params.get('remote_block_ids') or [])}")
         elif kv is not None and isinstance(params, dict) and params.get("do_remote_decode") and not gen.stream:
-            await self._prefill(req, gen, rid, record, writer)
+            await self.run(req, gen, self._prefill, rid, record, writer)  # the prefill holds a slot too
             return
         await super().generate(req, body, gen, rid, record, writer, garbled=remote_garbled)
 
-    async def _prefill(self, req: Request, gen: GenRequest, rid: str, record: TraceRecord, writer) -> None:
+    async def _prefill(self, first: float, req: Request, gen: GenRequest, rid: str, record: TraceRecord,
+                       writer) -> None:
         loop = asyncio.get_running_loop()
         words = tokens(gen.prompt, gen.completion_tokens, self.garbled)
-        await sleep_until(loop, req.arrival_mono + self.ttft_s + self.tpot_s * (len(words) - 1))
+        await self.whole_answer_due(loop, first, len(words))
         doc = full_body(gen, rid, int(time.time()), "".join(words))
         doc["kv_transfer_params"] = self._kv_params(gen)
         writer.write(json_response(200, doc, req.keep_alive, (("x-request-id", rid),)))
         await writer.drain()
+        self.cache.generation_tokens += len(words)
         record.chunk_written()
         record.finish(200)
 
@@ -143,6 +145,8 @@ class AscendApp(App):
         super().__init__(config.base, AscendEngine(config))
         self.ascend = config
         self.kv_ports = kv_ports
+        if config.args.external:  # one rank per process: vLLM labels its metrics with that engine index
+            self.engine_index = str(config.args.ranks[0])
 
     def info(self) -> dict:
         doc = super().info()

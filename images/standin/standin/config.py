@@ -30,6 +30,8 @@ class Knobs:
     fail_hccl_timeout: bool = False  # after loading, print CANN's HCCL timeout (EI0002) and exit 1
     empty_answers: bool = False  # every generation answers 200 with no body (a broken decoder behind a proxy)
     hccn_conf: str = "/etc/hccn.conf"  # HCCL's NIC table: without it as a readable file, HCCL answers go wrong
+    capacity: Optional[int] = None  # sequences the emulated KV cache holds; None: unlimited (no queue, no slowdown)
+    load_slowdown: float = 1.0  # with r of `capacity` running, TTFT and TPOT are x (1 + load_slowdown * r / capacity)
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,16 @@ def read_knobs(env: Mapping[str, str]) -> Knobs:
         fail_hccl_timeout=env.get("STANDIN_FAIL_HCCL_TIMEOUT", "") == "1",
         empty_answers=env.get("STANDIN_EMPTY_ANSWERS", "") == "1",
         hccn_conf=env.get("STANDIN_HCCN_CONF") or "/etc/hccn.conf",
+        capacity=_capacity(env),
+        load_slowdown=_number(env, "STANDIN_LOAD_SLOWDOWN", 1.0),
     )
+
+
+def _capacity(env: Mapping[str, str]) -> Optional[int]:
+    capacity = _number(env, "STANDIN_CAPACITY", None, int)
+    if capacity == 0:  # a cache that holds nothing would queue every request for ever
+        raise Refusal("STANDIN_CAPACITY='0' must be at least 1")
+    return capacity
 
 
 def hccn_conf_readable(knobs: Knobs) -> bool:

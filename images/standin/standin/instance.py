@@ -1,15 +1,18 @@
-"""An inference instance (mixed, prefill or decode): deterministic tokens on a TTFT/TPOT schedule."""
+"""An inference instance (mixed, prefill or decode): deterministic tokens on a TTFT/TPOT schedule, each request
+holding a slot of the emulated KV cache while it generates."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Iterator, Optional
 
 from standin.app import Engine
 from standin.config import Knobs
-from standin.generation import (DONE_EVENT, GenRequest, full_body, role_event, token_event, tokens,
-                                usage_event)
+from standin.generation import (DONE_EVENT, GenRequest, finish_reason, full_body, role_event, token_event,
+                                tokens, usage_event)
 from standin.httpio import LAST_CHUNK, Request, chunk, json_response, stream_head
+from standin.kvcache import KvCache
 from standin.trace import TraceRecord
 
 
@@ -21,25 +24,70 @@ async def sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
 
 
 class InstanceEngine(Engine):
-    def __init__(self, knobs: Knobs, garbled: bool = False) -> None:
+    def __init__(self, knobs: Knobs, garbled: bool = False, max_num_seqs: Optional[int] = None) -> None:
         self.ttft_s = knobs.ttft_ms / 1000.0
         self.tpot_s = knobs.tpot_ms / 1000.0
         self.garbled = garbled  # its HCCL runs without hccn.conf: every answer has wrong tokens
+        self.cache = KvCache(knobs.capacity, knobs.load_slowdown, max_num_seqs)
 
     async def healthy(self) -> bool:
         return True
 
     async def generate(self, req: Request, body: dict, gen: GenRequest, rid: str, record: TraceRecord,
                        writer: asyncio.StreamWriter, garbled: bool = False) -> None:
+        await self.run(req, gen, self._answer, rid, record, writer, garbled)
+
+    async def run(self, req: Request, gen: GenRequest, answer, *args) -> None:
+        """`await answer(first, req, gen, *args)` holding a KV cache slot. `first` is the first token's deadline:
+        TTFT (stretched by the load) after the slot was granted, so time spent in the queue adds to it."""
+        loop = asyncio.get_running_loop()
+        cache = self.cache
+        waited = await cache.admit()
+        try:
+            cache.prompt_tokens += gen.prompt_tokens
+            await answer(self.first_deadline(loop.time() if waited else req.arrival_mono), req, gen, *args)
+            cache.finished[finish_reason(gen)] += 1
+        except (ConnectionError, asyncio.IncompleteReadError):
+            cache.finished["abort"] += 1  # the client went away
+            raise
+        finally:
+            cache.release()
+
+    def first_deadline(self, start: float) -> float:
+        return start + self.ttft_s * self.cache.factor()
+
+    def deadlines(self, first: float, count: int) -> Iterator[float]:
+        """Each token's deadline, taken lazily: without a capacity token i is due at first + i * TPOT; with one
+        each interval is TPOT stretched by the load at the moment the previous token was due."""
+        if self.cache.capacity is None:
+            for i in range(count):
+                yield first + i * self.tpot_s
+            return
+        due = first
+        for i in range(count):
+            if i:
+                due += self.tpot_s * self.cache.factor()
+            yield due
+
+    async def whole_answer_due(self, loop, first: float, count: int) -> None:
+        """Wait until the last of `count` tokens is due (token by token when the load can change meanwhile)."""
+        if self.cache.capacity is None:
+            await sleep_until(loop, first + self.tpot_s * (count - 1))
+            return
+        for due in self.deadlines(first, count):
+            await sleep_until(loop, due)
+
+    async def _answer(self, first: float, req: Request, gen: GenRequest, rid: str, record: TraceRecord,
+                      writer: asyncio.StreamWriter, garbled: bool) -> None:
         loop = asyncio.get_running_loop()
         created = int(time.time())
         words = tokens(gen.prompt, gen.completion_tokens, self.garbled or garbled)
-        first = req.arrival_mono + self.ttft_s  # token i is due at first + i * TPOT
         extra = (("x-request-id", rid),)
         if not gen.stream:
-            await sleep_until(loop, first + self.tpot_s * (len(words) - 1))
+            await self.whole_answer_due(loop, first, len(words))
             writer.write(json_response(200, full_body(gen, rid, created, "".join(words)), req.keep_alive, extra))
             await writer.drain()
+            self.cache.generation_tokens += len(words)
             record.chunk_written()
             record.finish(200)
             return
@@ -49,10 +97,11 @@ class InstanceEngine(Engine):
         writer.write(head)
         await writer.drain()
         last = len(words) - 1
-        for i, word in enumerate(words):
-            await sleep_until(loop, first + i * self.tpot_s)
+        for i, (word, due) in enumerate(zip(words, self.deadlines(first, len(words)))):
+            await sleep_until(loop, due)
             writer.write(chunk(token_event(gen, rid, created, word, i == last)))
             await writer.drain()
+            self.cache.generation_tokens += 1
             record.chunk_written()
         tail = chunk(usage_event(gen, rid, created)) if gen.include_usage else b""
         writer.write(tail + chunk(DONE_EVENT) + LAST_CHUNK)
