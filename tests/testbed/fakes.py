@@ -39,7 +39,9 @@ DEFAULT_PROFILE = {
     "health": {},  # card -> OK | Warning | Alarm | Critical | UNKNOWN (default OK)
     "error_codes": {},  # card -> "80E18005 80E18006" (shown by -t health; default NA)
     "processes": {},  # card -> [{"pid": 1, "name": "python3.9", "memory_mb": 52876}]
-    "stats": {},  # card -> {"power": 1.0, "temp": 1, "aicore": 1, "hbm_used": 1}
+    # card -> any of {"power": W, "temp": C, "aicore": AI core utilisation %, "hbm_used": MB}, shown by `npu-smi info`
+    # (default: idle, 0 %, the idle HBM + the card's processes' memory); whole numbers but power
+    "stats": {},
     "device_ips": [],  # per card; null = no RoCE IP configured
     "hccn_conf_ips": {},  # card -> the address /etc/hccn.conf says instead of the live one (a stale entry)
     "netmask": "255.255.255.0",
@@ -126,6 +128,8 @@ def card_stats(profile, card):
         "hbm_used": IDLE_HBM_USED[card % 8] + sum(int(p["memory_mb"]) for p in processes),
     }
     base.update(_per_card(profile, "stats", card, {}))
+    for key in ("temp", "aicore", "hbm_used"):  # npu-smi prints whole numbers there (and deployctl parses them so)
+        base[key] = int(round(float(base[key])))
     return base
 
 

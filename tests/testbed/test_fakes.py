@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from deployctl.facts.npu_smi import parse_npu_smi_info
 from tests.testbed import fakes, prerender, profile
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
@@ -98,3 +99,16 @@ def test_tool_script_is_sh_with_standalone_python_fallback():
     python = script[start:script.rindex(f"\n{prerender.PY_END}\n")]
     compile(python, "npu-smi", "exec")
     assert python.endswith("sys.exit(main('npu-smi', sys.argv[1:]))")
+
+
+def test_utilisation_and_hbm_set_in_the_profile_are_what_deployctls_parser_reads():
+    # what bench telemetry samples: `set_profile(host, stats={card: {"aicore": %, "hbm_used": MB}})`
+    stats = {"0": {"aicore": 87, "hbm_used": 61234}, "3": {"aicore": 100, "temp": 71}, 5: {"aicore": 42.6}}
+    stdout, _, code = fakes.render_npu_smi(["info"], {"stats": stats, "processes": {"1": [
+        {"pid": 4242, "name": "python3", "memory_mb": 50000}]}})
+    assert code == 0 and {len(line) for line in stdout.splitlines()} == {98}
+    chips = {chip.npu_id: chip for chip in parse_npu_smi_info(stdout).chips}
+    assert {n: chips[n].aicore_pct for n in chips} == {0: 87, 1: 0, 2: 0, 3: 100, 4: 0, 5: 43, 6: 0, 7: 0}
+    assert (chips[0].hbm_used_mb, chips[0].hbm_total_mb) == (61234, 65536)
+    assert chips[1].hbm_used_mb == fakes.IDLE_HBM_USED[1] + 50000  # a card's processes use its HBM
+    assert chips[3].temp_c == 71 and chips[3].hbm_used_mb == fakes.IDLE_HBM_USED[3]
