@@ -80,6 +80,9 @@ def _common(p, mode: str) -> None:
                         + ("; required" if mode == "search" else ""))
     p.add_argument("--max-seconds", type=float, metavar="S",
                    help="stop sending after this long (default: no limit)")
+    p.add_argument("--telemetry-interval", type=float, default=1.0, metavar="S",
+                   help="with a SPEC: sample every host's npu-smi (GPU: nvidia-smi) and each engine's /metrics over "
+                        "SSH every S seconds during each run (default %(default)g; 0: off)")
 
 
 def _search_flags(p) -> None:

@@ -9,7 +9,7 @@ import deployctl
 
 PACKAGE = Path(deployctl.__file__).parent
 PURE = ["spec", "facts", "plan", "ranktable", "image/plan.py", "image/inputs.py", "image/package.py",
-        "weights/manifest.py", "weights/source.py", "bench/metrics.py", "bench/stats.py", "bench/slo.py", "bench/search.py", "bench/http_parse.py",
+        "weights/manifest.py", "weights/source.py", "bench/metrics.py", "bench/stats.py", "bench/slo.py", "bench/search.py", "bench/telemetry.py", "bench/knee.py", "bench/http_parse.py",
         "doctor/report.py", "doctor/targets.py", "diagnose/plan.py", "diagnose/bundle.py", "diagnose/redact.py",
         "diagnose/signatures.py", "export"]
 FORBIDDEN = ("subprocess", "socket", "paramiko", "boto3", "botocore", "docker", "rich", "requests",

@@ -22,6 +22,11 @@ def flatten(run: dict) -> dict:
         if isinstance(value, dict) and key in LATENCIES:
             for stat, figure in value.items():
                 row[f"{key}_{stat}"] = figure
+        elif key == "telemetry_samples":  # every tick: bench_<mode>_telemetry.csv
+            continue
+        elif key == "telemetry":  # the run's summary; per engine as JSON
+            for name, figure in value.items():
+                row[f"telemetry_{name}"] = json.dumps(figure, sort_keys=True) if isinstance(figure, dict) else figure
         elif key == "slo":  # the goodput figures as columns of their own, the limits and misses as JSON
             row["slo_met"] = value["met"]
             for name in ("good_requests", "goodput_share", "goodput_request_throughput",
@@ -37,7 +42,11 @@ def flatten(run: dict) -> dict:
 
 
 def csv_text(document: dict) -> str:
-    rows = [flatten(run) for run in document["runs"]]
+    return rows_csv([flatten(run) for run in document["runs"]])
+
+
+def rows_csv(rows: list[dict]) -> str:
+    """Rows of differing keys as one CSV: the columns in first-seen order."""
     columns: list[str] = []
     for row in rows:
         columns.extend(c for c in row if c not in columns)
@@ -58,6 +67,11 @@ def write_results(document: dict, result_dir: str) -> tuple[list[Path], Optional
     csv_path = folder / f"bench_{mode}.csv"
     csv_path.write_text(csv_text(document))
     written = [json_path, csv_path]
+    samples = [row for run in document["runs"] for row in run.get("telemetry_samples", ())]
+    if samples:
+        telemetry_path = folder / f"bench_{mode}_telemetry.csv"
+        telemetry_path.write_text(rows_csv(samples))
+        written.append(telemetry_path)
     png_path = folder / f"bench_{mode}.png"
     note = write_png(document, png_path)
     if note is None:
@@ -75,8 +89,10 @@ def write_png(document: dict, path: Path) -> Optional[str]:
     except ImportError:
         return "matplotlib is not installed: no PNG chart (pip install 'deployctl[bench]')"
     key = run_key(document["mode"])
-    runs = document["runs"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    runs = sorted(document["runs"], key=lambda r: r[key])  # a search ran them in its own order
+    telemetry = [run for run in runs if run.get("telemetry", {}).get("samples")]
+    fig, axes = plt.subplots(1, 3 if telemetry else 2, figsize=(19 if telemetry else 13, 5))
+    left, right = axes[0], axes[1]
     groups: dict = {}
     for run in runs:
         groups.setdefault((run["prompt_tokens"], run["output_tokens"]), []).append(run)
@@ -98,6 +114,13 @@ def write_png(document: dict, path: Path) -> Optional[str]:
     left.set_yscale("log")
     left.set_title("latency percentiles")
     left.legend(fontsize=7)
+    if telemetry:
+        _telemetry_axes(axes[2], telemetry, key)
+    knee = document.get("knee")
+    if knee:
+        left.axvline(knee["load"], color="red", linestyle="--", linewidth=1)
+        left.annotate(knee["cause"], (knee["load"], 0.02), xycoords=("data", "axes fraction"), color="red",
+                      fontsize=8)
     right.set_xlabel("E2E latency p50 (ms)")
     right.set_ylabel("output tokens/s")
     right.set_title("throughput vs latency")
@@ -107,6 +130,30 @@ def write_png(document: dict, path: Path) -> Optional[str]:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return None
+
+
+def _telemetry_axes(axis, runs: list[dict], key: str) -> None:
+    """Beside the latency curve: what the devices and the engines did at each load."""
+    xs = [run[key] for run in runs]
+
+    def series(name, scale=1.0):
+        return [(run["telemetry"].get(name) * scale) if run["telemetry"].get(name) is not None else float("nan")
+                for run in runs]
+
+    axis.plot(xs, series("device_util_mean_pct"), "-o", label="NPU/GPU utilisation mean (%)")
+    axis.plot(xs, series("device_mem_max_pct"), "-s", label="device memory max (%)")
+    axis.plot(xs, series("kv_cache_usage_max", 100.0), "-^", label="KV cache usage max (%)")
+    axis.set_ylim(0, 105)
+    axis.set_xlabel("concurrency" if key == "parallel_num" else "request rate (req/s)")
+    axis.set_ylabel("%")
+    counts = axis.twinx()
+    counts.plot(xs, series("preemptions"), ":x", color="red", label="preemptions")
+    counts.plot(xs, series("waiting_max"), ":+", color="purple", label="waiting max")
+    counts.set_ylabel("requests")
+    axis.set_title("telemetry during each run")
+    lines = axis.get_legend_handles_labels()
+    more = counts.get_legend_handles_labels()
+    axis.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper left")
 
 
 def format_ms(value) -> str:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from deployctl.bench.client import BaseUrl
 from deployctl.bench.load import Sender, poisson_offsets, run_poisson, run_static
 from deployctl.bench.metrics import summarize_run
 from deployctl.bench.prompts import Prompt, sample_prompts, synthetic_prompt
+from deployctl.bench.knee import explain_knee
 from deployctl.bench.search import Probe, SearchPlan, decide
 from deployctl.bench.slo import Slo, slo_result
+from deployctl.bench.telemetry import summarize_telemetry
 from deployctl.bench.tokens import Tokenizer
 
 
@@ -55,6 +57,7 @@ class BenchSettings:
     tokenizer: Optional[Tokenizer] = None
     dataset: Optional[list[Prompt]] = None
     slos: tuple[Slo, ...] = ()  # each run reports whether it met them, and its goodput
+    telemetry: Optional[Any] = None  # a TelemetrySampler: the hosts sampled during each run
 
 
 def run_bench(settings: BenchSettings, mode: str, runs: Sequence, header: dict,
@@ -79,8 +82,10 @@ async def _run_all(settings: BenchSettings, mode: str, runs: Sequence, header: d
 
 
 def _document(header: dict, mode: str, settings: BenchSettings, results: list) -> dict:
-    return {**header, "mode": mode, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "endpoint": settings.endpoint, "runs": results}
+    document = {**header, "mode": mode, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "endpoint": settings.endpoint, "runs": results}
+    document["knee"] = explain_knee(document) if results else None
+    return document
 
 
 async def _warm_up(sender: Sender, settings: BenchSettings, first) -> None:
@@ -93,9 +98,20 @@ async def _warm_up(sender: Sender, settings: BenchSettings, first) -> None:
 
 
 async def _one(sender: Sender, settings: BenchSettings, mode: str, run, index: int) -> dict:
-    if mode == "static":
-        return await _static(sender, settings, run, index)
-    return await _dynamic(sender, settings, run, index)
+    sampler = settings.telemetry
+    if sampler is not None:
+        sampler.start_run()
+    try:
+        if mode == "static":
+            result = await _static(sender, settings, run, index)
+        else:
+            result = await _dynamic(sender, settings, run, index)
+    finally:
+        samples = await asyncio.get_running_loop().run_in_executor(None, sampler.end_run) if sampler else None
+    if samples is not None:
+        result["telemetry"] = summarize_telemetry(samples)
+        result["telemetry_samples"] = [row for sample in samples for row in sample.rows(index)]
+    return result
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ class Target:
     url: BaseUrl
     model: Optional[str]  # the served name, when known without asking the server
     facts: dict = field(default_factory=dict)  # spec digest, image, hosts: recorded in each result
+    spec: Optional[object] = None  # the Spec, when the target is one: its hosts can be sampled during the runs
 
 
 def is_url(text: str) -> bool:
@@ -44,7 +45,7 @@ def resolve(text: str) -> Target:
     from deployctl.spec.load import load_spec
 
     spec = load_spec(text)
-    return Target(BaseUrl.parse(spec_endpoint(spec)), spec.model.served_name, spec_facts(spec))
+    return Target(BaseUrl.parse(spec_endpoint(spec)), spec.model.served_name, spec_facts(spec), spec)
 
 
 def served_model(url: BaseUrl, timeout: float = 10.0) -> str:

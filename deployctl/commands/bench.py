@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 from deployctl.errors import ExitStatus, UsageError
@@ -38,11 +39,40 @@ def run(args, ui) -> int:
                              max_seconds=args.max_seconds, seed=getattr(args, "seed", 0), tokenizer=tokenizer,
                              dataset=dataset, slos=slos)
     header = {"target": args.target, "model": model, "url": str(target.url), **target.facts}
-    if search is not None:
-        document = execute_search(settings, *search, header, ui)
-    else:
-        document = execute(settings, mode, runs, header, ui)
+    with telemetry(target.spec, args.telemetry_interval, ui) as sampler:
+        settings.telemetry = sampler
+        if search is not None:
+            document = execute_search(settings, *search, header, ui)
+        else:
+            document = execute(settings, mode, runs, header, ui)
     return finish(document, ui, args.result_dir, baseline, args.max_regression)
+
+
+@contextmanager
+def telemetry(spec, interval: float, ui):
+    """A sampler over SSH connections to the spec's serving hosts, or None (a URL, --telemetry-interval 0, or
+    hosts that cannot be reached: the bench goes on without, saying so)."""
+    if spec is None or interval <= 0:
+        yield None
+        return
+    from deployctl.bench.sampler import TelemetrySampler
+    from deployctl.errors import DeployctlError
+    from deployctl.hosts import connected
+
+    try:
+        context = connected(spec, hosts=spec.used_hosts)
+        transports = context.__enter__()
+    except DeployctlError as error:
+        ui.info(f"telemetry off: {error.message}")
+        yield None
+        return
+    sampler = TelemetrySampler(spec, transports, interval)
+    try:
+        ui.info(f"telemetry: {', '.join(sampler.transports)} every {interval:g} s")
+        yield sampler
+    finally:
+        sampler.close()
+        context.__exit__(None, None, None)
 
 
 def _search_plan(args):
@@ -132,6 +162,9 @@ def finish(document: dict, ui, result_dir, baseline, max_regression: float) -> i
         ui.emit_json(document)
     else:
         render_table(ui.console(), document, title=_title(document))
+    knee = document.get("knee")
+    if knee:
+        ui.info(f"knee ({knee['cause']}): {knee['explanation']}")
     status = ExitStatus.OK
     requests = sum(run["requests"] for run in document["runs"])
     if requests and not any(run["succeeded"] for run in document["runs"]):

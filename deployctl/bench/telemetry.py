@@ -1,0 +1,173 @@
+"""Telemetry during a bench run (pure half): what each host is asked once per tick — `npu-smi info` (GPU:
+nvidia-smi's query) and every serving engine's Prometheus `/metrics` on the host's loopback — the parsers, and
+each run's summary (NPU utilisation, HBM, temperature; KV-cache use, running and waiting requests, preemptions)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from deployctl.core import Command
+from deployctl.facts.npu_smi import parse_npu_smi_info
+from deployctl.spec.model import Spec
+
+NVIDIA_QUERY = ("nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,memory.total,temperature.gpu",
+                "--format=csv,noheader,nounits")
+# vLLM v1's names first; v0 called the KV-cache gauge gpu_cache_usage_perc
+ENGINE_METRICS = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
+}
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator at one tick."""
+
+    device: int
+    util_pct: Optional[float]
+    mem_used_mb: Optional[float]
+    mem_total_mb: Optional[float]
+    temp_c: Optional[float]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One serving engine's gauges and counters at one tick (None: it did not answer or has no such metric)."""
+
+    instance: str
+    running: Optional[float] = None
+    waiting: Optional[float] = None
+    kv_cache_usage: Optional[float] = None  # 0..1
+    preemptions: Optional[float] = None  # a counter since the engine started
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float  # seconds since the run started
+    host: str
+    devices: tuple[Device, ...] = ()
+    engines: tuple[Engine, ...] = ()
+
+    def rows(self, run: int) -> list[dict]:
+        """CSV rows: one per device and one per engine."""
+        base = {"run": run, "t": round(self.t, 3), "host": self.host}
+        out = [{**base, "kind": "device", "id": d.device, "util_pct": d.util_pct, "mem_used_mb": d.mem_used_mb,
+                "mem_total_mb": d.mem_total_mb, "temp_c": d.temp_c} for d in self.devices]
+        out += [{**base, "kind": "engine", "id": e.instance, "running": e.running, "waiting": e.waiting,
+                 "kv_cache_usage": e.kv_cache_usage, "preemptions": e.preemptions} for e in self.engines]
+        return out
+
+
+def engines_on(spec: Spec, host: str) -> tuple[tuple[str, int], ...]:
+    """(instance, port) of every serving engine on `host`: not the scheduler or the proxy, which have no engine."""
+    return tuple((i.name, i.port) for i in spec.api_servers
+                 if i.host == host and i.role not in ("scheduler", "proxy") and i.port is not None)
+
+
+def telemetry_commands(spec: Spec, host: str) -> tuple[Command, ...]:
+    """One tick on one host: the accelerators, then each engine's /metrics (2 s at most each)."""
+    devices = Command(NVIDIA_QUERY) if spec.platform == "gpu" else Command(("npu-smi", "info"))
+    return (devices, *(Command(("curl", "--silent", "--fail", "--max-time", "2", f"http://127.0.0.1:{port}/metrics"))
+                       for _, port in engines_on(spec, host)))
+
+
+def parse_devices(text: str, platform: str) -> tuple[Device, ...]:
+    """`npu-smi info` rows (AICore %, HBM, temperature) or nvidia-smi's CSV query; nothing on an unreadable answer."""
+    if platform == "gpu":
+        out = []
+        for line in text.splitlines():
+            cells = [c.strip() for c in line.split(",")]
+            if len(cells) == 5 and cells[0].isdigit():
+                util, used, total, temp = (_number(c) for c in cells[1:])
+                out.append(Device(int(cells[0]), util, used, total, temp))
+        return tuple(out)
+    try:
+        info = parse_npu_smi_info(text)
+    except Exception:  # noqa: BLE001 - a tick that cannot be read is a gap in the series, not a failed bench
+        return ()
+    return tuple(Device(chip.npu_id, _float(chip.aicore_pct), _float(chip.hbm_used_mb), _float(chip.hbm_total_mb),
+                        _float(chip.temp_c)) for chip in info.chips)
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Metric name -> value, summed over label sets (one engine serves one model)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        value = _number(match["value"]) if match else None
+        if match and value is not None:
+            out[match["name"]] = out.get(match["name"], 0.0) + value
+    return out
+
+
+def parse_engine(instance: str, text: str) -> Engine:
+    metrics = parse_prometheus(text)
+
+    def first(names):
+        return next((metrics[n] for n in names if n in metrics), None)
+
+    return Engine(instance, **{field: first(names) for field, names in ENGINE_METRICS.items()})
+
+
+def parse_tick(spec: Spec, host: str, t: float, outputs: Sequence[tuple[int, str]]) -> Sample:
+    """The answers of telemetry_commands (exit code, stdout each, in order) as one Sample."""
+    (device_code, device_text), *engine_outputs = outputs
+    devices = parse_devices(device_text, spec.platform) if device_code == 0 else ()
+    engines = tuple(parse_engine(name, text) if code == 0 else Engine(name)
+                    for (name, _), (code, text) in zip(engines_on(spec, host), engine_outputs))
+    return Sample(t, host, devices, engines)
+
+
+def summarize_telemetry(samples: Sequence[Sample]) -> dict:
+    """A run's telemetry in a few figures: what the knee explanation and the chart read."""
+    devices = [d for s in samples for d in s.devices]
+    utils = [d.util_pct for d in devices if d.util_pct is not None]
+    mem = [100.0 * d.mem_used_mb / d.mem_total_mb for d in devices if d.mem_used_mb is not None and d.mem_total_mb]
+    temps = [d.temp_c for d in devices if d.temp_c is not None]
+    per_engine: dict[str, list[Engine]] = {}
+    for sample in samples:
+        for engine in sample.engines:
+            per_engine.setdefault(engine.instance, []).append(engine)
+    engines = {}
+    for name, series in sorted(per_engine.items()):
+        counters = [e.preemptions for e in series if e.preemptions is not None]
+        engines[name] = {
+            "running_max": _max(e.running for e in series), "waiting_max": _max(e.waiting for e in series),
+            "kv_cache_usage_max": _max(e.kv_cache_usage for e in series),
+            "preemptions": (counters[-1] - counters[0]) if len(counters) > 1 else 0.0,
+        }
+    return {
+        "samples": len(samples),
+        "device_util_mean_pct": sum(utils) / len(utils) if utils else None,
+        "device_util_max_pct": max(utils) if utils else None,
+        "device_mem_max_pct": max(mem) if mem else None,
+        "device_temp_max_c": max(temps) if temps else None,
+        "kv_cache_usage_max": _max(e["kv_cache_usage_max"] for e in engines.values()),
+        "preemptions": sum(e["preemptions"] for e in engines.values()),
+        "waiting_max": _max(e["waiting_max"] for e in engines.values()),
+        "engines": engines,
+    }
+
+
+def _max(values) -> Optional[float]:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _number(text: str) -> Optional[float]:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value == value else None  # NaN: no value
+
+
+def _float(value) -> Optional[float]:
+    return None if value is None else float(value)
