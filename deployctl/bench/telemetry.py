@@ -119,7 +119,9 @@ def parse_engine(instance: str, text: str) -> Engine:
 def parse_tick(spec: Spec, host: str, t: float, outputs: Sequence[tuple[int, str]]) -> Sample:
     """The answers of telemetry_commands (exit code, stdout each, in order) as one Sample."""
     (device_code, device_text), *engine_outputs = outputs
-    devices = parse_devices(device_text, spec.platform) if device_code == 0 else ()
+    used = {d for i in spec.instances if i.host == host for d in i.devices}  # not the host's other cards
+    devices = tuple(d for d in (parse_devices(device_text, spec.platform) if device_code == 0 else ())
+                    if d.device in used)
     engines = tuple(parse_engine(name, text) if code == 0 else Engine(name)
                     for (name, _), (code, text) in zip(engines_on(spec, host), engine_outputs))
     return Sample(t, host, devices, engines)
