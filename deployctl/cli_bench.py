@@ -80,6 +80,11 @@ def _common(p, mode: str) -> None:
                         + ("; required" if mode == "search" else ""))
     p.add_argument("--max-seconds", type=float, metavar="S",
                    help="stop sending after this long (default: no limit)")
+    p.add_argument("--prefix-share", type=float, default=0.0, metavar="FRACTION",
+                   help="synthetic prompts: this share of each prompt is a prefix shared by the requests of a group "
+                        "(a prefix-heavy workload; default %(default)g)")
+    p.add_argument("--prefix-groups", type=int, default=1, metavar="N",
+                   help="with --prefix-share: request i gets group i mod N's prefix (default %(default)s)")
     p.add_argument("--telemetry-interval", type=float, default=1.0, metavar="S",
                    help="with a SPEC: sample every host's npu-smi (GPU: nvidia-smi) and each engine's /metrics over "
                         "SSH every S seconds during each run (default %(default)g; 0: off)")

@@ -6,7 +6,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from deployctl.bench.tokens import Tokenizer, estimate_tokens
 from deployctl.errors import UsageError
@@ -30,10 +30,19 @@ class Prompt:
     prompt_tokens: Optional[int] = None  # None: counted later (server usage, else estimate)
 
 
-def synthetic_prompt(length: int, output_tokens: int, salt: int, tokenizer: Optional[Tokenizer] = None) -> Prompt:
-    """`length` words (or exactly `length` tokens with a tokenizer); `salt` varies the text per request."""
+def shared_prefix(length: int, share: float, group: int, seed: int) -> tuple[str, ...]:
+    """The words a prefix-heavy workload puts first in every prompt of a group: round(share x length) of them,
+    the same for every request of the group (what a prefix cache can reuse)."""
+    rng = random.Random(f"prefix-{seed}-{group}")
+    return tuple(rng.choice(_WORDS) for _ in range(round(share * length)))
+
+
+def synthetic_prompt(length: int, output_tokens: int, salt: int, tokenizer: Optional[Tokenizer] = None,
+                     prefix: Sequence[str] = ()) -> Prompt:
+    """`length` words (or exactly `length` tokens with a tokenizer), starting with `prefix`; `salt` varies the
+    rest per request."""
     rng = random.Random(salt)
-    words = [rng.choice(_WORDS) for _ in range(max(1, length))]
+    words = list(prefix[:length]) + [rng.choice(_WORDS) for _ in range(max(1, length) - len(prefix[:length]))]
     text = " ".join(words)
     if tokenizer is None:
         return Prompt(text, output_tokens, None)

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional, Sequence
 from deployctl.bench.client import BaseUrl
 from deployctl.bench.load import Sender, poisson_offsets, run_poisson, run_static
 from deployctl.bench.metrics import summarize_run
-from deployctl.bench.prompts import Prompt, sample_prompts, synthetic_prompt
+from deployctl.bench.prompts import Prompt, sample_prompts, shared_prefix, synthetic_prompt
 from deployctl.bench.knee import explain_knee
 from deployctl.bench.search import Probe, SearchPlan, decide
 from deployctl.bench.slo import Slo, slo_result
@@ -57,6 +57,8 @@ class BenchSettings:
     tokenizer: Optional[Tokenizer] = None
     dataset: Optional[list[Prompt]] = None
     slos: tuple[Slo, ...] = ()  # each run reports whether it met them, and its goodput
+    prefix_share: float = 0.0  # synthetic prompts: this share of each prompt is a prefix shared within a group
+    prefix_groups: int = 1
     telemetry: Optional[Any] = None  # a TelemetrySampler: the hosts sampled during each run
 
 
@@ -162,10 +164,16 @@ async def _search(settings: BenchSettings, plan: SearchPlan, load: SearchLoad, h
     return document
 
 
+def _synthetic(settings: BenchSettings, length: int, output: int, count: int, index: int) -> list[Prompt]:
+    """`count` prompts of one run; with a prefix share, request i starts with group i's shared prefix."""
+    prefixes = [shared_prefix(length, settings.prefix_share, g, settings.seed) if settings.prefix_share else ()
+                for g in range(max(1, settings.prefix_groups))]
+    return [synthetic_prompt(length, output, salt=settings.seed * 1_000_003 + index * 100_003 + i,
+                             tokenizer=settings.tokenizer, prefix=prefixes[i % len(prefixes)]) for i in range(count)]
+
+
 async def _static(sender: Sender, settings: BenchSettings, run: StaticRun, index: int) -> dict:
-    count = run.parallel_num * run.epochs
-    prompts = [synthetic_prompt(run.prompt_tokens, run.output_tokens, salt=settings.seed * 1_000_003 + index * 100_003 + i,
-                                tokenizer=settings.tokenizer) for i in range(count)]
+    prompts = _synthetic(settings, run.prompt_tokens, run.output_tokens, run.parallel_num * run.epochs, index)
     prepared = sender.prepare(prompts, f"bench-s{index}")
     records = sender.counted(await run_static(sender, prepared, run.parallel_num, settings.max_seconds), prepared)
     return _with_slos(settings, records, summarize_run(
@@ -177,8 +185,7 @@ async def _dynamic(sender: Sender, settings: BenchSettings, run: DynamicRun, ind
     if settings.dataset is not None:
         prompts = sample_prompts(settings.dataset, run.num_prompts, settings.seed + index, run.output_tokens)
     else:
-        prompts = [synthetic_prompt(run.prompt_tokens, run.output_tokens, salt=settings.seed * 1_000_003 + index * 100_003 + i,
-                                    tokenizer=settings.tokenizer) for i in range(run.num_prompts)]
+        prompts = _synthetic(settings, run.prompt_tokens, run.output_tokens, run.num_prompts, index)
     prepared = sender.prepare(prompts, f"bench-d{index}")
     offsets = poisson_offsets(len(prepared), run.request_rate, settings.seed + index)
     raw = await run_poisson(sender, prepared, offsets, settings.max_seconds, prewarm=min(len(prepared), 64))

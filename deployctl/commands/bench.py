@@ -20,6 +20,10 @@ def run(args, ui) -> int:
     runs = _runs(args, mode, static_runs, dynamic_runs) if mode != "search" else None
     search = _search_plan(args) if mode == "search" else None
     slos = parse_slo_flag(args.slo)
+    if not 0 <= args.prefix_share < 1 or args.prefix_groups < 1:
+        raise UsageError("--prefix-share is a fraction from 0 up to (not including) 1, --prefix-groups 1 or more")
+    if args.prefix_share and getattr(args, "dataset", None):
+        raise UsageError("--prefix-share shapes synthetic prompts: it does not go with --dataset")
     baseline = _read_baseline(args.baseline) if args.baseline else None
     if args.max_regression < 0:
         raise UsageError("--max-regression is a number of percent, 0 or more")
@@ -37,7 +41,8 @@ def run(args, ui) -> int:
     model = args.served_model_name or target.model or served_model(target.url)
     settings = BenchSettings(bases=[target.url], model=model, endpoint=args.endpoint, warmup=args.warmup,
                              max_seconds=args.max_seconds, seed=getattr(args, "seed", 0), tokenizer=tokenizer,
-                             dataset=dataset, slos=slos)
+                             dataset=dataset, slos=slos, prefix_share=args.prefix_share,
+                             prefix_groups=args.prefix_groups)
     header = {"target": args.target, "model": model, "url": str(target.url), **target.facts}
     with telemetry(target.spec, args.telemetry_interval, ui) as sampler:
         settings.telemetry = sampler

@@ -202,3 +202,18 @@ def test_csv_flattens_latency_summaries():
 
     (parsed,) = list(csv.DictReader([header, values]))
     assert parsed["ttft_ms_p99"] == "30.0" and json.loads(parsed["errors"]) == {"HTTP 500": 2}
+
+
+def test_a_prefix_heavy_workload_shares_the_first_words_within_each_group():
+    from deployctl.bench.prompts import shared_prefix, synthetic_prompt
+    from deployctl.bench.runner import BenchSettings, _synthetic
+
+    settings = BenchSettings(bases=[], model="m", prefix_share=0.75, prefix_groups=2)
+    prompts = [p.text.split() for p in _synthetic(settings, 40, 8, 6, 0)]
+    assert all(len(words) == 40 for words in prompts)
+    first, second = shared_prefix(40, 0.75, 0, 0), shared_prefix(40, 0.75, 1, 0)
+    assert len(first) == 30 and first != second
+    assert [tuple(w[:30]) for w in prompts] == [first, second] * 3  # request i: group i mod 2
+    assert len({tuple(w[30:]) for w in prompts}) == 6  # the rest differs per request
+    plain = synthetic_prompt(40, 8, salt=1).text.split()
+    assert len(plain) == 40 and synthetic_prompt(40, 8, salt=1, prefix=first).text.split()[:30] == list(first)
