@@ -177,7 +177,8 @@ def table_rows(document: dict) -> tuple[list[str], list[list[str]]]:
     if slos:
         header += ["SLO", "goodput req/s", "good %"]
     rows = []
-    for run in document["runs"]:
+    runs = sorted(document["runs"], key=lambda r: r[key]) if "search" in document else document["runs"]
+    for run in runs:  # a search's curve reads by load, not in the order it ran
         row = [f"{run[key]:g}", f"{run['prompt_tokens']}/{run['output_tokens']}",
                f"{run['succeeded']}/{run['failed']}", f"{run['request_throughput']:.2f}",
                f"{run['output_token_throughput']:.1f}",
