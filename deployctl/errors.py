@@ -90,6 +90,16 @@ class SpecError(DeployctlError):
         ]
 
 
+class ExportError(SpecError):
+    """A valid spec that a Kubernetes target cannot express: each problem at its spec path, exit 2."""
+
+    def __init__(self, problems: list[Problem], target: str = "") -> None:
+        super().__init__(problems)
+        count = len(problems)
+        self.message = (f"cannot export{' to ' + target if target else ''}: {count} "
+                        f"problem{'s' if count != 1 else ''}")
+
+
 class FactParseError(DeployctlError):
     """A vendor tool printed something its parser does not understand."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from deployctl.errors import Problem, SpecError, UsageError
+from deployctl.errors import ExportError, Problem, UsageError
 
 
 def run(args, ui) -> int:
@@ -24,8 +24,8 @@ def run(args, ui) -> int:
                             image=args.image, npu_resource=args.npu_resource)
     try:
         manifests = export(spec, options)
-    except SpecError as error:
-        raise SpecError(located(args.spec, error.problems)) from None
+    except ExportError as error:
+        raise ExportError(located(args.spec, error.problems), args.to) from None
     written = write_files(manifests, Path(args.out)) if args.out else None
     render_export(ui, args.to, manifests, written)
     return 0

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-from deployctl.errors import SpecError
+from deployctl.errors import ExportError
 from deployctl.export.options import ExportOptions
 from deployctl.export.refusals import problems
 from deployctl.export.targets import BUILDERS
@@ -29,12 +29,12 @@ class Manifest:
 
 
 def export(spec: Spec, options: ExportOptions) -> tuple[Manifest, ...]:
-    """The objects in a fixed order (config, workloads, Services); SpecError naming the spec path of everything
+    """The objects in a fixed order (config, workloads, Services); ExportError naming the spec path of everything
     the target cannot express (unlocated: the command adds file:line)."""
     found = problems(spec, options)
     if found:
         source = str(spec.source) if spec.source else "spec"
-        raise SpecError([replace(p, file=source) for p in found])
+        raise ExportError([replace(p, file=source) for p in found], options.target)
     bodies = BUILDERS[options.target](spec, options)
     return tuple(Manifest(body["kind"], body["metadata"]["name"], body) for body in bodies)
 
