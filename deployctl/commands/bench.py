@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from deployctl.errors import ExitStatus, UsageError
@@ -64,20 +64,17 @@ def telemetry(spec, interval: float, ui):
     from deployctl.errors import DeployctlError
     from deployctl.hosts import connected
 
-    try:
-        context = connected(spec, hosts=spec.used_hosts)
-        transports = context.__enter__()
-    except DeployctlError as error:
-        ui.info(f"telemetry off: {error.message}")
-        yield None
-        return
-    sampler = TelemetrySampler(spec, transports, interval)
-    try:
-        ui.info(f"telemetry: {', '.join(sampler.transports)} every {interval:g} s")
+    with ExitStack() as stack:
+        try:
+            transports = stack.enter_context(connected(spec, hosts=spec.used_hosts))
+        except DeployctlError as error:
+            transports = None
+            ui.info(f"telemetry off: {error.message}")
+        sampler = TelemetrySampler(spec, transports, interval) if transports is not None else None
+        if sampler is not None:
+            stack.callback(sampler.close)
+            ui.info(f"telemetry: {', '.join(sampler.transports)} every {interval:g} s")
         yield sampler
-    finally:
-        sampler.close()
-        context.__exit__(None, None, None)
 
 
 def _search_plan(args):

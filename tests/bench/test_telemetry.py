@@ -102,3 +102,17 @@ def test_without_slos_the_knee_is_where_latency_bends():
     runs = [{"request_rate": r, "ttft_ms": {"p99": t}, "tpot_ms": {"p50": 5.0}} for r, t in ((1, 10), (2, 11), (4, 40))]
     knee = explain_knee({"mode": "dynamic", "runs": runs})
     assert knee["load"] == 4 and knee["cause"] == "unknown"
+
+
+def test_telemetry_turns_off_with_a_line_when_a_host_cannot_be_reached():
+    from types import SimpleNamespace
+
+    from deployctl.commands.bench import telemetry
+
+    unreachable = PD.replace("node1: {address: 192.0.2.18}", "node1: {address: 127.0.0.1}") + "ssh: {port: 1}\n"
+    said = []
+    with telemetry(pd_spec(unreachable), 1.0, SimpleNamespace(info=said.append)) as sampler:
+        assert sampler is None
+    assert len(said) == 1 and said[0].startswith("telemetry off: node1")
+    with telemetry(pd_spec(unreachable), 0, SimpleNamespace(info=said.append)) as sampler:  # 0: off, no attempt
+        assert sampler is None and len(said) == 1
