@@ -52,9 +52,9 @@ def doctor_probes(plan: DoctorPlan, target: Target) -> tuple[Probe, ...]:
 
         out.append(listening_probe())
     if any(name in NEEDS_ADDRESSES for name, _ in target.hccl_env):  # HCCL_IF_IP / *_SOCKET_IFNAME typed by hand
-        from deployctl.ranktable.host_address import ADDRESSES_ARGV, parse_host_addresses
+        from deployctl.plan.probes import addresses_probe
 
-        out.append(Probe(ADDRESSES_ARGV, parse_host_addresses, "bound_addresses", tool_name="ip"))
+        out.append(addresses_probe())
     return tuple(out)
 
 

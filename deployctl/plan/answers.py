@@ -14,6 +14,7 @@ from typing import Mapping, Optional
 
 from deployctl.plan.actions import AnswerCheck
 from deployctl.plan.model import Stage, Step
+from deployctl.plan.verify import completion_body
 from deployctl.spec.model import Instance, Spec
 
 ANSWER_PROMPT = "The quick brown fox jumps over the lazy dog. Continue the story:"
@@ -49,8 +50,7 @@ class Answer:
 
 
 def openai_body(spec: Spec, tokens: int) -> str:
-    return json.dumps({"model": spec.model.served_name, "prompt": ANSWER_PROMPT, "max_tokens": tokens,
-                       "temperature": 0, "stream": False}, separators=(",", ":"))
+    return completion_body(spec, ANSWER_PROMPT, tokens).decode()
 
 
 def triton_body(tokens: int) -> str:

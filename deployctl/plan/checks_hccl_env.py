@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import Optional
 
 from deployctl.facts.model import HostFacts
+from deployctl.plan.dp_launch import SOCKET_IFNAME_VARS
 from deployctl.plan.findings import FAIL, PASS, WARN, Finding, unknown
 from deployctl.spec.model import Spec
 
-SOCKET_VARS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
-LINTED = ("HCCL_IF_IP", *SOCKET_VARS, "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT",
+LINTED = ("HCCL_IF_IP", *SOCKET_IFNAME_VARS, "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT",
           "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS")
 HCCL_CONNECT_DEFAULT_S = 120  # HCCL's own default: a multi-node group set-up can need longer, never less
 HCCL_EXEC_DEFAULT_S = 1836  # HCCL's operator timeout when HCCL_EXEC_TIMEOUT is not set (vllm-ascend #13233)
-NEEDS_ADDRESSES = ("HCCL_IF_IP", *SOCKET_VARS)
+NEEDS_ADDRESSES = ("HCCL_IF_IP", *SOCKET_IFNAME_VARS)
 
 
 def hccl_env_for_host(spec: Spec, host: str) -> tuple[tuple[str, str], ...]:
@@ -69,7 +69,7 @@ def _network(addresses, env) -> list[Finding]:
                                "HCCL_IF_IP = an address of this host",
                                "remove HCCL_IF_IP from env: deployctl sets each host's own (vllm-ascend); or give "
                                "each host's group its own value"))
-        elif name in SOCKET_VARS and value not in nics:
+        elif name in SOCKET_IFNAME_VARS and value not in nics:
             out.append(Finding("hccl_env", FAIL, f"{name}={value}, but the host has no such interface "
                                                  f"(IPv4 interfaces: {', '.join(nics) or 'none'})",
                                f"{name} = the interface carrying the host's address",

@@ -11,6 +11,7 @@ from typing import Optional
 
 from deployctl.core import Command
 from deployctl.plan.containers import Container, RanktableFiles
+from deployctl.plan.dp_launch import SOCKET_IFNAME_VARS
 from deployctl.plan.model import Step
 
 # args: the /dev directory, the expected NPU ids (comma list, "" for none), then items: f:PATH (a readable file:
@@ -36,7 +37,6 @@ CONTRACT_SCRIPT = (
 )
 CHECKED_ENV = ("ASCEND_RT_VISIBLE_DEVICES", "HCCL_IF_IP", "GLOBAL_RANK_TABLE_FILE_PATH", "RANK_TABLE_FILE_PATH",
                "NODE_PORTS")
-SOCKET_VARS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
 # mount targets that are files on a host (the rest are directories: the driver, the weights, cgroups, logs)
 FILE_TARGETS = frozenset({"/etc/hccn.conf", "/etc/ascend_install.info", "/etc/localtime", "/usr/local/bin/npu-smi",
                           "/usr/local/sbin/npu-smi", "/usr/local/bin/hccn_tool"})
@@ -55,7 +55,7 @@ def contract_items(container: Container, ranktables: Optional[RanktableFiles] = 
             content = ranktables.contents.get(env[name].rsplit("/", 1)[-1]) if ranktables else None
             items.append(f"f:{env[name]}" if content is None
                          else f"s:{env[name]}={hashlib.sha256(content).hexdigest()}")
-    for name in SOCKET_VARS:
+    for name in SOCKET_IFNAME_VARS:
         if name in env:
             items += [f"e:{name}={env[name]}", f"n:{env[name]}"]
     return tuple(dict.fromkeys(items))

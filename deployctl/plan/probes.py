@@ -61,7 +61,7 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
     if "containers" in stages:
         probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health))
         if spec.upstream is not None and host in used:  # each host's NIC for HCCL_IF_IP and *_SOCKET_IFNAME
-            probes.append(_addresses_probe())
+            probes.append(addresses_probe())
     if "liveness" in stages and health and spec.server != "triton":
         from deployctl.facts.liveness import liveness_probe
         from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
@@ -73,7 +73,7 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         if devices:
             probes.extend(device_ip_probes(devices))
         if spec.host(host).is_local:
-            probes.append(_addresses_probe())
+            probes.append(addresses_probe())
     # even with the image stage skipped: a built image's inputs label is its identity in container digests
     if "image" in stages and spec.image.build and host in used:
         probes.append(image_probe(spec.image.name or "", spec.image.build.base, spec.platform))
@@ -82,7 +82,7 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
     return tuple(probes)
 
 
-def _addresses_probe() -> Probe:
+def addresses_probe() -> Probe:
     """The host's IPv4 addresses with their interfaces, and its default route's interface."""
     from deployctl.ranktable.host_address import ADDRESSES_ARGV, parse_host_addresses
 

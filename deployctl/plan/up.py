@@ -263,7 +263,7 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
         desired = desired_containers(spec, inputs.ranktables, networks)
         planned.append(plan_files(spec, deployed, inputs.ranktables, desired))
         planned.extend(s for s in plan_containers(spec, deployed, inputs.ranktables, images, desired)
-                       if s.name not in skip)  # `--skip contract`
+                       if not (s.name == "contract" and "contract" in skip))
         image_changes = {s.host for stage in image_stages for s in stage.steps if s.changes}
         pending = tuple(sorted(h for h, identity in images.items() if identity is None and h in image_changes))
     plan = Plan(spec.name, tuple(planned), pending=pending)

@@ -32,10 +32,15 @@ def smoke_request_body(spec: Spec) -> bytes:
     }).encode()
 
 
+def completion_body(spec: Spec, prompt: str, max_tokens: int) -> bytes:
+    """A greedy, non-streaming `/v1/completions` request (compact JSON)."""
+    return json.dumps({"model": spec.model.served_name, "prompt": prompt, "max_tokens": max_tokens,
+                       "temperature": 0, "stream": False}, separators=(",", ":")).encode()
+
+
 def one_token_body(spec: Spec) -> bytes:
     """The cheapest real generate: one greedy token (the hang watch of `status` and the end of `up`)."""
-    return json.dumps({"model": spec.model.served_name, "prompt": "ping", "max_tokens": 1, "temperature": 0},
-                      separators=(",", ":")).encode()
+    return completion_body(spec, "ping", 1)
 
 
 def triton_smoke_body() -> bytes:
