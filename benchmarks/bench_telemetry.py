@@ -85,7 +85,6 @@ def main() -> int:
                               f"{sampled[-1]['completed_per_s']:.0f} req/s "
                               f"({sampled[-1]['client_cpu_us_per_request']:.0f} us CPU/request, "
                               f"{with_sampler.samples} samples)")
-                    sampler.close()
             finally:
                 for proc, _ in servers:
                     proc.terminate()

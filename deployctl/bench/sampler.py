@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping, Optional
 
 from deployctl.batch import run_batch
 from deployctl.bench.telemetry import Sample, parse_tick, telemetry_commands
 from deployctl.errors import DeployctlError
+from deployctl.fanout import on_hosts
 from deployctl.spec.model import Spec
 from deployctl.transport import Transport
 
@@ -24,7 +24,6 @@ class TelemetrySampler:
         self.transports = {h.name: transports[h.name] for h in spec.used_hosts if h.name in transports}
         self.commands = {name: telemetry_commands(spec, name) for name in self.transports}
         self.interval = interval
-        self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, len(self.transports))))
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._samples: list[Sample] = []
@@ -45,9 +44,6 @@ class TelemetrySampler:
         self._tick()
         return sorted(self._samples, key=lambda s: (s.t, s.host))
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-
     def _loop(self) -> None:
         while True:
             began = time.monotonic()
@@ -57,15 +53,12 @@ class TelemetrySampler:
 
     def _tick(self) -> None:
         t = time.monotonic() - self._started
-        futures = [self._pool.submit(self._sample, name, t) for name in self.transports]
-        for future in futures:
-            sample = future.result()
-            if sample is not None:
-                self._samples.append(sample)
+        found = on_hosts(self.transports, lambda transport: self._sample(transport, t))
+        self._samples.extend(sample for sample in found.values() if sample is not None)
 
-    def _sample(self, name: str, t: float) -> Optional[Sample]:
+    def _sample(self, transport: Transport, t: float) -> Optional[Sample]:
         try:
-            results = run_batch(self.transports[name], self.commands[name], timeout=TICK_TIMEOUT_S)
+            results = run_batch(transport, self.commands[transport.name], timeout=TICK_TIMEOUT_S)
         except (DeployctlError, OSError):
             return None
-        return parse_tick(self.spec, name, t, [(r.exit_code, r.stdout) for r in results])
+        return parse_tick(self.spec, transport.name, t, [(r.exit_code, r.stdout) for r in results])

@@ -72,7 +72,6 @@ def telemetry(spec, interval: float, ui):
             ui.info(f"telemetry off: {error.message}")
         sampler = TelemetrySampler(spec, transports, interval) if transports is not None else None
         if sampler is not None:
-            stack.callback(sampler.close)
             ui.info(f"telemetry: {', '.join(sampler.transports)} every {interval:g} s")
         yield sampler
 
