@@ -60,7 +60,27 @@ def check_text(text: str) -> None:
 def compose(text: str):
     """The root node of the single document in `text` (None when empty); raises yaml.YAMLError or Refused."""
     check_text(text)
-    loader = _loader_class()(text)
+    fast, pure = _loader_classes()
+    import yaml  # already imported by _loader_classes
+
+    try:
+        return _compose_with(fast, text)
+    except yaml.YAMLError as error:
+        if fast is pure:
+            raise
+        # libyaml's scanner reads ahead of the composer and has limits of its own (0.2.6+: flow nesting past
+        # 1000 levels), so its message would stand where deployctl's own limits should answer first. The
+        # pure-Python parser has none of them: run it to let deployctl's bounded composer speak, and keep
+        # libyaml's error when deployctl has nothing to refuse.
+        try:
+            _compose_with(pure, text)
+        except yaml.YAMLError:
+            pass
+        raise error
+
+
+def _compose_with(loader_class, text: str):
+    loader = loader_class(text)
     try:
         return loader.get_single_node()
     finally:
@@ -98,14 +118,16 @@ def _integer(text: str) -> int:
     return int(text, 10)
 
 
-_LOADER = None
+_LOADERS = None
 
 
-def _loader_class():
-    """Built on first use so that importing this module does not import yaml (CLI start-up)."""
-    global _LOADER
-    if _LOADER is not None:
-        return _LOADER
+def _loader_classes():
+    """(libyaml's loader, or the pure one without libyaml; the pure-Python loader), both bounded.
+
+    Built on first use so that importing this module does not import yaml (CLI start-up)."""
+    global _LOADERS
+    if _LOADERS is not None:
+        return _LOADERS
     from yaml.composer import Composer
     from yaml.events import AliasEvent
     from yaml.resolver import BaseResolver
@@ -152,28 +174,29 @@ def _loader_class():
                 event.implicit = (False, True)
             return Composer.compose_scalar_node(self, anchor)
 
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class PureLoader(Reader, Scanner, Parser, BoundedComposer, CoreResolver):
+        def __init__(self, stream) -> None:
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
+            BoundedComposer.__init__(self)
+            CoreResolver.__init__(self)
+
     try:
         from yaml.cyaml import CParser as parser
     except ImportError:  # PyYAML built without libyaml
-        parser = None
-    if parser is not None:
-        class Loader(BoundedComposer, parser, CoreResolver):  # the composer first: CParser has its own
-            def __init__(self, stream) -> None:
-                parser.__init__(self, stream)
-                BoundedComposer.__init__(self)
-                CoreResolver.__init__(self)
-    else:  # PyYAML without libyaml: the pure-Python reader, scanner and parser
-        from yaml.parser import Parser
-        from yaml.reader import Reader
-        from yaml.scanner import Scanner
+        _LOADERS = (PureLoader, PureLoader)
+        return _LOADERS
 
-        class Loader(Reader, Scanner, Parser, BoundedComposer, CoreResolver):
-            def __init__(self, stream) -> None:
-                Reader.__init__(self, stream)
-                Scanner.__init__(self)
-                Parser.__init__(self)
-                BoundedComposer.__init__(self)
-                CoreResolver.__init__(self)
+    class FastLoader(BoundedComposer, parser, CoreResolver):  # the composer first: CParser has its own
+        def __init__(self, stream) -> None:
+            parser.__init__(self, stream)
+            BoundedComposer.__init__(self)
+            CoreResolver.__init__(self)
 
-    _LOADER = Loader
-    return Loader
+    _LOADERS = (FastLoader, PureLoader)
+    return _LOADERS

@@ -113,6 +113,36 @@ def test_deep_nesting_is_refused_without_recursion_error(nest, deep):
     assert refusal(nest(deep)).endswith(f"(root): the spec nests deeper than {MAX_DEPTH} levels")
 
 
+@pytest.fixture
+def strict_fast_parser(monkeypatch):
+    """libyaml with a nesting limit of its own below deployctl's (as 0.2.6+ has at 1000 flow levels)."""
+    import yaml
+
+    from deployctl.spec import yaml12
+
+    fast, pure = yaml12._loader_classes()
+
+    class Strict(fast):
+        def __init__(self, stream) -> None:
+            super().__init__(stream)
+            self.text = stream
+
+        def get_single_node(self):
+            if self.text.count("[") > 10:  # the libyaml wheel's scanner error, read ahead of the composer
+                raise yaml.scanner.ScannerError("while increasing flow level", None,
+                                                "exceeded maximum nesting depth", None)
+            return super().get_single_node()
+
+    monkeypatch.setattr(yaml12, "_LOADERS", (Strict, pure))
+
+
+def test_deployctl_refuses_deep_nesting_whatever_limits_the_yaml_library_has(strict_fast_parser):
+    deep = "[" * 2000 + "]" * 2000
+    assert refusal(deep) == f"spec.yaml:1:{MAX_DEPTH + 1}: (root): the spec nests deeper than {MAX_DEPTH} levels"
+    # nothing of deployctl's to refuse: the library's own error stands
+    assert "exceeded maximum nesting depth" in refusal("a: [[[[[[[[[[[1]]]]]]]]]]]\n")
+
+
 def test_more_values_than_the_limit_are_refused_while_composing():
     flat = "".join(f"- {i}\n" for i in range(MAX_VALUES + 1))
     assert refusal(flat) == f"spec.yaml:{MAX_VALUES}:3: (root): the spec has more than {MAX_VALUES} values"
