@@ -57,6 +57,13 @@ def restore_profiles(testbed):
         testbed.set_ip_forward(host.name, 1)
 
 
+def pytest_collection_modifyitems(items):
+    """Mark every test that needs the test bed (directly or through a fixture): `-m "not testbed"` runs the rest."""
+    for item in items:
+        if "testbed" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.testbed)
+
+
 def pytest_terminal_summary(terminalreporter):
     """One clear line when test bed tests were skipped, so a skipped run is never mistaken for a green one."""
     reasons: dict[str, int] = {}
