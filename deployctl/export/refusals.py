@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Iterator
 
 from deployctl.errors import Problem
@@ -12,11 +11,10 @@ from deployctl.export.objects import pod_labels
 from deployctl.export.options import ExportOptions
 from deployctl.plan.containers import LABEL_INSTANCE
 from deployctl.spec.model import EnvVar, Spec
+from deployctl.spec.secret_names import looks_secret
 
 # What the Ascend device plugin (with Volcano's NPU scheduling) hands one container on an 8- or 16-card node.
 ASCEND_COUNTS = (1, 2, 4, 8, 16)
-# A literal env value under such a name would be written into the manifest for anyone who reads it.
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL", re.IGNORECASE)
 MAX_LABEL = k8s_names.DNS1123_LABEL_MAX
 # Room the controllers add to a gang's name for its pods: LWS `-<group>-<worker>`, Kthena `-<g>-<role>-<r>-<w>`.
 POD_SUFFIX = {"k8s": len("-0123456789-abcde"), "lws": len("-0-00"), "kthena": len("-0-decode0-0-00")}
@@ -88,7 +86,7 @@ def _one_env(path: tuple, var: EnvVar, options: ExportOptions) -> Iterator[Probl
     elif var.is_secret and not options.secret:
         yield Problem(path, f"{var.display} is a secret and goes into the manifests as a secretKeyRef only",
                       hint=f"create a Secret holding the key {var.name} and pass --secret NAME")
-    elif not var.is_secret and SECRET_NAME.search(var.name):
+    elif not var.is_secret and looks_secret(var.name):  # it would be in the manifest for anyone who reads it
         yield Problem(path, f"{var.name} looks like a secret and would be written into the manifests in the clear",
                       hint=f"write it as ${{{var.name}}} (then it becomes a secretKeyRef of --secret NAME)")
 

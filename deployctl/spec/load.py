@@ -66,7 +66,7 @@ def check_spec_text(
     source = (base_dir / filename) if base_dir is not None else None
     spec = build_spec(document, source=source, base_dir=base_dir)
     if forgiven:
-        spec = replace(spec, unresolved_env=tuple(dict.fromkeys(p.path[1] for p in forgiven)))
+        spec = replace(spec, unresolved_env=tuple(dict.fromkeys(p.path[-1] for p in forgiven)))
     return spec, [], warnings
 
 
