@@ -105,8 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _verb(sub, "validate", "deployctl.commands.validate:run",
               "load a spec, check every rule, print the derived layout (no network)",
-              "deployctl validate playbooks/demo-pd.yaml --output json")
-    _spec_arg(p)
+              "deployctl validate playbooks/demo-pd.yaml --output json\n"
+              "generate-spec | deployctl validate -")
+    p.add_argument("spec", metavar="SPEC", help="deployment spec (YAML); - reads it from stdin (problems at "
+                                                "<stdin>:line:col, relative paths from the current directory)")
 
     p = _verb(sub, "plan", "deployctl.commands.plan:run",
               "connect to every host over SSH, gather its facts and print every step `up` would take "

@@ -100,6 +100,19 @@ class ExportError(SpecError):
                         f"problem{'s' if count != 1 else ''}")
 
 
+class FlagError(UsageError):
+    """Command-line values that break the rule of what they become (a Kubernetes name, a path): exit 2, one
+    line per flag (`flags`: objects with render() and to_json(), e.g. export/flags.py's BadFlag)."""
+
+    def __init__(self, flags: list, what: str = "") -> None:
+        count = len(flags)
+        super().__init__(f"{what + ': ' if what else ''}{count} invalid flag value{'s' if count != 1 else ''}")
+        self.flags = list(flags)
+
+    def lines(self) -> list[str]:
+        return [self.message] + [flag.render() for flag in self.flags]
+
+
 class FactParseError(DeployctlError):
     """A vendor tool printed something its parser does not understand."""
 

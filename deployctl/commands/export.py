@@ -12,16 +12,18 @@ from deployctl.errors import ExportError, Problem, UsageError
 
 
 def run(args, ui) -> int:
+    from deployctl.export.flags import check_flags
     from deployctl.export.options import ExportOptions
     from deployctl.export.render import export
     from deployctl.spec.load import load_spec
     from deployctl.ui.export import render_export
 
-    # ${VAR} values are never needed: a secret becomes a secretKeyRef, so an unset one is no error here
-    spec = load_spec(args.spec, unresolved_env="allow")
     options = ExportOptions(target=args.to, namespace=args.namespace, weights_pvc=args.weights_pvc,
                             weights_hostpath=args.weights_hostpath, secret=args.secret, nic=args.nic,
                             image=args.image, npu_resource=args.npu_resource)
+    check_flags(options)  # before the spec is read: a bad flag is bad whatever the spec says
+    # ${VAR} values are never needed: a secret becomes a secretKeyRef, so an unset one is no error here
+    spec = load_spec(args.spec, unresolved_env="allow")
     try:
         manifests = export(spec, options)
     except ExportError as error:

@@ -6,12 +6,23 @@ from deployctl.errors import ExitStatus, Problem, SpecError
 
 
 def run(args, ui) -> int:
-    from deployctl.spec.load import check_spec_file
+    from deployctl.spec.load import STDIN, check_spec_file, check_spec_stream
     from deployctl.ui.validate import render_summary, render_warnings
 
-    spec, errors, warnings = check_spec_file(args.spec)
+    if args.spec == STDIN:  # `generate | deployctl validate -`: problems at <stdin>:line:col
+        import io
+        import sys
+
+        from deployctl.spec.yaml12 import MAX_BYTES
+
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)  # at most one byte past the limit: `< /dev/zero` ends
+        spec, errors, warnings = check_spec_stream(io.BytesIO(data))
+        text = data.decode("utf-8", "replace")
+    else:
+        spec, errors, warnings = check_spec_file(args.spec)
+        text = None
     if spec is not None:
-        warnings = sorted(warnings + local_file_warnings(spec, args.spec), key=lambda p: (p.line, p.column))
+        warnings = sorted(warnings + local_file_warnings(spec, args.spec, text), key=lambda p: (p.line, p.column))
     if ui.json:
         ui.emit_json(validation_document(spec, errors, warnings))
         return int(ExitStatus.SPEC if errors else ExitStatus.OK)
@@ -37,7 +48,7 @@ def validation_document(spec, errors: list[Problem], warnings: list[Problem]) ->
     }
 
 
-def local_file_warnings(spec, spec_path) -> list[Problem]:
+def local_file_warnings(spec, spec_path, text: str | None = None) -> list[Problem]:
     """A local image.build.packages that is missing on this (the control) machine: `image build`/`up` will refuse.
 
     A warning, not an error: the package is often fetched after the spec is written."""
@@ -46,21 +57,27 @@ def local_file_warnings(spec, spec_path) -> list[Problem]:
     missing = missing_local_package(spec)
     if missing is None:
         return []
+    from deployctl.spec.load import STDIN, STDIN_NAME
+
     path = ("image", "build", "packages")
-    line, column = _locate(spec_path, path)
+    line, column = _locate(spec_path, path, text)
     return [Problem(path, f"{missing}: no such file on this machine (`image build` and `up` need it)",
-                    hint="put the AscendCloud-<ver>-<timestamp>.zip there, or point packages at it "
-                         "(a relative path is relative to the spec file)",
-                    file=str(spec_path), line=line, column=column, severity="warning")]
+                    hint="put the AscendCloud-<ver>-<timestamp>.zip there, or point packages at it (a relative "
+                         + ("path is relative to the current directory for a spec on stdin)" if spec_path == STDIN
+                            else "path is relative to the spec file)"),
+                    file=STDIN_NAME if spec_path == STDIN else str(spec_path), line=line, column=column,
+                    severity="warning")]
 
 
-def _locate(spec_path, path: tuple) -> tuple[int, int]:
+def _locate(spec_path, path: tuple, text: str | None = None) -> tuple[int, int]:
+    """Where `path` is written: in `text` (the spec read from stdin), else in the file read again."""
     from pathlib import Path
 
     from deployctl.spec.locate import SyntaxProblem, compose_document
 
     try:
-        return compose_document(Path(spec_path).read_text(encoding="utf-8"), {}, str(spec_path)).locate(path)
+        text = Path(spec_path).read_text(encoding="utf-8") if text is None else text
+        return compose_document(text, {}, str(spec_path)).locate(path)
     except (OSError, UnicodeDecodeError, SyntaxProblem):  # loaded a moment ago; a position is a nicety only
         return 0, 0
 

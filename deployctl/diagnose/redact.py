@@ -11,6 +11,7 @@ from typing import Iterable, Mapping
 
 from deployctl.core import Secret
 from deployctl.spec.model import Spec
+from deployctl.spec.secret_names import SECRET_NAME_FRAGMENTS
 
 REDACTED = "<redacted>"
 
@@ -29,7 +30,9 @@ MIN_SECRET_LENGTH = 4
 CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 _PRESIGNED = re.compile(r"(?i)\b(X-Amz-(?:Signature|Credential|Security-Token)|Signature|AWSAccessKeyId)=[^&\s\"']+")
-_SECRET_NAMED = re.compile(r"\b([A-Z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_KEY|ACCESS_KEY)[A-Z0-9_]*)"
+# The names `validate` and `export` take for secrets (one list), matched anywhere in a name here: a bundle
+# would rather lose a harmless value than keep a secret.
+_SECRET_NAMED = re.compile(r"\b([A-Z0-9_]*(?:" + "|".join(map(re.escape, SECRET_NAME_FRAGMENTS)) + r")[A-Z0-9_]*)"
                            r"(\s*[=:]\s*)(?!<redacted>)([^\s\"',]+)")
 _ENV_PAIR = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)=((?:[^"\\]|\\.)*)"')
 
@@ -51,7 +54,7 @@ def secret_values(spec: Spec, environ: Mapping[str, str] = {}, extra: Iterable[s
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
     """Each known secret replaced wherever it appears, then signatures of pre-signed URLs and the values of
-    `NAME=value` / `NAME: value` pairs whose name says secret (TOKEN, SECRET, PASSWORD, API_KEY, ACCESS_KEY)."""
+    `NAME=value` / `NAME: value` pairs whose name says secret (SECRET_NAME_FRAGMENTS: TOKEN, PASSWORD, ...)."""
     for secret in secrets:  # longest first: a secret containing another is replaced whole
         if secret:
             text = text.replace(secret, REDACTED)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from deployctl.export.expansion import kubelet_text, references
 from deployctl.export.options import GPU_RESOURCE, PROXY_STARTUP_BUDGET_S, STARTUP_BUDGET_S, ExportOptions
 from deployctl.plan.containers import Container, Mount
 from deployctl.plan.probes import health_path
@@ -30,7 +31,8 @@ def k8s_container(spec: Spec, container: Container, options: ExportOptions, name
                   command: Optional[tuple[str, ...]] = None) -> dict:
     """The container's entry in a pod spec; `command` replaces the planned one (a worker's template)."""
     instance = container.instance
-    out: dict = {"name": name, "image": options.image or container.image, "command": list(command or container.command)}
+    out: dict = {"name": name, "image": options.image or container.image,
+                 "command": [kubelet_text(word) for word in command or container.command]}
     env = _env(container, options)
     if env:
         out["env"] = env
@@ -98,10 +100,10 @@ def _volume(spec: Spec, mount: Mount, container: Container, options: ExportOptio
 def _env(container: Container, options: ExportOptions) -> list[dict]:
     literal = [e for e in container.env if e.name not in DROPPED_ENV]
     out = []
-    if any(f"$({POD_IP})" in str(e.value) for e in literal) or any(f"$({POD_IP})" in w for w in container.command):
+    if any(references(e.value, POD_IP) for e in literal) or any(references(w, POD_IP) for w in container.command):
         # first: Kubernetes expands $(POD_IP) only from variables defined before the one that uses it
         out.append({"name": POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
-    out += [{"name": e.name, "value": str(e.value)} for e in literal]
+    out += [{"name": e.name, "value": kubelet_text(e.value)} for e in literal]
     out += [{"name": e.name, "valueFrom": {"secretKeyRef": {"name": options.secret, "key": e.name}}}
             for e in container.secret_env]
     return out

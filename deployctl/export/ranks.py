@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from deployctl.export.expansion import Expanded, kubelet_text
 from deployctl.spec.model import Instance
 
 ADDRESS_FLAG = "--data-parallel-address"
@@ -32,13 +33,10 @@ def worker_command(argv: tuple[str, ...], instance: Instance, env: GangEnv) -> t
     raw = {ADDRESS_FLAG: '"$LEADER_IP"', **{flag: rank for flag in RANK_FLAGS}}
     words, replace_next = [], None
     for word in argv:
-        words.append(_k8s_escape(replace_next) if replace_next else shlex.quote(word))
+        # the shell, not the kubelet, expands deployctl's own `$`s; a spec's word reaches vLLM as written
+        words.append(kubelet_text(replace_next) if replace_next
+                     else shlex.quote(word) if isinstance(word, Expanded) else kubelet_text(shlex.quote(word)))
         replace_next = raw.get(word)
     script = (f'LEADER_IP=$(getent hosts "${env.leader_address}" | awk \'{{print $1}}\' | head -n 1); '
               f'[ -n "$LEADER_IP" ] || {{ echo "cannot resolve ${env.leader_address}" >&2; exit 1; }}; exec ')
-    return ("sh", "-c", _k8s_escape(script) + " ".join(words))
-
-
-def _k8s_escape(shell: str) -> str:
-    """`$$` is Kubernetes' escape for `$`: the shell, not the kubelet, expands these."""
-    return shell.replace("$", "$$")
+    return ("sh", "-c", Expanded(kubelet_text(script) + " ".join(words)))

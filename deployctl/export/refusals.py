@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from typing import Iterator
 
 from deployctl.errors import Problem
+from deployctl.export import k8s_names
 from deployctl.export.gangs import Gang, gangs
+from deployctl.export.objects import pod_labels
 from deployctl.export.options import ExportOptions
+from deployctl.plan.containers import LABEL_INSTANCE
 from deployctl.spec.model import EnvVar, Spec
+from deployctl.spec.secret_names import looks_secret
 
 # What the Ascend device plugin (with Volcano's NPU scheduling) hands one container on an 8- or 16-card node.
 ASCEND_COUNTS = (1, 2, 4, 8, 16)
-# A literal env value under such a name would be written into the manifest for anyone who reads it.
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL", re.IGNORECASE)
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-MAX_LABEL = 63
+MAX_LABEL = k8s_names.DNS1123_LABEL_MAX
 # Room the controllers add to a gang's name for its pods: LWS `-<group>-<worker>`, Kthena `-<g>-<role>-<r>-<w>`.
 POD_SUFFIX = {"k8s": len("-0123456789-abcde"), "lws": len("-0-00"), "kthena": len("-0-decode0-0-00")}
 HOST_FACTS = ("HCCL_IF_IP",)  # a host's address: a pod has its own (status.podIP)
@@ -27,10 +27,21 @@ def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
         return [Problem(("topology",), _ranktable_flow(), hint=(
             "use server: vllm-ascend with a KV connector (topology.connector: mooncake), which maps to "
             "prefill and decode groups, or export a mode: mixed spec"))]
-    found = [*_image(spec, options), *_weights(spec, options), *_env(spec, options)]
+    bad_name = list(_name(spec))
+    found = [*bad_name, *_image(spec, options), *_weights(spec, options), *_env(spec, options)]
     for gang in gangs(spec):
-        found += [*_devices(spec, gang, options), *_gang(spec, gang, options), *_names(spec, gang, options)]
+        found += [*_devices(spec, gang, options), *_gang(spec, gang, options)]
+        if not bad_name:  # the names derived from a bad deployment name would only repeat its error
+            found += _names(spec, gang, options)
     return found
+
+
+def _name(spec: Spec) -> Iterator[Problem]:
+    """The deployment's name names its Services (ValidateServiceName: a DNS-1035 label) and is a label value."""
+    broken = k8s_names.dns1035_label(spec.name) or k8s_names.label_value(spec.name)
+    if broken:
+        yield Problem(("name",), f"{spec.name!r} names the Kubernetes Service of this deployment, and a Service "
+                                 f"name {broken}", hint="start and end the name with a letter (or end with a digit)")
 
 
 def _ranktable_flow() -> str:
@@ -75,7 +86,7 @@ def _one_env(path: tuple, var: EnvVar, options: ExportOptions) -> Iterator[Probl
     elif var.is_secret and not options.secret:
         yield Problem(path, f"{var.display} is a secret and goes into the manifests as a secretKeyRef only",
                       hint=f"create a Secret holding the key {var.name} and pass --secret NAME")
-    elif not var.is_secret and SECRET_NAME.search(var.name):
+    elif not var.is_secret and looks_secret(var.name):  # it would be in the manifest for anyone who reads it
         yield Problem(path, f"{var.name} looks like a secret and would be written into the manifests in the clear",
                       hint=f"write it as ${{{var.name}}} (then it becomes a secretKeyRef of --secret NAME)")
 
@@ -111,18 +122,23 @@ def _gang(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:
 
 
 def _names(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:
-    """Object and pod names are DNS labels: a host name in them must be one too, and they must stay short."""
+    """Object and pod names are DNS labels, and a pod's instance label is a label value (IsValidLabelValue): a
+    host name in them must fit those rules too, and they must stay short."""
     room = MAX_LABEL - POD_SUFFIX[options.target]
     for pod in gang.pods:
         name = pod.name if options.target == "k8s" else gang.name
-        if DNS_LABEL.match(name) and len(name) <= room:
+        label = pod_labels(spec, gang, pod)[LABEL_INSTANCE]
+        broken = k8s_names.label_value(label)
+        if k8s_names.DNS1123_LABEL.fullmatch(name) and len(name) <= room and not broken:
             continue
         # internal launch names a pod after its host: then the host is what to change
-        path, fix = (("hosts", pod.host), "rename the host") if pod.host in name else (("name",), "shorten name")
-        if not DNS_LABEL.match(name):
+        path, fix = (("hosts", pod.host), "rename the host") if pod.host in name + label else (("name",), "shorten name")
+        if not k8s_names.DNS1123_LABEL.fullmatch(name):
             yield Problem(path, f"{pod.host!r} becomes part of the Kubernetes name {name!r}, which must be "
                                 "lower-case letters, digits and '-'", hint=fix)
-        else:
+        elif len(name) > room:
             yield Problem(path, f"{name!r} is too long for a Kubernetes name once the controller adds its suffix "
                                 f"(at most {room} characters)", hint=fix)
+        else:
+            yield Problem(path, f"{label!r}, the pod's {LABEL_INSTANCE} label, {broken}", hint=fix)
         return

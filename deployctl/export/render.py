@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 import yaml
 
 from deployctl.errors import ExportError
+from deployctl.export.flags import check_flags
 from deployctl.export.options import ExportOptions
 from deployctl.export.refusals import problems
 from deployctl.export.targets import BUILDERS
@@ -30,7 +31,8 @@ class Manifest:
 
 def export(spec: Spec, options: ExportOptions) -> tuple[Manifest, ...]:
     """The objects in a fixed order (config, workloads, Services); ExportError naming the spec path of everything
-    the target cannot express (unlocated: the command adds file:line)."""
+    the target cannot express (unlocated: the command adds file:line); FlagError for a flag Kubernetes refuses."""
+    check_flags(options)
     found = problems(spec, options)
     if found:
         source = str(spec.source) if spec.source else "spec"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Optional
 
+from deployctl.export.expansion import Expanded
 from deployctl.export.gangs import Gang, Pod
 from deployctl.export.options import ExportOptions
 from deployctl.export.pods import container_name, k8s_container, pod_spec
@@ -14,7 +15,8 @@ from deployctl.plan.upstream import HostNetwork, proxy_command
 from deployctl.spec.dp_groups import Server
 from deployctl.spec.model import Instance, Spec
 
-POD_ADDRESS = "$(POD_IP)"  # HCCL_IF_IP and a single pod's DP master: the pod's own IP, from the downward API
+# HCCL_IF_IP and a single pod's DP master: the pod's own IP, from the downward API (the kubelet expands it)
+POD_ADDRESS = Expanded("$(POD_IP)")
 
 
 def networks(spec: Spec, options: ExportOptions) -> dict[str, HostNetwork]:

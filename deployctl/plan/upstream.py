@@ -102,14 +102,16 @@ def proxy_command(spec: Spec, proxy: Instance, networks: Mapping[str, HostNetwor
 
 
 def upstream_env(instance: Instance, networks: Mapping[str, HostNetwork]) -> tuple[EnvVar, ...]:
-    """Devices and the host's network first, then the group's env (which may override them)."""
+    """Devices and the host's network first, then the group's literal env (which may override them); the group's
+    secrets go through the env file (upstream_container)."""
     derived = {}
     if instance.server is not None:
         network = networks[instance.host]
         derived.update(visible_devices(instance.server))
         derived.update(host_env(network.address, network.interface))
     own = {e.name for e in instance.env}
-    return tuple(EnvVar(k, v, v) for k, v in derived.items() if k not in own) + instance.env
+    return (tuple(EnvVar(k, v, v) for k, v in derived.items() if k not in own)
+            + tuple(e for e in instance.env if not e.is_secret))
 
 
 def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mapping[str, HostNetwork]]):
@@ -119,8 +121,11 @@ def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mappin
     )
 
     networks = networks or {}
-    literal = tuple(e for e in spec.env if not e.is_secret)
-    secret = tuple(e for e in spec.env if e.is_secret)
+    own = {e.name for e in instance.env}
+    # The group's env is on top of the spec's: a name both set is the group's, once, literal or secret alike.
+    shared = tuple(e for e in spec.env if e.name not in own)
+    literal = tuple(e for e in shared if not e.is_secret)
+    secret = tuple(e for e in shared if e.is_secret) + tuple(e for e in instance.env if e.is_secret)
     proxy = instance.server is None
     return Container(
         name=instance.name,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from deployctl.errors import Problem, RanktableError
 from deployctl.ranktable.merge import refuse_duplicates
-from deployctl.ranktable.rules import device_id_problem, npu_reused, tp_mismatch, tp_problem
+from deployctl.ranktable.rules import MAX_HOST_CARDS, npu_reused, requested_device_problem, tp_mismatch, tp_problem
 from deployctl.ranktable.model import (
     DECODE,
     MERGED_FILE_NAME,
@@ -84,7 +84,7 @@ def check_request(host_ip: str, prefill: Sequence[tuple[int, ...]], decode: Sequ
             where = f"{role} instance {index + 1} ({','.join(map(str, devices))})"
             found = [] if devices else [f"a {role} instance needs at least one device"]
             for device in devices:
-                found.append(device_id_problem(device, cards))
+                found.append(requested_device_problem(device, cards))
                 if device in first_npu:
                     found.append(npu_reused(str(device), host_ip, first_npu[device]))
                 first_npu.setdefault(device, where)
@@ -96,8 +96,10 @@ def check_request(host_ip: str, prefill: Sequence[tuple[int, ...]], decode: Sequ
             problems += [Problem((where,), message, file=flag) for message in found if message]
     if problems:
         count = len(problems)
+        unknown = cards is None and any(d >= MAX_HOST_CARDS for devices in (*prefill, *decode) for d in devices)
         raise RanktableError(f"refused: {count} problem{'s' if count != 1 else ''} in the server lists; "
-                             "no file written", problems)
+                             "no file written", problems,
+                             hint="pass --cards N with this host's NPU count" if unknown else None)
 
 
 def build_host_ranktables(

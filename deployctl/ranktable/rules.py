@@ -53,6 +53,7 @@ def is_count(text: str) -> bool:
 
 MAX_TP = 16  # the largest tensor-parallel size of one instance (A3: 16 NPUs per host)
 MAX_DEVICE_ID = 1023  # with the card count unknown: no host has more NPUs than this
+MAX_HOST_CARDS = 16  # the most NPUs of one Ascend host (Atlas 800T A3: 16; 910B servers: 8)
 
 
 def device_id_problem(number: int, cards: Optional[int]) -> Optional[str]:
@@ -62,6 +63,16 @@ def device_id_problem(number: int, cards: Optional[int]) -> Optional[str]:
     if number > MAX_DEVICE_ID:
         return f"{number} is not a device id (no host has more than {MAX_DEVICE_ID + 1} NPUs)"
     return None
+
+
+def requested_device_problem(number: int, cards: Optional[int]) -> Optional[str]:
+    """`gen`'s judgement of a device asked for on this host: device_id_problem, and with the card count unknown
+    (no npu-smi, no --cards) the most NPUs any Ascend host has, as files from anywhere are not judged by."""
+    problem = device_id_problem(number, cards)
+    if problem is None and cards is None and number >= MAX_HOST_CARDS:
+        problem = (f"{number} is not a device id: this host's card count is unknown (no npu-smi, no --cards) and "
+                   f"no Ascend host has more than {MAX_HOST_CARDS} NPUs (0-{MAX_HOST_CARDS - 1})")
+    return problem
 
 
 def tp_problem(size: int) -> Optional[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -10,6 +11,7 @@ from typing import Optional
 
 from deployctl.core import Secret
 from deployctl.spec.locate import Document
+from deployctl.spec.references import is_env_value
 from deployctl.spec.model import (
     EnvVar, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Spec, SshSettings, UpstreamTopology,
     WeightsSpec,
@@ -29,8 +31,8 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
     platform, server = data.get("platform", "ascend"), data.get("server", "vllm")
     cards = data.get("requirements", {}).get("cards", DEFAULT_CARDS)
     upstream = _upstream(data["topology"]) if server == UPSTREAM else None
-    instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards) if upstream
-                 else _instances(data["name"], data["topology"], model, server))
+    instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards, document.references)
+                 if upstream else _instances(data["name"], data["topology"], model, server))
     return Spec(
         version=data["version"],
         name=data["name"],
@@ -127,12 +129,12 @@ def _upstream(topology: dict) -> UpstreamTopology:
 
 
 def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopology, model: ModelArgs,
-                        cards: int) -> tuple[Instance, ...]:
+                        cards: int, references: dict) -> tuple[Instance, ...]:
     """One instance per `vllm serve` (per host and group, or per rank), then the proxy for P/D."""
     out: list[Instance] = []
     for group, (role, entry, path) in zip(upstream.groups, _group_entries(topology)):
         own = entry.get("model", {})
-        env = tuple(EnvVar(k, _env_text(v), _env_text(v)) for k, v in entry.get("env", {}).items())
+        env = _env(entry.get("env", {}), references, path + ("env",))
         json_args = tuple((flag, json.dumps(own[key], sort_keys=True, separators=(",", ":")))
                           for key, flag in (("additional_config", "--additional-config"),
                                             ("compilation_config", "--compilation-config")) if key in own)
@@ -195,11 +197,12 @@ def _env_text(value) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def _env(entry: dict, references: dict) -> tuple[EnvVar, ...]:
-    """A value that came from ${VAR} becomes a Secret, shown as its original text."""
+def _env(entry: dict, references: dict, where: tuple = ("env",)) -> tuple[EnvVar, ...]:
+    """An env mapping (the spec's, or a DP group's at `where`): a value that came from ${VAR} becomes a Secret,
+    shown as its original text."""
     out = []
     for name, value in entry.items():
-        original = references.get(("env", name))
+        original = references.get(where + (name,))
         if original is not None:
             out.append(EnvVar(name, Secret(_env_text(value), label=original), display=original))
         else:
@@ -208,9 +211,15 @@ def _env(entry: dict, references: dict) -> tuple[EnvVar, ...]:
 
 
 def _digest(data: dict, references: dict) -> str:
-    """sha256 of the resolved document, with env secrets hashed as their ${VAR} text (never their value)."""
-    shown = dict(data)
-    if isinstance(data.get("env"), dict):
-        shown["env"] = {k: references.get(("env", k), v) for k, v in data["env"].items()}
+    """sha256 of the resolved document, with env secrets (the spec's and every group's) hashed as their ${VAR}
+    text (never their value)."""
+    shown = copy.deepcopy(data)
+    for path, original in references.items():
+        if is_env_value(path):
+            *parents, name = path
+            node = shown
+            for part in parents:
+                node = node[part]
+            node[name] = original
     text = json.dumps(shown, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import BinaryIO, Mapping, Optional
 
-from deployctl.errors import Problem, SpecError
+from deployctl.errors import Problem, SpecError, UsageError
 from deployctl.spec.model import Spec
 
 MAX_REPORTED = 100
+STDIN = "-"  # SPEC `-`: the spec on standard input (validate)
+STDIN_NAME = "<stdin>"  # how its problems name it: `<stdin>:3:7: ...`
 
 
 def check_spec_text(
@@ -66,7 +68,7 @@ def check_spec_text(
     source = (base_dir / filename) if base_dir is not None else None
     spec = build_spec(document, source=source, base_dir=base_dir)
     if forgiven:
-        spec = replace(spec, unresolved_env=tuple(dict.fromkeys(p.path[1] for p in forgiven)))
+        spec = replace(spec, unresolved_env=tuple(dict.fromkeys(p.path[-1] for p in forgiven)))
     return spec, [], warnings
 
 
@@ -89,8 +91,27 @@ def load_spec_text(text: str, *args, **options) -> Spec:
     return spec
 
 
+def check_spec_stream(stream: BinaryIO, environ: Optional[Mapping[str, str]] = None,
+                      unresolved_env: str = "error"):
+    """check_spec_text on a spec piped in (SPEC `-`): named `<stdin>` in every problem, its relative paths relative
+    to the current directory (as docker compose reads `-f -`); the same size and UTF-8 limits as a file."""
+    from deployctl.spec.yaml12 import MAX_BYTES
+
+    try:
+        text = _decoded(stream.read(MAX_BYTES + 1), "the spec on stdin")
+    except OSError as error:
+        return None, [Problem((), f"cannot read the spec from stdin: {error.strerror or error}", file=STDIN_NAME)], []
+    except _Unreadable as unreadable:
+        return None, [replace(unreadable.problem, file=STDIN_NAME)], []
+    spec, errors, warnings = check_spec_text(text, STDIN_NAME, Path.cwd(), environ, unresolved_env)
+    return (replace(spec, source=None) if spec is not None else None), errors, warnings
+
+
 def check_spec_file(path: str | Path, environ: Optional[Mapping[str, str]] = None, unresolved_env: str = "error"):
     """check_spec_text on a file; an unreadable file is one error (no such file, a directory, ...)."""
+    if str(path) == STDIN:  # only `validate` reads stdin (check_spec_stream); `./-` names a file called -
+        raise UsageError("SPEC '-' (the spec on stdin) is read by `deployctl validate` only",
+                         hint="write the spec to a file and give its path")
     path = Path(path)
     try:
         text = _read_text(path)
@@ -117,16 +138,22 @@ def _read_text(path: Path) -> str:
     from deployctl.spec.yaml12 import MAX_BYTES
 
     with open(path, "rb") as stream:
-        data = stream.read(MAX_BYTES + 1)
+        return _decoded(stream.read(MAX_BYTES + 1), "the spec file")
+
+
+def _decoded(data: bytes, what: str) -> str:
+    """The spec's bytes (at most one past the limit) as text; _Unreadable when too large or not UTF-8."""
+    from deployctl.spec.yaml12 import MAX_BYTES
+
     if len(data) > MAX_BYTES:
-        raise _Unreadable(Problem((), f"the spec file is larger than {MAX_BYTES // (1024 * 1024)} MiB; "
+        raise _Unreadable(Problem((), f"{what} is larger than {MAX_BYTES // (1024 * 1024)} MiB; "
                                       "a spec is a few KiB of YAML", line=1, column=1))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-        raise _Unreadable(Problem((), f"the spec file is not UTF-8 text (byte 0x{data[error.start]:02x})",
+        raise _Unreadable(Problem((), f"{what} is not UTF-8 text (byte 0x{data[error.start]:02x})",
                                   line=line, column=column))
 
 

@@ -13,19 +13,28 @@ from typing import Iterable, Mapping
 from deployctl.errors import Problem
 from deployctl.spec.show import quoted
 
+GROUP_LISTS = ("groups", "prefill", "decode")  # vllm-ascend's DP groups, each with its own env
 CONNECTION_KEYS = ("address", "user", "identity_file", "known_hosts", "jump")
 _SSH_KEYS = ("user", "identity_file", "known_hosts", "jump")
 _LOCATIONS = {("image", "name"), ("image", "build", "base"), ("image", "build", "packages"),
               ("weights", "source"), ("weights", "endpoint"), ("weights", "dest")}
 MIN_SCRUBBED = 4
 _VARIABLE = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-ALLOWED_TEXT = ("env values (kept secret), hosts.*/ssh address, user, identity_file, known_hosts and jump, "
+ALLOWED_TEXT = ("env values (kept secret; the spec's and each DP group's), hosts.*/ssh address, user, identity_file, known_hosts and jump, "
                 "image.name, image.build.base/packages, weights.source/endpoint/dest")
+
+
+def is_env_value(path: tuple) -> bool:
+    """A value of an `env:` mapping: the spec's (`env.NAME`) or a DP group's (`topology.prefill[0].env.NAME`)."""
+    if len(path) == 2:
+        return path[0] == "env"
+    return (len(path) == 5 and path[0] == "topology" and path[1] in GROUP_LISTS and isinstance(path[2], int)
+            and path[3] == "env")
 
 
 def kind(path: tuple) -> str | None:
     """"secret" (an env value), "config" (plain substitution) or None (a reference is refused here)."""
-    if len(path) == 2 and path[0] == "env":
+    if is_env_value(path):
         return "secret"
     if len(path) == 3 and path[0] == "hosts" and path[2] in CONNECTION_KEYS:
         return "config"

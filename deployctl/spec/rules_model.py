@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from deployctl.errors import Problem
 from deployctl.spec import known_models
+from deployctl.spec.secret_names import looks_secret
 from deployctl.spec.show import control_character, quoted
 
 if TYPE_CHECKING:
@@ -79,24 +80,43 @@ def _card_counts(c: Context) -> Iterator[tuple[tuple, int, str]]:
     yield from card_counts(c)
 
 
+def env_maps(c: Context) -> Iterator[tuple[tuple, dict]]:
+    """(path, mapping) of every `env:` in the spec: the top-level one, then each DP group's (vllm-ascend)."""
+    yield ("env",), c.value(("env",), dict) or {}
+    for unit in c.groups:
+        yield unit.path + ("env",), c.value(unit.path + ("env",), dict) or {}
+
+
 def check_env(c: Context) -> Iterator[Problem]:
-    """No control character in an env value: the env file holds one NAME=value a line, so a newline in a
-    value would write a second variable (HF_TOKEN=$'x\nLD_PRELOAD=...')."""
-    for name, value in (c.value(("env",), dict) or {}).items():
-        path = ("env", name)
-        if not isinstance(value, str) or not c.ok(path):
-            continue
-        char = control_character(value)
-        if char is None:
-            continue
-        original = c.references.get(path)
-        if original is not None:  # a Secret: name the variable, never the value
-            yield Problem(path, f"the value of {quoted(original)} contains {char}; control characters are not "
-                                f"allowed in env values",
-                          hint="an env file holds one NAME=value per line: remove the character from the variable")
-        else:
-            yield Problem(path, f"{quoted(value)} contains {char}; control characters are not allowed in env "
-                                f"values", hint="an env file holds one NAME=value per line")
+    """The same rules for every env mapping: no control character in a value (the env file holds one
+    NAME=value a line, so a newline would write a second variable: HF_TOKEN=$'x\nLD_PRELOAD=...'), and a WARN
+    on a literal value under a name that says secret (secret_names.py, the list `export` refuses by)."""
+    for where, mapping in env_maps(c):
+        for name, value in mapping.items():
+            path = where + (name,)
+            if not c.ok(path):
+                continue
+            original = c.references.get(path)
+            yield from _control_characters(path, value, original)
+            if original is None and looks_secret(name):
+                yield Problem(path, f"{name} looks like a secret, and its value is written in the spec: it would "
+                                    "be passed on the docker command line and shown by plan and in exports",
+                              hint=f"write {name}: \"${{{name}}}\" and set {name} where deployctl runs: then it "
+                                   "reaches the container through a 0600 env file (a secretKeyRef in exports)",
+                              severity="warning")
+
+
+def _control_characters(path: tuple, value, original) -> Iterator[Problem]:
+    char = control_character(value) if isinstance(value, str) else None
+    if char is None:
+        return
+    if original is not None:  # a Secret: name the variable, never the value
+        yield Problem(path, f"the value of {quoted(original)} contains {char}; control characters are not "
+                            f"allowed in env values",
+                      hint="an env file holds one NAME=value per line: remove the character from the variable")
+    else:
+        yield Problem(path, f"{quoted(value)} contains {char}; control characters are not allowed in env "
+                            f"values", hint="an env file holds one NAME=value per line")
 
 
 def check_served_name(c: Context) -> Iterator[Problem]:

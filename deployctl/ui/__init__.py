@@ -107,7 +107,7 @@ def error_document(error: Exception) -> dict:
                 body["stderr_tail"] = error.stderr_tail
         if getattr(error, "diagnose", None):  # a failed `up`'s bundle: {"bundle": path, "hints": [...]}
             body["diagnose"] = error.diagnose
-        for key in ("problems", "warnings"):
+        for key in ("problems", "warnings", "flags"):
             problems = getattr(error, key, None)
             if problems is not None:
                 body[key] = [p.to_json() for p in problems]
