@@ -141,10 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
     _host_key_flag(p)
 
     p = _verb(sub, "down", "deployctl.commands.down:run",
-              "stop and remove this deployment's containers (found by label), nothing else",
+              "stop and remove this deployment's containers (found by label) and the files deployctl wrote for "
+              "it on its hosts (env files of secrets, ranktables); the history stays",
               "deployctl down playbooks/demo-pd.yaml --yes")
     _spec_arg(p)
     p.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    p.add_argument("--dry-run", action="store_true", help="print what down would remove, each command as argv")
     _host_key_flag(p)
 
     p = _verb(sub, "status", "deployctl.commands.status:run",

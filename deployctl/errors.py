@@ -11,6 +11,7 @@ class ExitStatus(enum.IntEnum):
     FAILED = 1
     SPEC = 2  # bad usage, invalid spec or ranktable
     CHECKS = 3  # doctor (or up's checks) found a failing check
+    NOT_THERE = 3  # what was asked about is not there: `status` of a deployment none of whose containers exists
     INTERRUPTED = 130
 
 

@@ -1,4 +1,6 @@
-"""`deployctl status`: per instance host, role, devices, port, container state, health, image; weights identity."""
+"""`deployctl status`: per instance host, role, devices, port, container state, health, image; weights identity.
+Exit 0 when any container of the deployment exists (missing and unhealthy ones show as such in the table); 3 when
+none exists on any host: "not deployed"."""
 
 from __future__ import annotations
 
@@ -38,9 +40,9 @@ def weights_line(weights: dict) -> str:
 def run(args, ui) -> int:
     from deployctl.gather import gather_state
     from deployctl.hosts import connect_options, connected
-    from deployctl.plan.status import status_rows
+    from deployctl.plan.status import is_deployed, status_rows
     from deployctl.spec.load import load_spec
-    from deployctl.ui import render_status
+    from deployctl.ui import escape, render_status
 
     spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
     with connected(spec, options=connect_options(args, ui)) as transports:
@@ -49,11 +51,17 @@ def run(args, ui) -> int:
         facts = gather_state(spec, transports, stages=frozenset({"containers", "liveness", "weights"}), strict=False,
                              hang_after=args.hang_timeout)
     rows = status_rows(spec, facts)
+    deployed = is_deployed(rows)
     weights = weights_identity(spec, facts)
     if ui.json:
-        ui.emit_json({"deployment": spec.name, "instances": rows, **({"weights": weights} if weights else {})})
-        return ExitStatus.OK
-    render_status(ui, spec, rows, title=spec.name)
-    if weights:
+        ui.emit_json({"deployment": spec.name, "deployed": deployed, "instances": rows,
+                      **({"weights": weights} if weights else {})})
+    elif deployed:
+        render_status(ui, spec, rows, title=spec.name)
+    else:
+        hosts = ", ".join(sorted({row["host"] for row in rows}))
+        ui.print(f"[yellow]{spec.name}: not deployed[/] — none of its {len(rows)} container(s) exists on "
+                 f"{hosts}; `deployctl up {escape(str(spec.source or 'SPEC'))}` deploys it")
+    if weights and not ui.json:
         ui.print(weights_line(weights))
-    return ExitStatus.OK
+    return ExitStatus.OK if deployed else ExitStatus.NOT_THERE

@@ -40,6 +40,8 @@ class Report:
     interrupted: bool = False
     rolled_back: bool = False
     error: Optional[DeployctlError] = None
+    # restored by the rollback but not serving again, each naming host and container (the rollback is not whole)
+    not_restored: list[str] = field(default_factory=list)
 
     def results_of(self, stage: str) -> list[StepOutcome]:
         return [o for o in self.outcomes if o.step.stage == stage]
@@ -210,13 +212,15 @@ class Executor:
             except (HostError, Cancelled):
                 pass  # best effort: the status table after rollback shows what each host runs
             outcome.status = "undone"
+        # Each restored container is waited for until it serves again: the rollback is whole only then.
         for transport, step in reversed(restored):  # the plan's start order
             try:
                 self._wait(transport, step, step.undo_health, timeout=min(self.health_timeout, 120))
             except HostError as error:  # said, not raised: the first error is the one the user must see
+                report.not_restored.append(error.message)
                 self.on_event("failed", step, f"restored, but {error.message}")
             except Cancelled:
-                pass
+                report.not_restored.append(f"{step.host}: {step.container} interrupted while waiting to serve again")
 
     def _finalize(self, report: Report) -> None:
         for outcome in report.outcomes:

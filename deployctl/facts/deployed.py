@@ -68,3 +68,16 @@ def parse_health_codes(text: str) -> dict[int, bool]:
         if port.isdigit():
             health[int(port)] = code.strip() == "200"
     return health
+
+
+# A constant script: which of the paths given as arguments exist (file or folder), one per line.
+EXISTING_SCRIPT = 'for p in "$@"; do if [ -e "$p" ]; then printf "%s\\n" "$p"; fi; done'
+
+
+def existing_paths_probe(paths: tuple[str, ...]) -> Probe:
+    """Which of `paths` exist on the host (`down` removes only what is there, so a re-run plans nothing)."""
+    return Probe(("sh", "-c", EXISTING_SCRIPT, "sh", *paths), parse_existing_paths, "deployment_files")
+
+
+def parse_existing_paths(text: str) -> tuple[str, ...]:
+    return tuple(line for line in text.splitlines() if line)

@@ -193,6 +193,7 @@ class HostFacts:
     listening: Optional["Listening"] = None  # its listening TCP ports and ephemeral range (doctor's port checks)
     tuning: Optional["HostTuning"] = None  # swappiness, numa balancing, CPU governors (vllm-ascend hosts)
     liveness: Optional[Mapping[int, "Answer"]] = None  # port -> its one-token generate (status: hung or not)
+    deployment_files: Optional[tuple[str, ...]] = None  # which of the deployment's own paths exist (`down`)
 
     def probe_error(self, key: str) -> Optional[str]:
         for name, message in self.probe_errors:

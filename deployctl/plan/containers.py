@@ -58,8 +58,13 @@ def ranktable_dir(spec: Spec) -> str:
     return f"{spec.remote_state_dir}/ranktables"
 
 
+def env_dir(spec: Spec) -> str:
+    """Where the 0600 env files of secrets live on a host, one per container."""
+    return f"{spec.remote_state_dir}/env"
+
+
 def env_file_path(spec: Spec, container_name: str) -> str:
-    return f"{spec.remote_state_dir}/env/{container_name}.env"
+    return f"{env_dir(spec)}/{container_name}.env"
 
 
 def serve_args(spec: Spec, instance: Instance) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from deployctl.facts.model import HostFacts
 from deployctl.facts.hccn_tool import device_ip_probes
 from deployctl.facts.probe import Probe
 from deployctl.facts.weights_state import weights_probe
-from deployctl.plan.containers import ranktable_dir
+from deployctl.plan.containers import env_dir, ranktable_dir
 from deployctl.spec.model import Instance, Spec
 
 WEIGHTS_STATE_KEY = "weights"
@@ -43,12 +43,20 @@ def host_devices(spec: Spec, host: str) -> tuple[int, ...]:
 
 def deployed_dirs(spec: Spec) -> tuple[str, ...]:
     """The directories whose files deployctl writes (ranktables, env files, Triton's model repository)."""
-    directories = (ranktable_dir(spec), f"{spec.remote_state_dir}/env")
+    directories = (ranktable_dir(spec), env_dir(spec))
     if spec.server == "triton":  # the model repository's files (config.pbtxt, 1/model.json), one level each
         from deployctl.plan.triton import model_dir
 
         directories += (model_dir(spec), f"{model_dir(spec)}/1")
     return directories
+
+
+def deployment_files(spec: Spec) -> tuple[str, ...]:
+    """What `up` and `weights sync` write for a deployment on a host, beside the history and the lock: the env
+    files of secrets, the ranktables, Triton's model repository and the weights fetcher. `down` removes them."""
+    from deployctl.plan.triton import repository_dir
+
+    return (env_dir(spec), ranktable_dir(spec), repository_dir(spec), fetcher_path(spec))
 
 
 def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
@@ -62,6 +70,10 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health))
         if spec.upstream is not None and host in used:  # each host's NIC for HCCL_IF_IP and *_SOCKET_IFNAME
             probes.append(addresses_probe())
+    if "files" in stages:
+        from deployctl.facts.deployed import existing_paths_probe
+
+        probes.append(existing_paths_probe(deployment_files(spec)))
     if "liveness" in stages and health and spec.server != "triton":
         from deployctl.facts.liveness import liveness_probe
         from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body

@@ -43,6 +43,11 @@ def status_rows(spec: Spec, facts: Mapping[str, HostFacts]) -> list[dict]:
     return rows
 
 
+def is_deployed(rows: list[dict]) -> bool:
+    """Whether any container of the deployment exists on any host (running or not); `.previous` ones do not count."""
+    return any(row["container"] for row in rows)
+
+
 def _health(instance, current, state: DeployedState, facts) -> str:
     """healthy | hung (its health path answers, a one-token generate does not) | unhealthy."""
     if not (current and current.running):

@@ -24,6 +24,7 @@ from deployctl.plan.containers import (
     container_digest,
     container_for,
     docker_run,
+    env_dir,
     env_file_content,
     ranktable_dir,
 )
@@ -127,14 +128,35 @@ def plan_files(spec: Spec, facts: Mapping[str, DeployedState], ranktables: Optio
             wanted[container.instance.host].append(
                 PutFile(container.env_file, Secret(env_file_content(container), "env file"), 0o600))
     steps = []
-    for host, puts in wanted.items():
-        hashes = facts[host].file_hashes
+    for host in dict.fromkeys([*wanted, *facts]):
+        puts = wanted.get(host, [])
+        hashes = facts[host].file_hashes if host in facts else {}
         changed = tuple(p for p in puts if hashes.get(p.path) != _sha256(_content_bytes(p)))
-        if changed:
-            steps.append(Step(host, "files", "put", f"{len(changed)} file(s) to write", puts=changed))
+        stale = stale_env_files(spec, hashes, puts)
+        if changed or stale:
+            steps.append(_files_step(host, changed, stale))
         elif puts:
             steps.append(Step(host, "files", "keep", f"{len(puts)} file(s) up to date"))
     return Stage("files", tuple(steps))
+
+
+def stale_env_files(spec: Spec, hashes: Mapping[str, str], puts: list[PutFile]) -> tuple[str, ...]:
+    """Env files on a host that no container of the spec uses there (retired, moved, or its secrets gone): they
+    hold secrets nothing reads any more (Docker reads an env file only when it creates the container)."""
+    wanted = {p.path for p in puts}
+    prefix = env_dir(spec) + "/"
+    return tuple(sorted(p for p in hashes if p.startswith(prefix) and p not in wanted))
+
+
+def _files_step(host: str, changed: tuple[PutFile, ...], stale: tuple[str, ...]) -> Step:
+    """Write what changed and remove stale env files; undone, it removes the env files it wrote: the containers
+    a rollback restores carry their environment already, and a secret left behind serves nothing."""
+    reason = "; ".join(part for part in (f"{len(changed)} file(s) to write" if changed else "",
+                                         f"{len(stale)} stale env file(s) to remove" if stale else "") if part)
+    written = tuple(p.path for p in changed if isinstance(p.content, Secret))
+    return Step(host, "files", "put" if changed else "remove", reason, puts=changed,
+                commands=(Command(("rm", "-f", "--", *stale)),) if stale else (),
+                undo=(Command(("rm", "-f", "--", *written), check=False),) if written else ())
 
 
 def _content_bytes(put: PutFile) -> bytes:

@@ -185,7 +185,12 @@ def render_report(ui: UI, report) -> None:
                           f"{outcome.step.container or ''}")
     if report.rolled_back:
         undone = [o for o in report.outcomes if o.status == "undone"]
-        console.print(f"[yellow]rolled back[/]: {len(undone)} step(s) undone; the previous containers run again")
+        if report.not_restored:
+            console.print(f"[red]rolled back, but not whole[/]: {len(undone)} step(s) undone; "
+                          f"{len(report.not_restored)} restored container(s) do not serve again: "
+                          + escape("; ".join(report.not_restored)))
+        else:
+            console.print(f"[yellow]rolled back[/]: {len(undone)} step(s) undone; the previous containers run again")
 
 
 def progress_printer(ui: UI):

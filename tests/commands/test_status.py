@@ -1,8 +1,19 @@
-"""`status`'s weights line: one host is synced or not, never "differing"; hosts differ only when two hold digests."""
+"""`status`'s weights line: one host is synced or not, never "differing"; hosts differ only when two hold digests.
+With nothing deployed it says "not deployed" and exits 3; a partly deployed deployment keeps its table, exit 0."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import textwrap
+
+import pytest
+
+from deployctl.cli import main
 from deployctl.commands.status import weights_line
+from deployctl.plan.containers import LABEL_DEPLOYMENT
+from tests.plan.hostfacts import deployed
+from tests.plan.test_up import container_fact
 
 A = "sha256:" + "a" * 64
 B = "sha256:" + "b" * 64
@@ -31,3 +42,58 @@ def test_two_digests_differ_and_a_third_host_missing():
     line = weights_line({"identical": False, "hosts": {"tb1": A, "tb2": B, "tb3": None}})
     assert "not synced on tb3" in line
     assert f"weights differ between hosts — tb1: {A[:19]}, tb2: {B[:19]}" in line
+
+SPEC = textwrap.dedent("""\
+    version: 1
+    name: demo
+    hosts:
+      a: {address: 192.0.2.1}
+      b: {address: 192.0.2.2}
+    image: {name: img}
+    model: {served_name: m, max_model_len: 4096, max_num_seqs: 16, max_num_batched_tokens: 4096}
+    topology:
+      mode: mixed
+      instances:
+        - {host: a, devices: [0], port: 8000}
+        - {host: b, devices: [0], port: 8000}
+    """)
+
+
+@pytest.fixture
+def status_of(tmp_path, monkeypatch, capsys):
+    """Run `deployctl status` against hosts whose containers are `containers` (host -> list); no network."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC)
+
+    def run(containers: dict, *flags: str):
+        monkeypatch.setattr("deployctl.hosts.connected", lambda spec, **_: contextlib.nullcontext({}))
+        monkeypatch.setattr("deployctl.gather.gather_state",
+                            lambda spec, transports, **_: {h: deployed(containers.get(h, ())) for h in ("a", "b")})
+        capsys.readouterr()
+        code = main(["status", str(path), *flags])
+        return code, *capsys.readouterr()
+    return run
+
+
+def test_nothing_deployed_says_so_and_exits_3(status_of):
+    code, out, err = status_of({})
+    assert code == 3 and "demo: not deployed" in out and "Traceback" not in err
+    code, out, err = status_of({}, "--output", "json")
+    doc = json.loads(out)
+    assert code == 3 and doc["deployed"] is False
+    assert [(i["name"], i["state"]) for i in doc["instances"]] == [("demo-mixed-0", "missing"), ("demo-mixed-1", "missing")]
+
+
+def test_a_partly_deployed_deployment_keeps_its_table_with_missing_rows_and_exits_0(status_of):
+    exited = container_fact("c1", "demo-mixed-1", "exited", "sha256:i", {LABEL_DEPLOYMENT: "demo"})
+    code, out, err = status_of({"b": [exited]}, "--output", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["deployed"] is True
+    assert [(i["name"], i["state"]) for i in doc["instances"]] == [("demo-mixed-0", "missing"), ("demo-mixed-1", "exited")]
+    code, out, err = status_of({"b": [exited]})
+    assert code == 0 and "not deployed" not in out and "demo-mixed-0" in out and "missing" in out
+
+
+def test_a_previous_container_alone_is_not_a_deployment(status_of):
+    previous = container_fact("p", "demo-mixed-0.previous", "exited", "sha256:i", {LABEL_DEPLOYMENT: "demo"})
+    assert status_of({"a": [previous]})[0] == 3

@@ -73,3 +73,65 @@ def test_a_failed_step_stops_its_siblings_health_waits_at_once():
     assert report.failed and report.rolled_back and "r0 exited while starting" in report.error.message
     assert ("failed", "stopped: another step of this stage failed") in [(k, m) for k, s, m in events if s.host == "h2"]
     assert ("docker", "rm", "r1") in [c.argv for c in h2.ran]
+
+
+def _health_of(container, answers):
+    """A health poll's answers for `container`, one per poll (the last one repeats); other polls answer 200."""
+    polls = []
+
+    def respond(command):
+        if command.argv[4] != container:
+            return Result(command.argv, 0, "running 0\n200\nready\n", "")
+        polls.append(command)
+        return Result(command.argv, 0, answers[min(len(polls), len(answers)) - 1], "")
+    return polls, respond
+
+
+def _replace_then_fail_plan():
+    """`a` replaced (stopped, renamed; its undo restores it and waits on its health), then `b` fails to start."""
+    stop = Step("h1", "stop", "replace", container="a", commands=(Command(("docker", "stop", "a")),),
+                undo=(Command(("docker", "rename", "a.previous", "a")), Command(("docker", "start", "a"))),
+                undo_health=HealthCheck("a", 8080))
+    return Plan("d", (Stage("stop", (stop,)),
+                      Stage("workers", (step("h1", "workers", "create", ("docker", "run", "bad"),
+                                             undo=[("docker", "rm", "b")], container="b"),))))
+
+
+def test_rollback_ends_only_once_the_restored_container_serves_again():
+    loading = "running 0\n000\nloading weights\n"
+    polls, respond = _health_of("a", [loading, loading, "running 0\n200\nready\n"])
+    fake = FakeTransport("h1", {("docker", "run", "bad"): Result(("x",), 125, "", "no such device"),
+                                "inspect": respond})
+    events = []
+    report = Executor({"h1": fake}, poll_interval=0.001, on_event=lambda *e: events.append(e)).execute(
+        _replace_then_fail_plan())
+    assert report.failed and report.rolled_back and "no such device" in report.error.stderr_tail
+    # polled after `docker start a` until it answered 200, and not once more
+    assert len(polls) == 3
+    assert fake.ran.index(polls[0]) > [c.argv for c in fake.ran].index(("docker", "start", "a"))
+    assert fake.ran[-1] is polls[-1]
+    assert report.not_restored == [] and not any("restored, but" in m for _, _, m in events)
+
+
+def test_a_restored_container_that_never_serves_again_is_reported():
+    polls, respond = _health_of("a", ["exited 1\n000\nout of memory\n"])
+    fake = FakeTransport("h1", {("docker", "run", "bad"): Result(("x",), 125, "", "no such device"),
+                                "inspect": respond, "logs --tail 20": "out of memory\n"})
+    events = []
+    report = Executor({"h1": fake}, poll_interval=0.001, on_event=lambda *e: events.append(e)).execute(
+        _replace_then_fail_plan())
+    assert len(polls) == 1
+    assert "no such device" in report.error.stderr_tail  # the deploy's own error stays the one to see
+    assert report.not_restored == ["h1 (fake): a exited while starting"]
+    assert ("failed", "a", "restored, but h1 (fake): a exited while starting") in [(k, s.container, m) for k, s, m in events]
+
+
+def test_the_rollback_report_says_when_a_restored_container_does_not_serve(capsys):
+    from deployctl.execute.executor import Report
+    from deployctl.ui import UI, render_report
+
+    report = Report([], failed=True, rolled_back=True, not_restored=["h1 (10.0.0.1): a exited while starting"])
+    render_report(UI(color=False), report)
+    err = capsys.readouterr().err
+    assert "not whole" in err and "h1 (10.0.0.1): a exited while starting" in err
+    assert "the previous containers run again" not in err

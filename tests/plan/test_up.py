@@ -111,7 +111,8 @@ def test_container_no_longer_in_spec_is_retired_and_strangers_untouched():
     assert actions(plan)[("stop", "llama2-13b-pd-decode-1")] == "remove"
     assert not any(step.container == "other-app" for step in plan.steps)
     down = plan_down(s, facts_for(s, rts, running(s, rts) + [stray, other]))
-    assert {step.container for step in down.steps} == {i.name for i in s.instances} | {"llama2-13b-pd-decode-1"}
+    assert {step.container for step in down.steps if step.stage == "down"} == (
+        {i.name for i in s.instances} | {"llama2-13b-pd-decode-1"})
 
 
 def test_missing_image_is_pulled_and_plan_json_has_argv():
@@ -164,3 +165,27 @@ def test_checks_come_first_when_anything_changes_and_never_for_a_rerun_or_when_s
     hashes = {**file_hashes(s, rts), **env_hashes(s, rts)}
     rerun = plan_up(s, facts_for(s, rts, running(s, rts), hashes=hashes), UpInputs(rts))
     assert not rerun.changed and "checks" not in [st.name for st in rerun.stages]
+
+
+def test_env_file_of_a_retired_container_is_removed_with_its_secret():
+    s = spec()
+    rts = ranktables(s)
+    stale = "/var/lib/deployctl/llama2-13b-pd/env/llama2-13b-pd-decode-1.env"
+    hashes = {**file_hashes(s, rts), **env_hashes(s, rts), stale: "0" * 64}
+    plan = plan_up(s, facts_for(s, rts, running(s, rts), hashes=hashes), UpInputs(rts))
+    (files,) = next(stage for stage in plan.stages if stage.name == "files").steps
+    assert (files.action, files.puts) == ("remove", ())
+    assert [c.argv for c in files.commands] == [("rm", "-f", "--", stale)]
+    assert "1 stale env file(s) to remove" in files.reason
+    assert not plan_up(s, facts_for(s, rts, running(s, rts), hashes={**file_hashes(s, rts), **env_hashes(s, rts)}),
+                       UpInputs(rts)).changed  # once removed, a re-run is a no-op
+
+
+def test_a_rolled_back_up_removes_the_env_files_it_wrote_and_nothing_else():
+    s = spec()
+    rts = ranktables(s)
+    plan = plan_up(s, facts_for(s, rts, []), UpInputs(rts))
+    (files,) = next(stage for stage in plan.stages if stage.name == "files").steps
+    env_files = [p.path for p in files.puts if p.mode == 0o600]
+    assert env_files and all("/env/" in p for p in env_files)
+    assert [c.argv for c in files.undo] == [("rm", "-f", "--", *env_files)]  # the ranktables stay

@@ -48,10 +48,26 @@ def run(tear_down: bool = False) -> int:
             return result.returncode or 1
         answer = chat(bed)
         print(f"answer from {ENDPOINT}: {answer}")
+        if not tear_down:
+            print(next_steps(bed))
         return 0
     finally:
         if tear_down:
             bed.down()
+
+
+def next_steps(bed: Testbed) -> str:
+    """What to run next on the bed, as the README's quick start says: the playbook reads the S3 keys from the
+    environment (`weights.credentials: env`), so they are exported from the bed's credentials file first."""
+    playbook = PLAYBOOK.relative_to(layout.REPO_ROOT)
+    return "\n".join([
+        "next, in this shell (the S3 keys stay on this machine; hosts get pre-signed URLs):",
+        f"  set -a; . {bed.root}/s3/credentials; set +a",
+        *(f"  deployctl {verb} {playbook}" for verb in ("status", "plan", "up")),
+        f"  deployctl bench static {playbook} --parallel-num 1 4 --prompt-tokens 128 --output-tokens 32 --epochs 1",
+        f"  deployctl down {playbook} --yes",
+        "  python -m tests.testbed down",
+    ])
 
 
 def chat(bed: Testbed) -> str:
