@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 from deployctl.cli import main
 
 
@@ -92,6 +94,23 @@ def test_bad_usage_is_exit_2(capsys, tmp_path):
     assert bench(capsys, "dynamic", "http://127.0.0.1:9", "--request-rate", "1", "--num-prompts", "5")[0] == 2
     assert bench(capsys, "static", "http://127.0.0.1:9", "--baseline", str(tmp_path / "missing.json"))[0] == 2
     assert bench(capsys, "static", "ftp://x", "--served-model-name", "m")[0] == 2
+
+
+@pytest.mark.parametrize("url,why", [
+    ("http://127.0.0.1:8000/a b", "a base URL holds no spaces, control or non-ASCII characters (found ' '"),
+    ("http://127.0.0.1:8000/a\nb", "(found '\\n'"),
+    ("http://127.0.0.1:8000/v1?x=1", "a base URL has no ?query or #fragment"),
+    ("http://127.0.0.1:99999", "Port out of range"),
+    ("http://127.0.0.1:0", "port 0 is no port to connect to"),
+    ("http://", "not an http(s) URL"),
+])
+@pytest.mark.parametrize("named", [False, True], ids=["model-asked", "model-named"])
+def test_a_malformed_url_is_refused_before_any_request(capsys, tmp_path, url, why, named):
+    model = ["--served-model-name", "m"] if named else []
+    code, doc, err = bench(capsys, "static", url, *model, "--result-dir", str(tmp_path / "r"))
+    assert code == 2 and doc["error"]["message"].startswith(("not an http(s) URL", repr(url), url)), err
+    assert why in doc["error"]["message"] and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
 
 
 def test_baseline_gate_trips_and_names_the_regression(standin, capsys, tmp_path):
