@@ -103,7 +103,9 @@ def test_latencies_match_the_server_trace(standin, parallel, epochs, endpoint):
         real = summarize_run(truth)
         assert_close(summarize_run(records), summarize_run(from_client_sent(records, truth)), METRICS,
                      lateness_ms(truth))
-        assert 39 <= real["ttft_ms"]["p50"] <= 60 and 7 <= real["tpot_ms"]["p50"] <= 12  # the stand-in's schedule
+        # the stand-in kept its schedule (40 ms, then 8 ms a token): never early; the upper bounds, 100 times the
+        # schedule, only catch a schedule not followed at all or a unit slip, never a busy machine's late wake-ups
+        assert 39 <= real["ttft_ms"]["p50"] < 4000 and 7 <= real["tpot_ms"]["p50"] < 800
 
     twice(check)
 

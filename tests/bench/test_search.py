@@ -70,7 +70,8 @@ def test_search_end_to_end_stops_where_the_lowest_load_misses_or_the_budget_ends
     server = standin(ttft_ms=5, tpot_ms=2)
     results = tmp_path / "results"
     code, doc, err = bench(capsys, "search", server.url, "--by", "concurrency", "--slo", "e2el_p99=1ms",
-                           "--prompt-tokens", "8", "--output-tokens", "4", "--epochs", "1", "--result-dir", str(results))
+                           "--prompt-tokens", "8", "--output-tokens", "4", "--epochs", "1",
+                           "--result-dir", str(results))
     assert code == 0, err
     assert [r["parallel_num"] for r in doc["runs"]] == [1]  # never early: 5 ms + 3 x 2 ms > 1 ms
     assert doc["search"]["max_meeting"] is None and "already misses" in doc["search"]["stopped"]
