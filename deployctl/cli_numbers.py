@@ -63,6 +63,19 @@ class Number:
         return value
 
 
+def _refused(why: str, text: str) -> argparse.ArgumentTypeError:
+    """argparse prints `argument --flag: <why> (got <text>)` on one line: the text is quoted when it holds
+    anything but plain characters, and cut when long."""
+    shown = text.strip()
+    shown = shown if shown.isprintable() and " " not in shown and shown else repr(text)
+    return argparse.ArgumentTypeError(f"{why} (got {shown[:40] + '...' if len(shown) > 40 else shown})")
+
+
+def _show(bound: Value) -> str:
+    """86400, not 86400.0 or 8.64e+04; 0.01 as it is."""
+    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
+
+
 _TABLE = (
     # the common flags
     Number("--connect-timeout", float, 0, HOUR_S, above=True),
@@ -97,19 +110,6 @@ _TABLE = (
     Number("--precision", float, 0, 1, above=True, below=True),
     Number("--run-seconds", float, 0, DAY_S, above=True),
 )
-def _refused(why: str, text: str) -> argparse.ArgumentTypeError:
-    """argparse prints `argument --flag: <why> (got <text>)` on one line: the text is quoted when it holds
-    anything but plain characters, and cut when long."""
-    shown = text.strip()
-    shown = shown if shown.isprintable() and " " not in shown and shown else repr(text)
-    return argparse.ArgumentTypeError(f"{why} (got {shown[:40] + '...' if len(shown) > 40 else shown})")
-
-
-def _show(bound: Value) -> str:
-    """86400, not 86400.0 or 8.64e+04; 0.01 as it is."""
-    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
-
-
 BOUNDS = {number.flag: number for number in _TABLE}
 
 
