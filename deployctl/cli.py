@@ -14,6 +14,7 @@ import sys
 import textwrap
 
 from deployctl import __version__
+from deployctl.cli_numbers import number
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -48,20 +49,10 @@ def _verb(sub, name: str, handler: str, summary: str, example: str, **kwargs) ->
 
 
 def _answer_tokens_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--answer-tokens", type=_non_negative_int, default=8, metavar="N",
+    parser.add_argument("--answer-tokens", type=number("--answer-tokens"), default=8, metavar="N",
                         help="tokens of the temperature-0 answer every serving path (each mixed instance, each "
                              "prefill x decode pair, the front) must agree on after a change (default %(default)s; "
                              "0 leaves the check out)")
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative")
-    return value
 
 
 def _spec_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -71,7 +62,7 @@ def _spec_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
 def _host_key_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accept-new-host-keys", action="store_true",
                         help="trust and record keys of hosts not yet in known_hosts (never a changed key)")
-    parser.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+    parser.add_argument("--connect-timeout", type=number("--connect-timeout"), default=10.0, metavar="SECONDS",
                         help="give up on a host that has not connected, shown its SSH banner and accepted the "
                              "key within this long (default %(default)g)")
 
@@ -133,9 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stages to skip: checks, image, weights, contract (the check from inside each new "
                         "container), answers (the all-pairs answer check) (comma separated; default: none)")
     _answer_tokens_flag(p)
-    p.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--lock-wait", type=number("--lock-wait"), default=0.0, metavar="SECONDS",
                    help="wait this long for another deploy's lock (default %(default)g: refuse at once)")
-    p.add_argument("--health-timeout", type=float, default=1200.0, metavar="SECONDS",
+    p.add_argument("--health-timeout", type=number("--health-timeout"), default=1200.0, metavar="SECONDS",
                    help="how long an instance may take to become healthy (default %(default)g)")
     p.add_argument("--bench", action="store_true", help="run a short static bench after a successful deploy")
     _host_key_flag(p)
@@ -153,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
               "per instance: host, role, devices, port, container state, health, image",
               "deployctl status playbooks/demo-pd.yaml --output json")
     _spec_arg(p)
-    p.add_argument("--hang-timeout", type=float, default=15.0, metavar="SECONDS",
+    p.add_argument("--hang-timeout", type=number("--hang-timeout"), default=15.0, metavar="SECONDS",
                    help="an instance whose /health answers but whose one-token generate takes longer is `hung` "
                         "(default %(default)g)")
     _host_key_flag(p)
@@ -164,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_arg(p)
     p.add_argument("instance", nargs="?", metavar="INSTANCE", help="container name (default: every instance)")
     p.add_argument("-f", "--follow", action="store_true", help="keep following")
-    p.add_argument("--tail", type=int, default=100, metavar="N", help="lines per instance (default %(default)s)")
+    p.add_argument("--tail", type=number("--tail"), default=100, metavar="N",
+                   help="lines per instance (default %(default)s)")
     _host_key_flag(p)
 
     p = _verb(sub, "diagnose", "deployctl.commands.diagnose:run",
@@ -172,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
               "dmesg, plogs, disk, memory, docker, ranktables, history) into one redacted tar.gz, with hints",
               "deployctl diagnose playbooks/demo-pd.yaml\ndeployctl diagnose spec.yaml --lines 1000 --out /tmp/bundle.tar.gz")
     _spec_arg(p)
-    p.add_argument("--lines", type=int, default=200, metavar="N",
+    p.add_argument("--lines", type=number("--lines"), default=200, metavar="N",
                    help="log lines per container, dmesg and plog file (default %(default)s)")
     p.add_argument("--out", metavar="PATH",
                    help="where to write the tar.gz (default: .deployctl/<deployment>/diagnose-<UTC time>.tar.gz "
@@ -207,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-server", action="store_true", help="this host also runs the scheduler (group 0)")
     p.add_argument("--save-dir", metavar="DIR", help="where to write the files (default: .deployctl/<deployment>/ranktables/ for a SPEC)")
     p.add_argument("--host-ip", metavar="IP", help="this host's server_ip (default: detected, must be bound here)")
-    p.add_argument("--cards", type=int, metavar="N",
+    p.add_argument("--cards", type=number("--cards"), metavar="N",
                    help="cards on this host (device ids 0..N-1; default: `npu-smi info -l` when installed)")
     _host_key_flag(p)
 
@@ -226,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="ranktable JSON files")
     p.add_argument("--complete", action="store_true",
                    help="require a complete P/D global ranktable (what `up` starts with)")
-    p.add_argument("--cards", type=int, metavar="N", help="cards per host (device ids 0..N-1; default: unknown, ids up to 1023)")
+    p.add_argument("--cards", type=number("--cards"), metavar="N",
+                   help="cards per host (device ids 0..N-1; default: unknown, ids up to 1023)")
     p.add_argument("--against-hosts", metavar="SPEC", help="compare device IPs with the live hosts of SPEC (default: no hosts asked)")
     _host_key_flag(p)
 

@@ -33,11 +33,25 @@ class BaseUrl:
 
     @classmethod
     def parse(cls, url: str) -> "BaseUrl":
+        """`http(s)://host[:port][/prefix]`; anything else is a ValueError naming the URL and what is wrong
+        (checked here, before a request line is built from it)."""
+        odd = next((c for c in url if c.isspace() or not c.isprintable() or not c.isascii()), None)
+        if odd is not None:
+            raise ValueError(f"{url!r}: a base URL holds no spaces, control or non-ASCII characters "
+                             f"(found {odd!r}; percent-encode it)")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url}")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+        if parts.query or parts.fragment or url.endswith(("?", "#")):
+            raise ValueError(f"{url}: a base URL has no ?query or #fragment (requests go to its path + /v1/...)")
+        try:
+            port = parts.port
+        except ValueError as exc:  # urllib's message does not say which URL
+            raise ValueError(f"{url}: {exc}") from None
+        if port == 0:
+            raise ValueError(f"{url}: port 0 is no port to connect to")
+        return cls(parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80),
+                   parts.path.rstrip("/"))
 
     @property
     def authority(self) -> str:

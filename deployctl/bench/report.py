@@ -58,10 +58,13 @@ def rows_csv(rows: list[dict]) -> str:
 
 
 def write_results(document: dict, result_dir: str) -> tuple[list[Path], Optional[str]]:
-    """bench_<mode>.json, .csv and .png; returns the files written and a note when the PNG was skipped."""
+    """bench_<mode>.json, .csv and .png (mode: static, dynamic or search, the command's); returns the files
+    written and a note when the PNG was skipped."""
     folder = Path(result_dir).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
-    mode = document["mode"]
+    # a search's runs are static or dynamic ones (its document's mode, which baselines match on); its files are
+    # named after the command, as --result-dir's help and the contract say
+    mode = "search" if document.get("search") else document["mode"]
     json_path = folder / f"bench_{mode}.json"
     json_path.write_text(json.dumps(document, indent=2) + "\n")
     csv_path = folder / f"bench_{mode}.csv"

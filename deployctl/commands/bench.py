@@ -19,14 +19,10 @@ def run(args, ui) -> int:
     mode = args.bench_mode
     runs = _runs(args, mode, static_runs, dynamic_runs) if mode != "search" else None
     search = _search_plan(args) if mode == "search" else None
-    slos = parse_slo_flag(args.slo)
-    if not 0 <= args.prefix_share < 1 or args.prefix_groups < 1:
-        raise UsageError("--prefix-share is a fraction from 0 up to (not including) 1, --prefix-groups 1 or more")
+    slos = parse_slo_flag(args.slo)  # each number's own bounds were checked by the parser (cli_numbers)
     if args.prefix_share and getattr(args, "dataset", None):
         raise UsageError("--prefix-share shapes synthetic prompts: it does not go with --dataset")
     baseline = _read_baseline(args.baseline) if args.baseline else None
-    if args.max_regression < 0:
-        raise UsageError("--max-regression is a number of percent, 0 or more")
     target = resolve(args.target)
     tokenizer = None
     if args.tokenizer:
@@ -77,19 +73,15 @@ def telemetry(spec, interval: float, ui):
 
 
 def _search_plan(args):
-    """(SearchPlan, SearchLoad) from the flags; bad values are usage errors."""
+    """(SearchPlan, SearchLoad) from the flags (each within its bounds already); --start by concurrency is a
+    whole number of requests in flight."""
     from deployctl.bench.runner import SearchLoad
     from deployctl.bench.search import SearchPlan
+    from deployctl.cli_numbers import MAX_CONCURRENCY
 
     start = args.start if args.start is not None else 1.0
-    if start <= 0 or (args.by == "concurrency" and start != int(start)):
-        raise UsageError("--start: a rate above 0, or a whole concurrency of 1 or more")
-    if args.max_runs < 1 or not 0 < args.precision < 1 or args.run_seconds <= 0 or args.epochs < 1:
-        raise UsageError("--max-runs and --epochs must be 1 or more, --run-seconds above 0, --precision between 0 "
-                         "and 1")
-    for flag, value in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag}: token counts must be 1 or more")
+    if args.by == "concurrency" and (start != int(start) or start > MAX_CONCURRENCY):
+        raise UsageError(f"--start {start:g}: by concurrency, a whole number from 1 to {MAX_CONCURRENCY}")
     load = SearchLoad(args.prompt_tokens or STATIC_DEFAULT_PROMPT[0], args.output_tokens or STATIC_DEFAULT_OUTPUT[0],
                       epochs=args.epochs, run_seconds=args.run_seconds)
     return SearchPlan(args.by, start, max_runs=args.max_runs, precision=args.precision), load
@@ -205,23 +197,16 @@ def _gate(document: dict, baseline: dict, max_regression: float, ui) -> bool:
 
 def _runs(args, mode: str, static_runs, dynamic_runs) -> list:
     prompt_tokens, output_tokens = args.prompt_tokens, args.output_tokens
-    for flag, values in (("--prompt-tokens", prompt_tokens), ("--output-tokens", output_tokens)):
-        if values and any(v < 1 for v in values):
-            raise UsageError(f"{flag}: token counts must be 1 or more")
     if mode == "static":
         prompt_tokens = prompt_tokens or list(STATIC_DEFAULT_PROMPT)
         output_tokens = output_tokens or list(STATIC_DEFAULT_OUTPUT)
         if len(prompt_tokens) != len(output_tokens):
             raise UsageError(f"--prompt-tokens has {len(prompt_tokens)} value(s) and --output-tokens "
                              f"{len(output_tokens)}: they are paired position by position")
-        if any(p < 1 for p in args.parallel_num) or args.epochs < 1:
-            raise UsageError("--parallel-num and --epochs must be 1 or more")
         return static_runs(args.parallel_num, prompt_tokens, output_tokens, args.epochs)
     if len(args.request_rate) != len(args.num_prompts):
         raise UsageError(f"--request-rate has {len(args.request_rate)} value(s) and --num-prompts "
                          f"{len(args.num_prompts)}: they are paired position by position")
-    if any(r <= 0 for r in args.request_rate) or any(n < 1 for n in args.num_prompts):
-        raise UsageError("--request-rate must be above 0 and --num-prompts 1 or more")
     if args.dataset:
         if prompt_tokens:
             raise UsageError("--prompt-tokens and --dataset exclude each other (the dataset gives the prompts)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deployctl.errors import ExitStatus, UsageError
+from deployctl.errors import ExitStatus
 
 
 def run(args, ui) -> int:
@@ -15,8 +15,6 @@ def run(args, ui) -> int:
     from deployctl.transport.connect import close_all, open_transports
     from deployctl.ui.diagnose import render_diagnose
 
-    if args.lines < 1:
-        raise UsageError(f"--lines {args.lines}: give a number of lines of 1 or more")
     spec = load_spec(args.spec, unresolved_env="allow")  # nothing is sent; known secret values are redacted
     options = connect_options(args, ui)
     transports, errors = open_transports(spec.hosts, accept_new_host_keys=options.accept_new_host_keys,

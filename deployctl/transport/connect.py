@@ -32,8 +32,9 @@ class ConnectOptions:
 
     @classmethod
     def from_args(cls, args, ui=None) -> "ConnectOptions":
+        timeout = getattr(args, "connect_timeout", None)  # a verb without the flag; 0 is refused by the parser
         return cls(accept_new_host_keys=getattr(args, "accept_new_host_keys", False),
-                   timeout=getattr(args, "connect_timeout", None) or DEFAULT_CONNECT_TIMEOUT,
+                   timeout=DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout,
                    on_wait=ui.info if ui is not None else None)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import select
+import selectors
 import shlex
 import socket
 import threading
@@ -268,23 +268,27 @@ def _drain(channel: paramiko.Channel, timeout: Optional[float], on_stderr=None) 
     """Read stdout and stderr together until the command exits (no deadlock on full pipes)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     out, err = bytearray(), bytearray()
-    while True:
-        progressed = False
-        while channel.recv_ready():
-            out += channel.recv(_CHUNK)
-            progressed = True
-        while channel.recv_stderr_ready():
-            chunk = channel.recv_stderr(_CHUNK)
-            err += chunk
-            if on_stderr is not None:
-                on_stderr(chunk)
-            progressed = True
-        if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
-            if channel.eof_received or channel.closed:
-                break
-        if deadline is not None and time.monotonic() > deadline:
-            channel.close()
-            raise TimeoutError
-        if not progressed:
-            select.select([channel], [], [], 0.05)
+    # a selector, not select(): select() refuses every descriptor past 1024, which a bench's load generator
+    # running beside the telemetry that calls this passes at a few hundred connections
+    with selectors.DefaultSelector() as waiter:
+        waiter.register(channel, selectors.EVENT_READ)
+        while True:
+            progressed = False
+            while channel.recv_ready():
+                out += channel.recv(_CHUNK)
+                progressed = True
+            while channel.recv_stderr_ready():
+                chunk = channel.recv_stderr(_CHUNK)
+                err += chunk
+                if on_stderr is not None:
+                    on_stderr(chunk)
+                progressed = True
+            if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                if channel.eof_received or channel.closed:
+                    break
+            if deadline is not None and time.monotonic() > deadline:
+                channel.close()
+                raise TimeoutError
+            if not progressed:
+                waiter.select(0.05)
     return bytes(out), bytes(err)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
-import select
+import selectors
 import socket
 import threading
 import time
@@ -57,8 +57,7 @@ def tcp_connect(address: str, port: int, deadline: float, timeout: float, cancel
     while code in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
         left = _time_left(sock, where, deadline, cancel,
                           Transient(f"cannot connect to {where}: no answer within {seconds(timeout)} s"))
-        _, writable, _ = select.select([], [sock], [], min(0.1, left))
-        if writable:
+        if ready(sock, selectors.EVENT_WRITE, min(0.1, left)):
             code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
     if code != 0:
         close_quietly(sock)
@@ -75,8 +74,7 @@ def await_banner(sock, where: str, deadline: float, timeout: float, cancel: thre
     while True:
         left = _time_left(sock, where, deadline, cancel, ConnectFailure(
             f"timed out waiting for the SSH banner from {where} after {seconds(timeout)} s"))
-        readable, _, _ = select.select([sock], [], [], min(0.1, left))
-        if readable:
+        if ready(sock, selectors.EVENT_READ, min(0.1, left)):
             try:
                 first = sock.recv(1, socket.MSG_PEEK)
             except OSError as exc:
@@ -86,6 +84,14 @@ def await_banner(sock, where: str, deadline: float, timeout: float, cancel: thre
                 close_quietly(sock)
                 raise Transient(f"{where} closed the connection before sending the SSH banner")
             return
+
+
+def ready(sock, event: int, timeout: float) -> bool:
+    """Whether `sock` is ready for `event` within `timeout` seconds. A selector, not select(): select() refuses
+    every descriptor past 1024, and a process that also runs a bench's load generator holds more."""
+    with selectors.DefaultSelector() as waiter:
+        waiter.register(sock, event)
+        return bool(waiter.select(timeout))
 
 
 def _time_left(sock, where: str, deadline: float, cancel: threading.Event, expired: ConnectFailure) -> float:

@@ -78,4 +78,3 @@ def test_the_command_collects_from_the_hosts_it_reaches_and_names_the_others(tmp
     monkeypatch.setattr(connect, "open_transports", none)
     assert main(["diagnose", str(tmp_path / "spec.yaml")]) == 1
     assert "error: h1: connection refused (also: h2: connection refused)" in capsys.readouterr().err
-    assert main(["diagnose", str(tmp_path / "spec.yaml"), "--lines", "0"]) == 2

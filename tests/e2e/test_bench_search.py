@@ -41,12 +41,14 @@ def test_search_finds_the_emulated_capacity_and_names_the_kv_cache(bed, deployct
         assert knee["numbers"]["preemptions"] > 0 and knee["numbers"]["kv_cache_usage_max"] >= 0.95
         busy = [r for r in doc["runs"] if r["parallel_num"] == found["max_meeting"]][0]
         assert busy["telemetry"]["device_util_mean_pct"] == 85.0  # (87 + 83) / 2, read from npu-smi over SSH
-        rows = list(csv.DictReader((results / "bench_static_telemetry.csv").open()))
+        rows = list(csv.DictReader((results / "bench_search_telemetry.csv").open()))
         assert {r["kind"] for r in rows} == {"device", "engine"}
         assert {r["util_pct"] for r in rows if r["kind"] == "device"} == {"87.0", "83.0"}
         assert any(float(r["kv_cache_usage"] or 0) == 1.0 for r in rows if r["kind"] == "engine")
-        assert (results / "bench_static.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        saved = json.loads((results / "bench_static.json").read_text())
+        assert (results / "bench_search.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        saved = json.loads((results / "bench_search.json").read_text())
+        assert sorted(p.name for p in results.iterdir()) == [
+            "bench_search.csv", "bench_search.json", "bench_search.png", "bench_search_telemetry.csv"]
         assert saved["knee"] == knee and saved["search"] == found
     finally:
         assert deployctl("down", path, "--yes")[0] == 0

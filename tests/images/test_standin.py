@@ -20,6 +20,7 @@ START_SERVERS = STANDIN / "AscendCloud-LLM" / "llm_tools" / "PD_separate" / "sta
 MIXED = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 PD = ("sh", str(START_SERVERS))
 REFUSING = "standin: refusing to start: "
+LATE_MS = 1500  # how late a token or answer may be on a loaded machine before its schedule counts as not followed
 
 
 def vllm_args(weights, port, tp=2, name="llama2-13b", *extra):
@@ -215,13 +216,14 @@ def test_ttft_and_tpot_follow_absolute_deadlines_in_the_trace(launch, weights, t
     offsets_ms = [(t - timed["arrival_ns"]) / 1e6 for t in timed["chunk_ns"]]
     assert timed["first_chunk_ns"] == timed["chunk_ns"][0] and len(offsets_ms) == 6
     # Never early (the deadlines hold); how late is the machine's scheduling, so the upper bound only catches
-    # a schedule that is not followed at all (a busy 2-core machine delays a wake-up by tens of ms).
+    # a schedule that is not followed at all (a busy 2-core machine delays a wake-up by tens of ms, LATE_MS is
+    # far beyond that).
     for i, offset in enumerate(offsets_ms):
-        assert 150 + 25 * i - 0.5 <= offset < 150 + 25 * i + 100, offsets_ms
+        assert 150 + 25 * i - 0.5 <= offset < 150 + 25 * i + LATE_MS, offsets_ms
     assert timed["end_ns"] >= timed["chunk_ns"][-1]
     assert (timed["status"], timed["stream"], timed["completion_tokens"]) == (200, True, 6)
     whole_ms = (whole["first_chunk_ns"] - whole["arrival_ns"]) / 1e6
-    assert 150 + 25 * 5 - 0.5 <= whole_ms < 150 + 25 * 5 + 100
+    assert 150 + 25 * 5 - 0.5 <= whole_ms < 150 + 25 * 5 + LATE_MS
     assert server.json("GET", "/standin/trace?id=whole")[1] == [whole]
     assert server.json("DELETE", "/standin/trace") == (200, {"cleared": 2})
     assert server.json("GET", "/standin/trace") == (200, [])

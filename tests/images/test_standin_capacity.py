@@ -7,16 +7,16 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import socket
 import threading
 import time
 
 import pytest
-from tests.images.test_standin import MIXED, dev_dir, launch, vllm_args, weights  # noqa: F401 (fixtures)
+from tests.images.test_standin import LATE_MS, MIXED, dev_dir, launch, vllm_args, weights  # noqa: F401 (fixtures)
 from tests.ports import free_port
 
 EVENT_TIMEOUT_S = 20
 SLACK_MS = 1.0  # wall-clock (trace) against the event loop's clock: sub-millisecond apart
-LATE_MS = 1500  # how late a whole answer may be on a loaded machine before the schedule counts as not followed
 SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
 
 
@@ -228,19 +228,42 @@ def test_without_capacity_nothing_waits_or_slows_down(launch, weights, tmp_path)
     assert (done["vllm:num_preemptions_total"], done["vllm:request_success_total:length"]) == (0, 6)
 
 
+def hold_a_slot(port: int, rid: str) -> socket.socket:
+    """A streamed request far longer than the test (4000 tokens: minutes) that takes the only slot until the test
+    closes its socket (the stand-in's next write fails and it gives the slot back): a hold the test ends, not a
+    race with time."""
+    payload = json.dumps(body(4000)).encode()  # within --max-model-len 4096
+    sock = socket.create_connection(("127.0.0.1", port), timeout=EVENT_TIMEOUT_S)
+    sock.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 f"X-Request-Id: {rid}\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    return sock
+
+
 def test_non_streamed_answers_wait_for_their_slot_too(launch, weights, tmp_path):  # noqa: F811
     tpot, tokens = 30, 20
     server, metrics = start(launch, weights, tmp_path, capacity=1, tpot_ms=tpot)
     whole = {**body(tokens), "stream": False}
-    threads = [send_in_background(server.port, "whole0", whole)]
-    metrics.wait_for(lambda m: m["vllm:num_requests_running"] == 1, "1 running")
-    threads.append(send_in_background(server.port, "whole1", whole))
-    metrics.wait_for(lambda m: m["vllm:num_requests_waiting"] == 1, "1 waiting")
+    holder = hold_a_slot(server.port, "hold")
+    try:
+        metrics.wait_for(lambda m: m["vllm:num_requests_running"] == 1, "1 running")
+        # both non-streamed requests queue behind the hold, in order: neither can get in before the test lets go
+        threads = [send_in_background(server.port, "whole0", whole)]
+        metrics.wait_for(lambda m: m["vllm:num_requests_waiting"] == 1, "1 waiting")
+        threads.append(send_in_background(server.port, "whole1", whole))
+        metrics.wait_for(lambda m: m["vllm:num_requests_waiting"] == 2, "2 waiting")
+    finally:
+        holder.close()
     join_all(threads)
     trace = records(server)
-    # capacity 1: the second started after the first ended, then took its intervals at TPOT x (1 + 1/1)
-    assert ms(trace["whole1"]["end_ns"] - trace["whole0"]["end_ns"]) >= (tokens - 1) * tpot * 2 - SLACK_MS
-    assert metrics.read()["vllm:num_preemptions_total"] == 1
+    assert trace["hold"]["aborted"] and trace["hold"]["status"] == 499
+    # capacity 1: whole0 started when the hold gave its slot back and whole1 only after whole0 ended (a
+    # non-streamed answer holds its slot too), each taking its intervals at TPOT x (1 + 1/1)
+    answer_ms = (tokens - 1) * tpot * 2
+    assert ms(trace["whole0"]["end_ns"] - trace["hold"]["end_ns"]) >= answer_ms - SLACK_MS
+    assert ms(trace["whole1"]["end_ns"] - trace["whole0"]["end_ns"]) >= answer_ms - SLACK_MS
+    done = metrics.read()
+    assert (done["vllm:num_preemptions_total"], done["vllm:request_success_total:abort"],
+            done["vllm:request_success_total:length"]) == (2, 1, 2)
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "four"])

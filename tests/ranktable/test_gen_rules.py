@@ -77,5 +77,7 @@ def test_gen_refuses_every_problem_at_once_naming_flag_and_instance(tmp_path, ca
 
 
 def test_gen_cards_must_be_positive(capsys):
-    assert main(["ranktable", "gen", "--prefill-server-list", "0", "--cards", "0", "--host-ip", HOST]) == 2
-    assert "--cards 0: a host has at least 1 card" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ranktable", "gen", "--prefill-server-list", "0", "--cards", "0", "--host-ip", HOST])
+    assert exit_info.value.code == 2
+    assert "argument --cards: must be >= 1 (got 0)" in capsys.readouterr().err
