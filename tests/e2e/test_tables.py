@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_INSTANCE
 from tests.e2e.conftest import MODEL
 from tests.test_ui import assert_in_full, piped
 
@@ -17,9 +18,15 @@ TOPOLOGY = ("topology:\n  mode: mixed\n  instances:\n"
 def test_status_and_doctor_through_a_pipe_print_every_value_in_full(bed, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(bed.spec_yaml(NAME, TOPOLOGY, hosts_used=["tb1", "tb2"], extra=MODEL + REQUIREMENTS))
-
-    status = json.loads(piped("status", str(spec), "--output", "json").stdout)
-    table = piped("status", str(spec))
+    # one container of the deployment exists (status prints its table; with none it says "not deployed")
+    first = f"{NAME}-mixed-0"
+    bed.docker_on("tb1", "run", "-d", "--name", first, "--label", f"{LABEL_DEPLOYMENT}={NAME}",
+                  "--label", f"{LABEL_INSTANCE}={first}", bed.base_image, "sleep", "600")
+    try:
+        status = json.loads(piped("status", str(spec), "--output", "json").stdout)
+        table = piped("status", str(spec))
+    finally:
+        bed.docker_on("tb1", "rm", "-f", first)
     assert table.returncode == 0, table.stderr
     rows = status["instances"]
     assert [row["name"] for row in rows] == [f"{NAME}-mixed-0", f"{NAME}-mixed-1"]
