@@ -34,7 +34,7 @@ from deployctl.plan.probes import health_path
 from deployctl.plan.image_stage import plan_image_stages
 from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS, plan_answers
 from deployctl.plan.contract import contract_step
-from deployctl.plan.upstream import HostNetwork, host_networks
+from deployctl.plan.upstream import HostNetwork, host_networks, with_host_facts
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
 from deployctl.image.inputs import BuildInputs
@@ -260,6 +260,8 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
     pending: tuple[str, ...] = ()
     if "containers" in stages:
         networks = host_networks(spec, facts) if spec.upstream is not None else None
+        if networks is not None:  # default kv ports for the hosts' own NPU counts
+            spec = with_host_facts(spec, networks)
         desired = desired_containers(spec, inputs.ranktables, networks)
         planned.append(plan_files(spec, deployed, inputs.ranktables, desired))
         planned.extend(s for s in plan_containers(spec, deployed, inputs.ranktables, images, desired)
