@@ -26,6 +26,11 @@ MOONCAKE_TP_CHECK = ("vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connec
                      "'prefill_tp_size ... must be greater than or equal to the decode_tp_size' at start")
 
 
+def _named(unit: Unit) -> str:
+    """`decode group 0`: how messages name a group (as dp_groups' rules do)."""
+    return f"{unit.role} group {unit.path[2]}"
+
+
 def profile_choice(c: Context) -> ProfileChoice:
     """The profile validate assumes: server_version, else the image tag, else the newest (no facts here)."""
     return select_profile(c.value(("server_version",), str), c.value(("image", "name"), str))
@@ -131,14 +136,14 @@ def _speculative(c: Context, prefill: list, decode: list, hybrid: bool) -> Itera
         spec = specs[id(unit)]
         if spec is None:
             if "speculative" not in unit.data:
-                yield Problem(unit.path, f"{first.where} uses speculative decoding but this {unit.role} group does "
+                yield Problem(unit.path, f"{_named(first)} uses speculative decoding but this {unit.role} group does "
                                          f"not: in P/D both roles must (vllm-ascend's P/D tutorial)",
                               hint=f"add speculative: {{method: {specs[id(first)].get('method')}, "
                                    f"num_speculative_tokens: 1}}")
             continue
         if spec.get("method") != specs[id(first)].get("method"):
             yield Problem(unit.path + ("speculative", "method"),
-                          f"method {spec.get('method')!r} differs from {first.where}'s "
+                          f"method {spec.get('method')!r} differs from {_named(first)}'s "
                           f"{specs[id(first)].get('method')!r}: prefill and decode run one speculative method")
     tokens = {id(u): (specs[id(u)] or {}).get("num_speculative_tokens") for u in prefill + decode}
     decode_tokens = [t for u in decode for t in [tokens[id(u)]] if isinstance(t, int)]
@@ -184,7 +189,7 @@ def _context_parallel(c: Context, prefill: list, decode: list) -> Iterator[Probl
             if values[id(unit)] != values[id(first)]:
                 yield Problem(unit.path + ("model", "extra_args"),
                               f"{role} context-parallel size {values[id(unit)]} here but {values[id(first)]} in "
-                              f"{first.where}: prefill and decode must agree (vllm-ascend #14322)",
+                              f"{_named(first)}: prefill and decode must agree (vllm-ascend #14322)",
                               hint=f"pass the same {flags[0]} to both roles")
 
 
@@ -212,7 +217,7 @@ def _visible_devices(c: Context) -> Iterator[Problem]:
         ids = [int(w) for w in words if w.isdigit()]
         if len(ids) == len(words) and sorted(ids) == list(range(count)):
             continue
-        yield Problem(path, f"{VISIBLE}={value} but each container of {unit.where} mounts exactly its own {count} "
+        yield Problem(path, f"{VISIBLE}={value} but each container of {_named(unit)} mounts exactly its own {count} "
                             f"NPU(s), which the runtime numbers 0-{count - 1}: host ids never go in this variable",
                       hint="leave it unset (vllm-ascend PR #12959): deployctl mounts exactly each server's devices")
 
