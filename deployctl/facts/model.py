@@ -195,6 +195,7 @@ class HostFacts:
     tuning: Optional["HostTuning"] = None  # swappiness, numa balancing, CPU governors (vllm-ascend hosts)
     liveness: Optional[Mapping[int, "Answer"]] = None  # port -> its one-token generate (status: hung or not)
     layout: Optional["HostLayout"] = None  # its /dev/davinciN and /usr/local/dcmi (vllm-ascend containers)
+    image_version: Optional[str] = None  # the version the spec's image names in its history (vllm-ascend)
 
     def probe_error(self, key: str) -> Optional[str]:
         for name, message in self.probe_errors:

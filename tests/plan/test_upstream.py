@@ -186,9 +186,9 @@ def test_the_gather_asks_each_host_for_its_nic_and_status_also_for_a_one_token_g
 
     spec = load_spec_text(QWEN3 % "external")
     keys = [p.key for p in state_probes(spec, "node3", stages=frozenset({"containers"}))]
-    assert keys == ["deployed", "bound_addresses", "layout"]
+    assert keys == ["deployed", "bound_addresses", "layout", "image_version"]
     keys = [p.key for p in state_probes(spec, "node3", stages=frozenset({"containers", "liveness"}))]
-    assert keys == ["deployed", "bound_addresses", "layout", "liveness"]
+    assert keys == ["deployed", "bound_addresses", "layout", "image_version", "liveness"]
 
 
 def test_dcmi_is_mounted_where_the_host_has_it_and_the_default_kv_port_follows_the_hosts_npus():
@@ -224,6 +224,17 @@ def test_the_profile_is_chosen_by_server_version_over_the_tag_and_renders_its_fl
     assert decode[decode.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
     prefill = argv_of(plan_up(pinned, facts(pinned)), "qwen3-prefill0-r0")
     assert "--compilation-config" not in prefill
+
+
+def test_a_version_probed_in_the_image_picks_the_profile_the_plan_names_unless_server_version_says_otherwise():
+    spec = load_spec_text((QWEN3 % "external").replace("v0.23.0-a3", "latest"))
+    probed = {h: HostFacts(**{**vars(f), "image_version": "v0.13.0"}) for h, f in facts(spec).items()}
+    plan = plan_up(spec, probed)
+    assert plan.profile == ("server profile vllm-ascend 0.13 (v0.12.0rc1 - v0.14.0rc1; vLLM 0.13.0), probed in the "
+                            "image: v0.13.0") and plan.to_json()["server_profile"] == plan.profile
+    assert plan_up(spec, facts(spec)).profile.endswith("by default (version unknown)")
+    pinned = load_spec_text('server_version: "0.18"\n' + (QWEN3 % "external").replace("v0.23.0-a3", "latest"))
+    assert "0.18" in plan_up(pinned, probed).profile and "from server_version" in plan_up(pinned, probed).profile
 
 
 def test_the_users_env_and_shm_size_win_over_the_profiles():
