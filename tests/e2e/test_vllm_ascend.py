@@ -147,6 +147,7 @@ def test_mixed_one_host_dp_with_expert_parallel_serves(cards16, deployctl):
                              "its own 16 NPU(s)" in err
         assert container_ids(bed, "tb1", "e2e-va-mixed") == before
         assert http_json(bed, "tb1", 8310, "/standin/info")["devices"] == list(range(16))
+        deployctl.write(spec(bed, "e2e-va-mixed", MIXED_ONE_HOST.replace("tp: 2", "tp: 4"), ["tb1"]))  # for down
     finally:
         assert deployctl("down", path, "--yes")[0] == 0
 
