@@ -217,7 +217,8 @@ def _visible_devices(c: Context) -> Iterator[Problem]:
         ids = [int(w) for w in words if w.isdigit()]
         if len(ids) == len(words) and sorted(ids) == list(range(count)):
             continue
-        yield Problem(path, f"{VISIBLE}={value} but each container of {_named(unit)} mounts exactly its own {count} "
+        shown = c.references.get(path, value)  # a ${VAR} is named, never its value
+        yield Problem(path, f"{VISIBLE}={shown} but each container of {_named(unit)} mounts exactly its own {count} "
                             f"NPU(s), which the runtime numbers 0-{count - 1}: host ids never go in this variable",
                       hint="leave it unset (vllm-ascend PR #12959): deployctl mounts exactly each server's devices")
 

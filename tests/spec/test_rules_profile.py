@@ -144,6 +144,10 @@ def test_ascend_rt_visible_devices_must_name_the_containers_own_devices():
     assert check(decode=", env: {ASCEND_RT_VISIBLE_DEVICES: '3,2,1,0'}") == ([], [])
     errors, _ = check(head="env: {ASCEND_RT_VISIBLE_DEVICES: '0,1,2,3'}\n")
     assert [path for path, _ in errors] == ["env.ASCEND_RT_VISIBLE_DEVICES"]  # prefill's containers mount 8
+    text = "env: {ASCEND_RT_VISIBLE_DEVICES: '${DEVS}'}\n" + BASE.replace("TAG", "v0.23.0").replace(
+        "PREFILL", "").replace("DECODE", "").replace("PTP", "8").replace("NAME", "q").replace("WEIGHTS", "w")
+    _, errors, _ = check_spec_text(text, environ={"DEVS": "8,9,10,11,12,13,14,15"})
+    assert [p.message for p in errors if "8,9" in p.message] == [] and any("${DEVS}" in p.message for p in errors)
 
 
 def test_shm_size_is_a_size_docker_takes():
