@@ -178,7 +178,8 @@ class ProfileChoice:
 
     def describe(self) -> str:
         """`profile vllm-ascend 0.13 (...), from the image tag v0.13.0rc1-a3`: what `plan`/`validate` print."""
-        why = {SOURCE_OVERRIDE: f"from server_version {self.shown}", SOURCE_PROBED: f"probed in the image: {self.shown}",
+        why = {SOURCE_OVERRIDE: f"from server_version {self.shown}",
+               SOURCE_PROBED: f"probed in the image: {self.shown}",
                SOURCE_TAG: f"from the image tag {self.shown}", SOURCE_DEFAULT: "by default (version unknown)"}
         return f"server profile {self.profile.describe()}, {why[self.source]}"
 

@@ -53,7 +53,8 @@ def check_profile(c: Context) -> Iterator[Problem]:
     connector = c.value(("topology", "connector"), str)
     if c.mode == "disaggregated" and connector == "mooncake" and not choice.has_mooncake:
         yield Problem(where, f"vllm-ascend {choice.shown} images have no Mooncake, which connector mooncake needs "
-                             f"(built in from v{choice.profile.mooncake_from}: vllm-ascend's Dockerfile.a3 at that tag)",
+                             f"(built in from v{choice.profile.mooncake_from}: vllm-ascend's Dockerfile.a3 at that "
+                             f"tag)",
                       hint="use a newer image, e.g. quay.io/ascend/vllm-ascend:v0.13.0-a3")
 
 

@@ -28,7 +28,8 @@ def test_an_older_driver_or_a_guessed_profile_is_a_warning():
     assert old.status == "WARN" and "install Ascend HDK 25.5 or later" in old.fix
     guessed = check_server_profile(select_profile(image="x/vllm-ascend:latest"), driver("25.5.0"))
     assert guessed.status == "WARN" and "by default" in guessed.observed
-    assert check_server_profile(select_profile("0.23"), HostFacts()).status == "PASS"  # no driver named: nothing to hold
+    no_driver = check_server_profile(select_profile("0.23"), HostFacts())
+    assert no_driver.status == "PASS"  # the line names no driver: nothing to hold it to
 
 
 def test_doctor_adds_the_row_for_vllm_ascend_specs_only():

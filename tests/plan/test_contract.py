@@ -29,7 +29,8 @@ def test_a_vllm_ascend_rank_is_checked_for_its_devices_files_env_and_nic():
     assert "n:enp63s0f0" in items and "e:HCCL_SOCKET_IFNAME=enp63s0f0" in items
     proxy = next(i for i in spec.instances if i.role == "proxy")
     assert contract_step(container_for(spec, proxy, None, networks)) is None
-    own = load_spec_text((QWEN3 % "external").replace("tp: 4\n", "tp: 4\n      env: {ASCEND_RT_VISIBLE_DEVICES: '0,1,2,3'}\n"))
+    own = load_spec_text((QWEN3 % "external").replace(
+        "tp: 4\n", "tp: 4\n      env: {ASCEND_RT_VISIBLE_DEVICES: '0,1,2,3'}\n"))
     rank5 = next(i for i in own.instances if i.name == "qwen3-decode0-r5")
     items = contract_step(container_for(own, rank5, None, host_networks(own, facts(own)))).commands[0].argv[9:]
     assert not any("ASCEND_RT_VISIBLE_DEVICES" in item for item in items)  # a user's value: validate lints it
