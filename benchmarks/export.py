@@ -23,7 +23,7 @@ def head(server: str) -> str:
     hosts = "".join(f"  node{i}: {{address: 10.200.0.{i + 1}}}\n" for i in range(HOSTS))
     return (f"version: 1\nname: bench-export\n{server}hosts:\n{hosts}"
             'requirements: {driver: "23.0.6", cards: 8}\n'
-            "image: {name: quay.io/ascend/vllm-ascend:v0.11.0rc1}\n"
+            "image: {name: quay.io/ascend/vllm-ascend:v0.23.0-a3}\n"
             "weights: {source: s3://models/qwen3/, dest: /mnt/weights/qwen3}\n"
             "model: {served_name: qwen3, max_model_len: 8192, max_num_batched_tokens: 8192}\n"
             "env: {VLLM_USE_V1: 1, HF_TOKEN: '${HF_TOKEN}'}\n")

@@ -44,8 +44,15 @@ def validation_document(spec, errors: list[Problem], warnings: list[Problem]) ->
              "tp": i.tp if i.devices else None,  # the scheduler holds no devices
              **({"dp_ranks": [r.rank for r in i.server.ranks]} if i.server else {})}
             for i in spec.instances
-        ]},
+        ], **({"server_profile": profile_document(spec.profile)} if spec is not None and spec.profile else {})},
     }
+
+
+def profile_document(choice) -> dict:
+    """Which server profile a vllm-ascend spec renders with, and why (`source`: server_version, probed, image
+    tag or default)."""
+    return {"line": choice.profile.line, "releases": choice.profile.releases, "vllm": choice.profile.vllm,
+            "source": choice.source, "version": choice.shown or None, "warning": choice.warning}
 
 
 def local_file_warnings(spec, spec_path, text: str | None = None) -> list[Problem]:

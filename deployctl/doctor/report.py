@@ -10,6 +10,7 @@ from deployctl.facts.model import HostFacts
 from deployctl.plan.checks import check_host, check_tls_consistency, check_weights_identity
 from deployctl.plan.checks_hccl_env import check_hccl_env
 from deployctl.plan.checks_ports import check_ports
+from deployctl.plan.checks_profile import check_server_profile
 from deployctl.plan.checks_tuning import check_tuning
 from deployctl.plan.findings import FAIL, Finding
 
@@ -62,6 +63,7 @@ def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
         if host_facts.reachable:
             findings += check_ports(host_facts, target.ports, plan.own_deployment)
             findings += check_tuning(host_facts) if plan.tuning else ()
+            findings += (check_server_profile(plan.profile, host_facts),) if plan.profile is not None else ()
             findings += check_hccl_env(host_facts, target.hccl_env)
         reports.append(HostChecks(name, target.host.address, host_facts.reachable, findings))
     return tuple(reports)

@@ -7,6 +7,7 @@ from typing import Optional
 
 from deployctl.errors import UsageError
 from deployctl.spec.model import Host, Requirements, Spec, SshSettings
+from deployctl.spec.profiles import ProfileChoice
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class DoctorPlan:
     pings: tuple[PingPair, ...] = ()
     tuning: bool = False  # vllm-ascend hosts: swappiness, numa balancing, CPU governor
     weights_dest: Optional[str] = None  # compare the hosts' weights manifests (when deployctl syncs them)
+    profile: Optional[ProfileChoice] = None  # vllm-ascend: the server profile, for its compatibility row
 
     def target(self, name: str) -> Target:
         for target in self.targets:
@@ -105,6 +107,7 @@ def plan_for_spec(spec: Spec, only: tuple[str, ...] = ()) -> DoctorPlan:
         pings=tuple(p for p in ping_pairs(spec) if any(p.src_host == h.name for h in hosts)),
         weights_dest=spec.weights.dest if spec.weights.source else None,
         tuning=spec.server == "vllm-ascend",
+        profile=spec.profile,
     )
 
 

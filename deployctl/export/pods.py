@@ -14,6 +14,8 @@ from deployctl.spec.model import Spec
 
 POD_IP = "POD_IP"
 PERIOD_S = 10
+SHM_VOLUME = "dshm"  # an in-memory /dev/shm of the size `up` gives docker's --shm-size (contract: shared memory)
+_SHM_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 # The device plugin picks the NPUs and the runtime shows them as 0..n-1: a physical id list would be wrong.
 DROPPED_ENV = ("ASCEND_RT_VISIBLE_DEVICES",)
 
@@ -31,8 +33,10 @@ def k8s_container(spec: Spec, container: Container, options: ExportOptions, name
                   command: Optional[tuple[str, ...]] = None) -> dict:
     """The container's entry in a pod spec; `command` replaces the planned one (a worker's template)."""
     instance = container.instance
+    # through the image's entrypoint where `up` runs it so (docker run without --entrypoint): args, not command
+    key = "args" if container.image_entrypoint else "command"
     out: dict = {"name": name, "image": options.image or container.image,
-                 "command": [kubelet_text(word) for word in command or container.command]}
+                 key: [kubelet_text(word) for word in command or container.command]}
     env = _env(container, options)
     if env:
         out["env"] = env
@@ -44,6 +48,8 @@ def k8s_container(spec: Spec, container: Container, options: ExportOptions, name
         out["resources"] = {"limits": resources}
     mounts = [{"name": volume_name(spec, m), "mountPath": m.target, **({"readOnly": True} if m.read_only else {})}
               for m in container.mounts]
+    if container.shm_size:
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
     if mounts:
         out["volumeMounts"] = mounts
     if instance.port is not None:
@@ -58,10 +64,26 @@ def pod_spec(spec: Spec, containers: list[tuple[Container, dict]], options: Expo
     for container, _ in containers:
         for mount in container.mounts:
             volumes.setdefault(volume_name(spec, mount), _volume(spec, mount, container, options))
+    shm = sum(shm_bytes(c.shm_size) for c, _ in containers if c.shm_size)
+    if shm:  # one per pod, shared by its containers: as large as their own /dev/shm together
+        volumes[SHM_VOLUME] = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": quantity(shm)}}
     out: dict = {"containers": [entry for _, entry in containers]}
     if volumes:
         out["volumes"] = list(volumes.values())
     return out
+
+
+def shm_bytes(size: str) -> int:
+    """docker's --shm-size (`16g`, `512m`; k, m, g are powers of 1024) in bytes."""
+    return int(size[:-1]) * _SHM_UNITS[size[-1].lower()]
+
+
+def quantity(size: int) -> str:
+    """Bytes as a Kubernetes quantity in the largest binary unit that divides them (`16Gi`)."""
+    for suffix, unit in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
 
 
 def volume_name(spec: Spec, mount: Mount) -> str:

@@ -17,8 +17,8 @@ FIELDS = {
     "docker_version": "docker", "docker_info": "docker_info", "ip_forward": "ip_forward", "disk": "disk",
     "containers": "containers", "hccn_conf": "hccn_conf", "gpus": "gpus", "gpu_apps": "gpu_processes",
     "deployed": "deployed", "image": "image", "weights": "weights", "bound_addresses": "bound_addresses",
-    "listening": "listening", "tuning": "tuning", "liveness": "liveness",
-    "deployment_files": "deployment_files",
+    "listening": "listening", "tuning": "tuning", "liveness": "liveness", "layout": "layout",
+    "image_version": "image_version", "deployment_files": "deployment_files",
 }
 HCCN_FIELDS = {"hccn_ip": "ip", "hccn_link": "link", "hccn_tls": "tls"}
 

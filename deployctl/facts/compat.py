@@ -1,4 +1,7 @@
-"""The AscendCloud release -> driver / firmware / CANN table (deployctl/data/compat.json)."""
+"""The AscendCloud release -> driver / firmware / CANN table (deployctl/data/compat.json).
+
+vllm-ascend's counterpart (release line -> CANN, torch_npu, driver) is the `requires` of each row of
+deployctl/data/server_profiles.json (spec/profiles.py; doctor's `server_profile` check)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from deployctl.facts.npu_model import NpuBoard, NpuCount, NpuSmiInfo
 if TYPE_CHECKING:  # the states import this module's types; annotations only, no cycle at run time
     from deployctl.facts.deployed import DeployedState
     from deployctl.facts.image_state import HostImage
+    from deployctl.facts.host_layout import HostLayout
     from deployctl.facts.host_tuning import HostTuning
     from deployctl.facts.listening import Listening
     from deployctl.facts.liveness import Answer
@@ -194,6 +195,8 @@ class HostFacts:
     tuning: Optional["HostTuning"] = None  # swappiness, numa balancing, CPU governors (vllm-ascend hosts)
     liveness: Optional[Mapping[int, "Answer"]] = None  # port -> its one-token generate (status: hung or not)
     deployment_files: Optional[tuple[str, ...]] = None  # which of the deployment's own paths exist (`down`)
+    layout: Optional["HostLayout"] = None  # its /dev/davinciN and /usr/local/dcmi (vllm-ascend containers)
+    image_version: Optional[str] = None  # the version the spec's image names in its history (vllm-ascend)
 
     def probe_error(self, key: str) -> Optional[str]:
         for name, message in self.probe_errors:

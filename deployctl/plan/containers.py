@@ -24,6 +24,10 @@ PREVIOUS_SUFFIX = ".previous"
 START_SERVERS = "/home/ma-user/AscendCloud/AscendCloud-LLM/llm_tools/PD_separate/start_servers.sh"
 VLLM_OPENAI = ("python", "-m", "vllm.entrypoints.openai.api_server")
 MANAGER_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+# /dev/shm of a server without a profile (AscendCloud vLLM, vLLM and Triton on GPU): never Docker's 64m, which
+# vLLM's shared-memory message queues outgrow (vLLM's docs run its image with --ipc=host or a large --shm-size;
+# Triton's with --shm-size=1g). tmpfs: a limit, not a reservation. vllm-ascend's comes from its server profile.
+DEFAULT_SHM_SIZE = "16g"
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class Container:
     labels: tuple[tuple[str, str], ...]  # without the digest
     command: tuple[str, ...]
     gpus: Optional[str] = None  # `--gpus device=0` / `--gpus "device=0,1"` on GPU hosts
+    shm_size: Optional[str] = None  # --shm-size (every server container has one; the proxy and scheduler none)
+    image_entrypoint: bool = False  # True: the command runs through the image's entrypoint (no --entrypoint)
 
 
 def ranktable_dir(spec: Spec) -> str:
@@ -189,6 +195,7 @@ def container_for(spec: Spec, instance: Instance, ranktables: Optional[Ranktable
         labels=labels,
         command=server_command(spec, instance),
         gpus=gpus,
+        shm_size=(spec.shm_size or DEFAULT_SHM_SIZE) if instance.devices else None,
     )
 
 
@@ -224,6 +231,8 @@ def _secret_bytes(var: EnvVar) -> bytes:
 
 def _run_words(container: Container) -> tuple[str, ...]:
     words = ["--name", container.name, "--net=host", "--init"]
+    if container.shm_size:
+        words += ["--shm-size", container.shm_size]
     for key, value in container.labels:
         words += ["--label", f"{key}={value}"]
     for device in container.devices:
@@ -236,6 +245,8 @@ def _run_words(container: Container) -> tuple[str, ...]:
         words += ["--env", f"{var.name}={var.value}"]
     if container.env_file:
         words += ["--env-file", container.env_file]
+    if container.image_entrypoint:  # the image's own entrypoint and environment run the command
+        return tuple(words) + (container.image,) + container.command
     # The server's first word replaces the image's ENTRYPOINT (vllm/vllm-openai has one), so the command runs
     # the same on every image.
     words += ["--entrypoint", container.command[0]]

@@ -8,26 +8,37 @@ or the mixed groups), so default ports and engine ids never collide between role
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Callable, Mapping, Optional, Sequence
 
 from deployctl.spec.dp_groups import DpGroup, Server
+from deployctl.spec.profiles import ServerProfile
 
 MOONCAKE = "MooncakeConnectorV1"
-MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 SOCKET_IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
+# The image's set-up scripts expect bash (they are sourced from ~/.bashrc and by upstream's launcher); an image
+# without bash (the test bed's stand-in) gets sh.
+LAUNCH_SHELL = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$0" "$@"; fi; exec sh -c "$0" "$@"'
 
 
 def data_parallel_args(server: Server, address_of: Mapping[str, str]) -> tuple[str, ...]:
-    """The DP and TP flags of one server (`--data-parallel-rank` for an external rank, start rank and local size
-    for an internal server; the group's first host is the DP master)."""
+    """The DP and TP flags of one server (`--data-parallel-rank` for an external rank; the local size for an
+    internal server, and the start rank on its headless ones only; the group's first host is the DP master).
+
+    The head never gets `--data-parallel-start-rank`: from vLLM 0.28 a start rank on a non-headless server selects
+    hybrid load balancing, whose rank 0 refuses headless engines (vllm/entrypoints/cli/serve.py,
+    `is_hybrid_lb = ... data_parallel_start_rank is not None`); upstream's tutorials write it only on the headless
+    node, node 0 starting at rank 0 by default (vllm-ascend HEAD:docs/source/tutorials/models/DeepSeek-R1.md:
+    299-326)."""
     group = server.group
     args = ["--tensor-parallel-size", str(group.tp), "--data-parallel-size", str(group.dp)]
     if server.external:
         args += ["--data-parallel-rank", str(server.ranks[0].rank)]
     else:
-        args += ["--data-parallel-size-local", str(len(server.ranks)),
-                 "--data-parallel-start-rank", str(server.ranks[0].rank)]
+        args += ["--data-parallel-size-local", str(len(server.ranks))]
+        if server.headless:
+            args += ["--data-parallel-start-rank", str(server.ranks[0].rank)]
     args += ["--data-parallel-address", address_of[group.hosts[0]],
              "--data-parallel-rpc-port", str(group.data_parallel_rpc_port)]
     if group.expert_parallel:
@@ -40,12 +51,17 @@ def data_parallel_args(server: Server, address_of: Mapping[str, str]) -> tuple[s
 
 
 def kv_transfer_config(server: Server, deployment: str, prefill: DpGroup, decode: DpGroup,
-                       connector: str = MOONCAKE) -> dict:
+                       connector: str = MOONCAKE, module_path: Optional[str] = None) -> dict:
     """The `--kv-transfer-config` document of a P/D server: its role, port and engine id (one per group), and
-    the prefill and decode sizes every instance of the deployment must agree on."""
+    the prefill and decode sizes every instance of the deployment must agree on.
+
+    `kv_connector_module_path` only where the profile needs one: vllm-ascend registers MooncakeConnectorV1 with
+    vLLM's connector registry in every release line (vllm_ascend/distributed/kv_transfer/__init__.py:30), and a
+    current vLLM imports the module path before its registry (vLLM #38301): the old path, moved by vllm-ascend
+    #5719, then fails every P/D server at start. Current tutorials omit the key."""
     return {
         "kv_connector": connector,
-        "kv_connector_module_path": MOONCAKE_MODULE,
+        **({"kv_connector_module_path": module_path} if module_path else {}),
         "kv_role": KV_ROLE[server.group.role],
         "kv_port": str(server.kv_port),
         "engine_id": f"{deployment}-{server.group.label}",
@@ -66,8 +82,46 @@ def host_env(address: str, interface: str) -> dict[str, str]:
     return {"HCCL_IF_IP": address, **{name: interface for name in SOCKET_IFNAME_VARS}}
 
 
-def visible_devices(server: Server) -> dict[str, str]:
-    return {"ASCEND_RT_VISIBLE_DEVICES": ",".join(map(str, server.devices))}
+def launch_command(profile: ServerProfile, argv: Sequence[str]) -> tuple[str, ...]:
+    """`argv` (`vllm serve ...`) started as upstream's own launcher starts it, through the image's entrypoint: the
+    image's set_env.sh scripts sourced where present, the profile's library paths (Mooncake's among them) put
+    before LD_LIBRARY_PATH, then exec (vllm-ascend HEAD:tests/e2e/nightly/multi_node/scripts/run.sh:26-57). The
+    images append these to ~/.bashrc (v0.18.0:Dockerfile.a3:98-99), which no non-interactive shell reads, and
+    `--entrypoint vllm` skipped them: `ascend_transport.so` not found (vllm-ascend #6949). The scripts are
+    sourced inside a function so that they never see, or shift, the server's arguments."""
+    scripts = " ".join(shlex.quote(path) for path in profile.set_env)
+    prelude = f'setup() {{ for f in {scripts}; do if [ -f "$f" ]; then . "$f"; fi; done; }}; setup; ' if scripts else ""
+    if profile.library_path:
+        paths = ":".join(profile.library_path)
+        prelude += f'export LD_LIBRARY_PATH={shlex.quote(paths)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"; '
+    return ("sh", "-c", LAUNCH_SHELL, prelude + 'exec "$0" "$@"', *argv)
+
+
+def profile_flags(profile: ServerProfile, role: str, given: Sequence[str]) -> tuple[str, ...]:
+    """The profile's default flags for a role that the user did not set (`given`: the flags already rendered
+    and written): each default is a flag with its value word, if any."""
+    defaults, i = [], 0
+    words = list(profile.flags_for(role))
+    while i < len(words):
+        flag = words[i]
+        value = words[i + 1:i + 2] if i + 1 < len(words) and not words[i + 1].startswith("-") else []
+        i += 1 + len(value)
+        if not _overridden(flag, given):
+            defaults += [flag, *value]
+    return tuple(defaults)
+
+
+# a default stands unless the user wrote the same setting (either polarity, or what replaces it)
+_SAME_SETTING = {
+    "--no-enable-prefix-caching": ("--enable-prefix-caching", "--no-enable-prefix-caching"),
+    "--compilation-config": ("--compilation-config", "-cc", "-O", "--enforce-eager"),
+}
+
+
+def _overridden(flag: str, given: Sequence[str]) -> bool:
+    names = {word.split("=", 1)[0] for word in given if word.startswith("-")}
+    names |= {word[:2] for word in given if word.startswith("-O")}  # -O3, -O.cudagraph_mode=...
+    return any(name in names for name in _SAME_SETTING.get(flag, (flag,)))
 
 
 def proxy_args(servers: Sequence[Server], address_of: Mapping[str, str],

@@ -85,6 +85,7 @@ class Plan:
     # hosts whose image identity is known only once the image stage ran (a base or the image itself must be
     # pulled): `up` runs the image stages, gathers again and plans the rest
     pending: tuple[str, ...] = ()
+    profile: Optional[str] = None  # vllm-ascend: which server profile applies, and why
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -110,7 +111,7 @@ class Plan:
             for action in step.actions:
                 entries.append({**base, "argv": [], **action.to_json()})
         return {"deployment": self.deployment, "changed": self.changed, "steps": entries,
-                "moves": self.moves()}
+                "moves": self.moves(), **({"server_profile": self.profile} if self.profile else {})}
 
     def moves(self) -> list[dict]:
         """Bytes each host receives: image builds' contexts and ships, weight transfers (None: known later)."""

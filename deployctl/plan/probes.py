@@ -69,7 +69,13 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
     if "containers" in stages:
         probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health))
         if spec.upstream is not None and host in used:  # each host's NIC for HCCL_IF_IP and *_SOCKET_IFNAME
-            probes.append(addresses_probe())
+            from deployctl.facts.host_layout import layout_probe
+            from deployctl.facts.image_version import image_version_probe
+
+            # and its NPU count (the default kv_port) and /usr/local/dcmi (mounted where present)
+            probes += [addresses_probe(), layout_probe()]
+            if spec.image.name:  # the version its image was built with picks the server profile
+                probes.append(image_version_probe(spec.image.name))
     if "files" in stages:
         from deployctl.facts.deployed import existing_paths_probe
 

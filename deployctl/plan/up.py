@@ -35,7 +35,7 @@ from deployctl.plan.probes import health_path
 from deployctl.plan.image_stage import plan_image_stages
 from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS, plan_answers
 from deployctl.plan.contract import contract_step
-from deployctl.plan.upstream import HostNetwork, host_networks
+from deployctl.plan.upstream import HostNetwork, host_networks, with_host_facts
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
 from deployctl.image.inputs import BuildInputs
@@ -282,18 +282,23 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
     pending: tuple[str, ...] = ()
     if "containers" in stages:
         networks = host_networks(spec, facts) if spec.upstream is not None else None
+        if networks is not None:  # default kv ports for the hosts' own NPU counts; the version the image names
+            probed = next((facts[h.name].image_version for h in spec.used_hosts
+                           if h.name in facts and facts[h.name].image_version), None)
+            spec = with_host_facts(spec, networks, probed)
         desired = desired_containers(spec, inputs.ranktables, networks)
         planned.append(plan_files(spec, deployed, inputs.ranktables, desired))
         planned.extend(s for s in plan_containers(spec, deployed, inputs.ranktables, images, desired)
                        if not (s.name == "contract" and "contract" in skip))
         image_changes = {s.host for stage in image_stages for s in stage.steps if s.changes}
         pending = tuple(sorted(h for h, identity in images.items() if identity is None and h in image_changes))
-    plan = Plan(spec.name, tuple(planned), pending=pending)
+    profile = spec.profile.describe() if spec.profile is not None else None
+    plan = Plan(spec.name, tuple(planned), pending=pending, profile=profile)
     if plan.changed and "containers" in stages:
         checks = () if "checks" in skip else (plan_checks(spec),)
         answers = () if "answers" in skip or not inputs.answer_tokens else (
             plan_answers(spec, reach_addresses(spec, networks), inputs.answer_tokens),)
-        plan = Plan(spec.name, checks + plan.stages + answers + (plan_verify(spec),), pending=pending)
+        plan = Plan(spec.name, checks + plan.stages + answers + (plan_verify(spec),), pending=pending, profile=profile)
     return plan
 
 

@@ -4,17 +4,19 @@ with its ordered lists. The derivation of each value lives in plan/dp_launch.py;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Optional
 
 from deployctl.errors import PlanError
 from deployctl.facts.hccn_tool import HCCN_TOOL_PATH
+from deployctl.facts.host_layout import DCMI
 from deployctl.facts.model import HostFacts
 from deployctl.plan.dp_launch import (
-    data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, proxy_args, visible_devices,
+    data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, launch_command, profile_flags, proxy_args,
 )
-from deployctl.spec.dp_groups import Server
+from deployctl.spec.dp_groups import Server, default_kv_port
 from deployctl.spec.model import EnvVar, Instance, Spec
+from deployctl.spec.profiles import ServerProfile, select_profile
 
 # vllm-ascend's images carry the repository here; its P/D proxy is an example script of that repository.
 PROXY_SCRIPT = "/vllm-workspace/vllm-ascend/examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
@@ -23,10 +25,13 @@ PROXY_HEALTH_PATH = "/healthcheck"  # the proxy answers this, not /health
 
 @dataclass(frozen=True)
 class HostNetwork:
-    """A host's address for HCCL and the DP master, and the network interface that carries it."""
+    """A host's address for HCCL and the DP master, and the network interface that carries it; with what else
+    its containers are given from the host: its NPU count (None: unknown) and whether it has /usr/local/dcmi."""
 
     address: str
     interface: str
+    npus: Optional[int] = None
+    dcmi: bool = False
 
 
 def host_networks(spec: Spec, facts: Mapping[str, HostFacts]) -> dict[str, HostNetwork]:
@@ -46,8 +51,34 @@ def host_networks(spec: Spec, facts: Mapping[str, HostFacts]) -> dict[str, HostN
             raise PlanError(f"{host.label}: no network interface on the host carries {host.address} "
                             f"(its IPv4 addresses: {listed})",
                             hint="write the address the host itself holds: HCCL binds to it")
-        networks[host.name] = HostNetwork(address, bound[address])
+        layout = facts[host.name].layout
+        networks[host.name] = HostNetwork(address, bound[address], len(layout.npus) if layout else None,
+                                          bool(layout and layout.dcmi))
     return networks
+
+
+def profile_of(spec: Spec) -> ServerProfile:
+    """The server profile a vllm-ascend spec renders with (the loader chose it; else the newest)."""
+    return (spec.profile or select_profile(spec.server_version, spec.image.name)).profile
+
+
+def with_host_facts(spec: Spec, networks: Mapping[str, HostNetwork], probed: Optional[str] = None) -> Spec:
+    """The spec as the hosts make it: each group's default kv_port for the NPUs its hosts have (validate assumed
+    requirements.cards), and the profile of the version probed in the image (server_version still wins)."""
+    if probed and spec.upstream is not None:
+        spec = replace(spec, profile=select_profile(spec.server_version, spec.image.name, probed))
+    changed = {}
+    for group in spec.upstream.groups if spec.upstream else ():
+        counts = [networks[h].npus for h in group.hosts if h in networks and networks[h].npus]
+        if counts and group.kv_port is None and default_kv_port(max(counts)) != group.kv_port_default:
+            changed[group.index] = replace(group, kv_port_default=default_kv_port(max(counts)))
+    if not changed:
+        return spec
+    instances = tuple(
+        replace(i, server=replace(i.server, group=changed[i.server.group.index]))
+        if i.server is not None and i.server.group.index in changed else i for i in spec.instances)
+    groups = tuple(changed.get(g.index, g) for g in spec.upstream.groups)
+    return replace(spec, instances=instances, upstream=replace(spec.upstream, groups=groups))
 
 
 def _is_ipv4(text: str) -> bool:
@@ -55,9 +86,10 @@ def _is_ipv4(text: str) -> bool:
     return len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
 
 
-def upstream_mounts(spec: Spec) -> tuple:
+def upstream_mounts(spec: Spec, network: Optional[HostNetwork] = None) -> tuple:
     """What vllm-ascend's docker run mounts: the driver, npu-smi, the install info, hccn.conf and hccn_tool,
-    the weights. The driver directory holds lib64 and version.info."""
+    /usr/local/dcmi where the host has it (HEAD:docs/source/tutorials/features/
+    pd_disaggregation_mooncake_multi_node.md:155), the weights. The driver directory holds lib64 and version.info."""
     from deployctl.plan.containers import Mount
 
     mounts = [
@@ -67,14 +99,17 @@ def upstream_mounts(spec: Spec) -> tuple:
         Mount("/etc/hccn.conf", "/etc/hccn.conf"),
         Mount(HCCN_TOOL_PATH, "/usr/local/bin/hccn_tool"),
     ]
+    if network is not None and network.dcmi:
+        mounts.append(Mount(DCMI, DCMI))
     if spec.weights.dest:
         mounts.append(Mount(spec.weights.dest, spec.weights.dest))
     return tuple(mounts)
 
 
 def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNetwork]) -> tuple[str, ...]:
-    """`vllm serve MODEL ...`: the model's arguments, the DP and TP flags, the connector, the pass-through JSON."""
-    model, server = spec.model, instance.server
+    """`vllm serve MODEL ...`: the model's arguments, the DP and TP flags, the connector, the pass-through JSON,
+    the profile's default flags for the role (where the user set none of them), the extra args."""
+    model, server, profile = spec.model, instance.server, profile_of(spec)
     args = ["vllm", "serve", spec.weights.dest or "/model", "--served-model-name", model.served_name,
             "--host", "0.0.0.0"]
     for flag, value in (("--max-model-len", model.max_model_len), ("--max-num-seqs", instance.max_num_seqs),
@@ -87,9 +122,11 @@ def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNet
         groups = spec.upstream.groups
         prefill = next(g for g in groups if g.role == "prefill")
         decode = next(g for g in groups if g.role == "decode")
-        args += kv_transfer_arg(kv_transfer_config(server, spec.name, prefill, decode))
+        args += kv_transfer_arg(kv_transfer_config(server, spec.name, prefill, decode, profile.kv_connector,
+                                                   profile.kv_connector_module_path))
     for flag, text in instance.json_args:
         args += [flag, text]
+    args += profile_flags(profile, instance.role, tuple(args) + instance.extra_args)
     return tuple(args) + instance.extra_args
 
 
@@ -101,15 +138,18 @@ def proxy_command(spec: Spec, proxy: Instance, networks: Mapping[str, HostNetwor
             *proxy_args(servers, {h: n.address for h, n in networks.items()}, address))
 
 
-def upstream_env(instance: Instance, networks: Mapping[str, HostNetwork]) -> tuple[EnvVar, ...]:
-    """Devices and the host's network first, then the group's literal env (which may override them); the group's
-    secrets go through the env file (upstream_container)."""
-    derived = {}
+def upstream_env(instance: Instance, networks: Mapping[str, HostNetwork], profile: Optional[ServerProfile] = None,
+                 spec_env: tuple[EnvVar, ...] = ()) -> tuple[EnvVar, ...]:
+    """The host's network and the profile's defaults for the role, then the group's literal env (the group's and
+    the spec's env override them; the group's secrets go through the env file, upstream_container). No
+    ASCEND_RT_VISIBLE_DEVICES: the container mounts exactly its own NPUs, which the runtime numbers from 0
+    (vllm-ascend PR #12959 asks for it unset in this mode)."""
+    derived: dict[str, str] = {}
     if instance.server is not None:
         network = networks[instance.host]
-        derived.update(visible_devices(instance.server))
         derived.update(host_env(network.address, network.interface))
-    own = {e.name for e in instance.env}
+        derived.update(profile.env_for(instance.role) if profile else {})
+    own = {e.name for e in instance.env + spec_env}
     return (tuple(EnvVar(k, v, v) for k, v in derived.items() if k not in own)
             + tuple(e for e in instance.env if not e.is_secret))
 
@@ -127,15 +167,19 @@ def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mappin
     literal = tuple(e for e in shared if not e.is_secret)
     secret = tuple(e for e in shared if e.is_secret) + tuple(e for e in instance.env if e.is_secret)
     proxy = instance.server is None
+    profile = profile_of(spec)
     return Container(
         name=instance.name,
         instance=instance,
         image=spec.image.name or "",
         devices=() if proxy else tuple(f"/dev/davinci{d}" for d in instance.devices) + MANAGER_DEVICES,
-        mounts=() if proxy else upstream_mounts(spec),
-        env=upstream_env(instance, networks) + literal,
+        mounts=() if proxy else upstream_mounts(spec, networks.get(instance.host)),
+        env=upstream_env(instance, networks, profile, spec.env) + literal,
         env_file=env_file_path(spec, instance.name) if secret else None,
         secret_env=secret,
         labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),
-        command=proxy_command(spec, instance, networks) if proxy else serve_command(spec, instance, networks),
+        command=proxy_command(spec, instance, networks) if proxy
+        else launch_command(profile, serve_command(spec, instance, networks)),
+        shm_size=None if proxy else instance.shm_size or spec.shm_size or profile.shm_size,
+        image_entrypoint=True,
     )

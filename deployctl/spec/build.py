@@ -16,7 +16,8 @@ from deployctl.spec.model import (
     EnvVar, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Spec, SshSettings, UpstreamTopology,
     WeightsSpec,
 )
-from deployctl.spec.dp_groups import DpGroup, servers_of
+from deployctl.spec.dp_groups import DpGroup, default_kv_port, servers_of
+from deployctl.spec.profiles import select_profile
 from deployctl.spec.rules import DEFAULT_CARDS, DEFAULT_SCHEDULER_PORT
 from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, GROUP_KEYS, UPSTREAM
 
@@ -30,8 +31,10 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
     model = _model_args(data["model"])
     platform, server = data.get("platform", "ascend"), data.get("server", "vllm")
     cards = data.get("requirements", {}).get("cards", DEFAULT_CARDS)
-    upstream = _upstream(data["topology"]) if server == UPSTREAM else None
-    instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards, document.references)
+    upstream = _upstream(data["topology"], cards) if server == UPSTREAM else None
+    shm_size = data.get("container", {}).get("shm_size")
+    instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards, document.references,
+                                     shm_size)
                  if upstream else _instances(data["name"], data["topology"], model, server))
     return Spec(
         version=data["version"],
@@ -49,6 +52,9 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         source=source,
         digest=_digest(data, document.references),
         upstream=upstream,
+        server_version=data.get("server_version"),
+        shm_size=shm_size,
+        profile=select_profile(data.get("server_version"), data.get("image", {}).get("name")) if upstream else None,
     )
 
 
@@ -117,19 +123,21 @@ def _group_entries(topology: dict) -> list[tuple[str, dict, tuple]]:
             for key in keys for i, entry in enumerate(topology.get(key, ()))]
 
 
-def _upstream(topology: dict) -> UpstreamTopology:
+def _upstream(topology: dict, cards: int) -> UpstreamTopology:
+    """The groups; a default kv_port assumes requirements.cards NPUs per host (`up` reads the hosts' own count)."""
     groups = tuple(
         DpGroup(role, index, tuple(entry["hosts"]), entry["dp"], entry["tp"], entry["port"],
                 expert_parallel=entry.get("expert_parallel", False),
                 devices=tuple(entry["devices"]) if "devices" in entry else None,
-                kv_port=entry.get("kv_port"), rpc_port=entry.get("rpc_port"), number=path[2])
+                kv_port=entry.get("kv_port"), rpc_port=entry.get("rpc_port"), number=path[2],
+                kv_port_default=default_kv_port(cards))
         for index, (role, entry, path) in enumerate(_group_entries(topology)))
     return UpstreamTopology(dp_launch=topology.get("dp_launch", "internal"), groups=groups,
                             connector=topology.get("connector"))
 
 
 def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopology, model: ModelArgs,
-                        cards: int, references: dict) -> tuple[Instance, ...]:
+                        cards: int, references: dict, shm_size: Optional[str] = None) -> tuple[Instance, ...]:
     """One instance per `vllm serve` (per host and group, or per rank), then the proxy for P/D."""
     out: list[Instance] = []
     for group, (role, entry, path) in zip(upstream.groups, _group_entries(topology)):
@@ -138,6 +146,10 @@ def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopol
         json_args = tuple((flag, json.dumps(own[key], sort_keys=True, separators=(",", ":")))
                           for key, flag in (("additional_config", "--additional-config"),
                                             ("compilation_config", "--compilation-config")) if key in own)
+        if "speculative" in entry:  # MTP and friends: vLLM's --speculative-config (method, num_speculative_tokens)
+            json_args += (("--speculative-config", json.dumps(entry["speculative"], sort_keys=True,
+                                                              separators=(",", ":"))),)
+        group_shm = entry.get("container", {}).get("shm_size", shm_size)
         for server in servers_of(group, cards, upstream.dp_launch):
             out.append(Instance(
                 role=role, index=sum(1 for i in out if i.role == role), host=server.host, devices=server.devices,
@@ -145,7 +157,7 @@ def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopol
                 max_num_seqs=own.get("max_num_seqs", model.max_num_seqs),
                 max_num_batched_tokens=own.get("max_num_batched_tokens", model.max_num_batched_tokens),
                 extra_args=model.extra_args + tuple(own.get("extra_args", ())), path=path,
-                server=server, env=env, json_args=json_args,
+                server=server, env=env, json_args=json_args, shm_size=group_shm,
             ))
     proxy = topology.get("proxy")
     if proxy is not None and topology["mode"] == "disaggregated":

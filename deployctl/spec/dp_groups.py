@@ -7,7 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence
 
-KV_PORT_BASE, KV_PORT_STEP = 30000, 100
+KV_PORT_STEP = 100
+# Mooncake's AscendDirectTransport binds random ports in [20000, 20000 + 1000 x NPUs per host); a kv_port there
+# fails now and then with "Address already in use" (vllm-ascend #6455, #8938). The default base sits just above
+# it: 28000 on 8-NPU hosts, 36000 on 16-NPU hosts
+# (vllm-ascend HEAD:docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md:219-230).
+CONNECTOR_RANGE_START, CONNECTOR_PORTS_PER_NPU = 20000, 1000
+MIN_RANGE_NPUS = 8
 RPC_PORT_BASE = 12345
 MAX_TP = 16
 MAX_PORT = 65535
@@ -28,6 +34,7 @@ class DpGroup:
     kv_port: Optional[int] = None
     rpc_port: Optional[int] = None
     number: Optional[int] = None  # its position among its role's groups (default: index), as the spec lists it
+    kv_port_default: Optional[int] = None  # the default base for its hosts' NPU count (None: 8-NPU hosts)
 
     @property
     def label(self) -> str:
@@ -40,7 +47,10 @@ class DpGroup:
 
     @property
     def kv_port_base(self) -> int:
-        return self.kv_port if self.kv_port is not None else KV_PORT_BASE + KV_PORT_STEP * self.index
+        if self.kv_port is not None:
+            return self.kv_port
+        base = self.kv_port_default if self.kv_port_default is not None else default_kv_port(MIN_RANGE_NPUS)
+        return base + KV_PORT_STEP * self.index
 
     @property
     def data_parallel_rpc_port(self) -> int:
@@ -52,6 +62,16 @@ class DpGroup:
 
     def usable(self, cards: int) -> tuple[int, ...]:
         return self.devices if self.devices is not None else tuple(range(cards))
+
+
+def connector_port_range(npus: int) -> tuple[int, int]:
+    """[first, end) of the ports Mooncake's transport picks at random on a host with `npus` NPUs."""
+    return CONNECTOR_RANGE_START, CONNECTOR_RANGE_START + CONNECTOR_PORTS_PER_NPU * max(npus, MIN_RANGE_NPUS)
+
+
+def default_kv_port(npus: int) -> int:
+    """The first kv_port base clear of the connector's random range: 28000 (8 NPUs), 36000 (16 NPUs)."""
+    return connector_port_range(npus)[1]
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Optional, Union
 
 from deployctl.core import Secret
 from deployctl.spec.dp_groups import DpGroup, Server
+from deployctl.spec.profiles import ProfileChoice
 
 LOCAL_ADDRESS = "local"
 
@@ -109,6 +110,7 @@ class Instance:
     server: Optional[Server] = None  # vllm-ascend: the DP ranks this `vllm serve` runs
     env: tuple["EnvVar", ...] = ()  # vllm-ascend: its group's env, on top of the spec's
     json_args: tuple[tuple[str, str], ...] = ()  # vllm-ascend: (flag, compact JSON) passed through
+    shm_size: Optional[str] = None  # container.shm_size written for its group, else the spec's (None: default)
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,9 @@ class Spec:
     # env keys whose ${VAR} was not set, allowed only by commands that never send env (logs, status, down)
     unresolved_env: tuple[str, ...] = ()
     upstream: Optional[UpstreamTopology] = None  # server vllm-ascend only
+    server_version: Optional[str] = None  # vllm-ascend: the version the spec says its image runs (overrides)
+    shm_size: Optional[str] = None  # container.shm_size (None: the server's default)
+    profile: Optional["ProfileChoice"] = None  # vllm-ascend: the server profile it renders with, and why
 
     def host(self, name: str) -> Host:
         for host in self.hosts:

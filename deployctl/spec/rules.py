@@ -277,8 +277,9 @@ from deployctl.spec.rules_model import (  # noqa: E402 (they use Context, define
     check_batched_tokens, check_env, check_kv_cache, check_model_table, check_served_name,
 )
 from deployctl.spec.rules_upstream import check_upstream  # noqa: E402
+from deployctl.spec.rules_profile import check_pd_traps, check_profile  # noqa: E402
 from deployctl.spec.rules_values import check_image_references, check_weights_dest  # noqa: E402
 
 RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
          check_kv_cache, check_platform, check_model_table, check_env, check_served_name, check_upstream,
-         check_weights_dest, check_image_references)
+         check_weights_dest, check_image_references, check_profile, check_pd_traps)

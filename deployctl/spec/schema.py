@@ -142,6 +142,7 @@ _PATTERNS = {
     ("weights", "dest"): ("is not an absolute path", "the model directory on every host, e.g. /mnt/weights/llama2-13b"),
     ("image", "build", "packages"): ("is not a local path, s3:// or obs://",
                                      "the AscendCloud zip: a path (relative to the spec file) or an s3:// / obs:// URL"),
+    ("server_version",): ("is not a vllm-ascend version", "e.g. 0.13, v0.13.0rc1 or 0.11.0.post1"),
     ("model", "served_name"): ("is not a valid served name: use up to 128 letters, digits, '.', '_', ':' and '-', "
                                "starting with a letter or digit",
                                "it is an argv word and a directory name (Triton's model repository)"),
@@ -177,6 +178,8 @@ def _value_message(kind: str, value, expected, path: Path, error, cards: int = 8
         return f"{shown} should be more than {expected}", None
     if kind == "exclusiveMaximum":
         return f"{shown} should be less than {expected}", None
+    if kind == "pattern" and last == "shm_size":
+        return f"{shown} is not a size docker's --shm-size takes", "a number and k, m or g, e.g. 16g"
     if kind == "pattern" and path in _PATTERNS:
         message, hint = _PATTERNS[path]
         return f"{shown} {message}", hint

@@ -140,6 +140,8 @@ def render_plan(ui: UI, plan) -> None:
 
     console = ui.console()
     console.print(f"[bold]plan for {plan.deployment}[/]" + ("" if plan.changed else " — nothing to change"))
+    if getattr(plan, "profile", None):
+        console.print(escape(plan.profile))
     for stage in plan.stages:
         if not stage.steps:
             continue

@@ -41,6 +41,8 @@ def render_summary(ui, spec) -> None:
     ui.print("hosts: " + ", ".join(h.label for h in spec.used_hosts), markup=False)
     waves = [", ".join(i.name for i in wave) for wave in spec.start_order]
     ui.print("start order: " + "  ->  ".join(f"[{wave}]" for wave in waves), markup=False)
+    if spec.profile is not None:
+        ui.print(spec.profile.describe(), markup=False)
     if spec.mode == "disaggregated" and not spec.upstream:
         ui.print("NODE_PORTS: " + ",".join(map(str, spec.node_ports)), markup=False)
     containers, hosts = len(spec.instances), len(spec.used_hosts)

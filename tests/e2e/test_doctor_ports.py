@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.e2e.test_vllm_ascend import MIXED_ONE_HOST, spec
 
 LISTEN = ("import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-          "s.bind(('0.0.0.0', 30000)); s.listen(); print('listening', flush=True); time.sleep(600)")
+          "s.bind(('0.0.0.0', 28000)); s.listen(); print('listening', flush=True); time.sleep(600)")
 
 
 def findings(doc, host, name):
@@ -25,7 +25,7 @@ def test_a_taken_kv_port_fails_doctor_and_up_and_our_own_ports_pass(bed, deployc
         code, doc = deployctl.json("doctor", path)
         (ports,) = findings(doc, "tb4", "ports")
         assert code == 3 and ports["status"] == "FAIL"
-        assert ports["observed"] == "in use: 30000 (mixed group 0 kv ports 30000-30007)"
+        assert ports["observed"] == "in use: 28000 (mixed group 0 kv ports 28000-28007)"  # 8-NPU host: 28000 up
         (ephemeral,) = findings(doc, "tb4", "ephemeral_ports")
         assert ephemeral["status"] == "PASS"
 

@@ -67,7 +67,8 @@ def test_pd_external_serves_through_the_proxy_reruns_nothing_and_replaces_only_w
         r5 = decode[("tb3", 9301)]
         assert r5["dp_ranks"] == [5] and r5["devices"] == [4, 5, 6, 7]
         assert r5["ifname"] == nic_of(bed, "tb3") == layout.nic_name(3) == "enp63s0f0"  # each host its own NIC
-        assert r5["hccl_if_ip"] == "10.200.0.13" and r5["kv_port"] == 30100
+        # 16-NPU hosts: the default kv_port base sits above Mooncake's random range 20000-35999
+        assert r5["hccl_if_ip"] == "10.200.0.13" and r5["kv_port"] == 36100
         assert r5["kv_connector_extra_config"] == {"prefill": {"dp_size": 2, "tp_size": 8},
                                                    "decode": {"dp_size": 8, "tp_size": 4}}
         prefill = http_json(bed, "tb1", 9301, "/standin/info")
@@ -136,16 +137,17 @@ def test_mixed_one_host_dp_with_expert_parallel_serves(cards16, deployctl):
         assert info["dp_ranks"] == [0, 1, 2, 3] and info["devices"] == list(range(16)) and info["expert_parallel"]
         before = container_ids(bed, "tb1", "e2e-va-mixed")
 
-        # a group env that hides devices from the server: the stand-in refuses as vLLM would, and the
-        # deployment that ran before is back, serving
+        # a group env that hides devices from the server (or names host ids): refused before anything changes,
+        # since the container's own NPUs are 0..n-1 (contract: "Settled on 2026-11-25"); what ran before serves on
         broken = MIXED_ONE_HOST.replace("tp: 2", "tp: 4").replace(
             "port: 8310}", "port: 8310, env: {ASCEND_RT_VISIBLE_DEVICES: '0,1'}}")
         deployctl.write(spec(bed, "e2e-va-mixed", broken, ["tb1"]))
-        code, doc = deployctl.json("up", path, "--skip", "weights", "--yes")
-        assert code == 1 and doc["error"]["message"].endswith("exited while starting")
-        assert "visible" in doc["error"]["stderr_tail"] or "ASCEND_RT_VISIBLE_DEVICES" in doc["error"]["stderr_tail"]
+        code, out, err = deployctl("up", path, "--skip", "weights", "--yes")
+        assert code == 2 and "ASCEND_RT_VISIBLE_DEVICES=0,1 but each container of mixed group 0 mounts exactly " \
+                             "its own 16 NPU(s)" in err
         assert container_ids(bed, "tb1", "e2e-va-mixed") == before
         assert http_json(bed, "tb1", 8310, "/standin/info")["devices"] == list(range(16))
+        deployctl.write(spec(bed, "e2e-va-mixed", MIXED_ONE_HOST.replace("tp: 2", "tp: 4"), ["tb1"]))  # for down
     finally:
         assert deployctl("down", path, "--yes")[0] == 0
 
@@ -167,6 +169,10 @@ def test_mixed_two_hosts_internal_launch_runs_the_second_headless(cards16, deplo
         argv = next(s["argv"] for s in doc["steps"] if s.get("container") == "e2e-va-int-mixed0-tb3"
                     and s["stage"] == "workers")
         assert "--headless" in argv and argv[argv.index("--data-parallel-address") + 1] == "10.200.0.12"
+        assert argv[argv.index("--data-parallel-start-rank") + 1] == "2" and "--entrypoint" not in argv
+        head = next(s["argv"] for s in doc["steps"] if s.get("container") == "e2e-va-int-mixed0-tb2"
+                    and s["stage"] == "workers")
+        assert "--data-parallel-start-rank" not in head and "--shm-size" in head  # the head: no start rank
 
         code, doc = deployctl.json("up", path, "--skip", "weights")
         assert code == 0, doc

@@ -46,7 +46,21 @@ def test_servers_ask_for_npus_and_take_the_pods_address():
         values = env_of(container)
         assert values["HCCL_IF_IP"] == "$(POD_IP)" and values["HCCL_SOCKET_IFNAME"] == "eth0"
         assert "ASCEND_RT_VISIBLE_DEVICES" not in values  # the device plugin picks the NPUs
-        assert not any(m["mountPath"].startswith("/dev/") for m in container["volumeMounts"])
+        # no device paths; /dev/shm in memory, as large as `up`'s --shm-size (the profile's 16g)
+        assert [m["mountPath"] for m in container["volumeMounts"] if m["mountPath"].startswith("/dev/")] == [
+            "/dev/shm"]
+        assert container["args"][:2] == ["sh", "-c"] and "command" not in container  # the image's entrypoint
+
+
+def test_shm_is_one_memory_volume_per_pod_as_large_as_its_containers_shm_together():
+    from deployctl.export.pods import quantity, shm_bytes
+
+    assert shm_bytes("16g") == 16 << 30 and quantity(shm_bytes("512m")) == "512Mi" and quantity(3 << 30) == "3Gi"
+    body = next(m.body for m in exported("playbooks/vllm-ascend-pd-qwen3.yaml", "lws") if m.name == "qwen3-pd-decode0")
+    pod = body["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    assert len(pod["containers"]) == 4  # four ranks of 16g each share the pod's /dev/shm
+    assert [v for v in pod["volumes"] if v["name"] == "dshm"] == [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]
 
 
 def test_gpu_instances_ask_for_gpus():
@@ -73,7 +87,7 @@ def test_headless_workers_have_no_port_and_no_probe():
 
 def test_the_proxy_lists_each_server_as_the_cluster_reaches_it():
     def proxy_argv(spec, target):
-        return next(c["command"] for c in containers(exported(spec, target)) if c["name"] == "proxy")
+        return next(c.get("command") or c["args"] for c in containers(exported(spec, target)) if c["name"] == "proxy")
 
     argv = proxy_argv(PD, "k8s")
     assert argv[argv.index("--prefiller-hosts") + 1] == "qwen3-pd1-prefill0-node1"  # the Service of that pod

@@ -38,7 +38,8 @@ def fake_bin(tmp_path):
 
 
 def run(container: dict, env: dict, fake_bin) -> subprocess.CompletedProcess:
-    argv = [kubelet_expand(word, env) for word in container["command"]]
+    # vllm-ascend runs through the image's entrypoint: its words are `args` (the image here has none)
+    argv = [kubelet_expand(word, env) for word in container.get("args") or container["command"]]
     assert argv[:2] == ["sh", "-c"]
     environ = {"PATH": f"{fake_bin}:{os.environ['PATH']}", **env}
     return subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=10)
@@ -58,7 +59,7 @@ def test_internal_worker_starts_at_its_hosts_first_rank(fake_bin, target, leader
     assert flag(lines, "--data-parallel-start-rank") == "2"  # dp 4 over 2 hosts: host 1 runs ranks 2 and 3
     assert flag(lines, "--data-parallel-address") == "10.0.0.7"
     assert "--headless" in lines and "--port" not in lines
-    assert flag(lines, "--additional-config") == '{"ascend_scheduler_config":{"enabled":true}}'
+    assert flag(lines, "--data-parallel-size-local") == "2"
 
 
 def test_external_workers_each_run_their_rank(fake_bin):

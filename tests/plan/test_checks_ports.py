@@ -17,10 +17,10 @@ def test_every_port_of_a_vllm_ascend_host_is_listed():
     spec = load_spec_text(QWEN3 % "external")
     node1 = dict(listen_ports(spec, "node1"))
     assert node1[9100] == node1[9101] == "prefill group 0 API ports 9100-9101"
-    assert node1[30000] == node1[30015] == "prefill group 0 kv ports 30000-30015" and 30016 not in node1
+    assert node1[36000] == node1[36015] == "prefill group 0 kv ports 36000-36015" and 36016 not in node1
     assert node1[12345] == "prefill group 0 rpc port" and node1[8000] == "the proxy"
     node3 = dict(listen_ports(spec, "node3"))
-    assert min(p for p in node3 if p >= 30100) == 30116  # decode ranks 4-7: kv_port + rank x tp
+    assert min(p for p in node3 if p >= 36100) == 36116  # decode ranks 4-7: kv_port + rank x tp
     assert 12346 not in node3  # the rpc port is the DP master's (node2)
 
 

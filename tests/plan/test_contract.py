@@ -23,10 +23,17 @@ def test_a_vllm_ascend_rank_is_checked_for_its_devices_files_env_and_nic():
     assert argv[:3] == ("docker", "exec", "qwen3-decode0-r5") and argv[7:9] == ("/dev", "4,5,6,7")
     items = argv[9:]
     assert "f:/etc/hccn.conf" in items and "d:/mnt/weights/Qwen3-235B-A22B" in items
-    assert "e:ASCEND_RT_VISIBLE_DEVICES=4,5,6,7" in items and "e:HCCL_IF_IP=10.200.0.13" in items
+    assert "e:HCCL_IF_IP=10.200.0.13" in items
+    # what the process sees is what the container mounts (the device listing), never the variable
+    assert not any("ASCEND_RT_VISIBLE_DEVICES" in item for item in items)
     assert "n:enp63s0f0" in items and "e:HCCL_SOCKET_IFNAME=enp63s0f0" in items
     proxy = next(i for i in spec.instances if i.role == "proxy")
     assert contract_step(container_for(spec, proxy, None, networks)) is None
+    own = load_spec_text((QWEN3 % "external").replace(
+        "tp: 4\n", "tp: 4\n      env: {ASCEND_RT_VISIBLE_DEVICES: '0,1,2,3'}\n"))
+    rank5 = next(i for i in own.instances if i.name == "qwen3-decode0-r5")
+    items = contract_step(container_for(own, rank5, None, host_networks(own, facts(own)))).commands[0].argv[9:]
+    assert not any("ASCEND_RT_VISIBLE_DEVICES" in item for item in items)  # a user's value: validate lints it
 
 
 def run(tmp_path, want, *items, env=None, devices=(0, 1)):

@@ -2,14 +2,18 @@
 
 import json
 
+import subprocess
+
 from deployctl.plan.dp_launch import (
-    data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, proxy_args, visible_devices,
+    data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, launch_command, profile_flags, proxy_args,
 )
-from deployctl.spec.dp_groups import DpGroup, kv_ports, ranks_of, servers_of
+from deployctl.spec.dp_groups import DpGroup, connector_port_range, default_kv_port, kv_ports, ranks_of, servers_of
+from deployctl.spec.profiles import profiles
 
 ADDRESS = {"node1": "192.0.2.1", "node2": "192.0.2.2", "node3": "192.0.2.3"}
 PREFILL = DpGroup("prefill", 0, ("node1",), dp=2, tp=8, port=9100, expert_parallel=True)
-DECODE = DpGroup("decode", 1, ("node2", "node3"), dp=8, tp=4, port=9100, expert_parallel=True)
+DECODE = DpGroup("decode", 1, ("node2", "node3"), dp=8, tp=4, port=9100, expert_parallel=True,
+                 kv_port_default=default_kv_port(16))
 
 
 def test_ranks_spread_evenly_over_hosts_each_with_tp_consecutive_devices():
@@ -24,13 +28,12 @@ def test_ranks_spread_evenly_over_hosts_each_with_tp_consecutive_devices():
 def test_external_launch_is_one_server_per_rank_with_its_own_api_and_kv_ports():
     servers = servers_of(DECODE, 16, "external")
     assert [(s.name, s.host, s.port, s.kv_port) for s in servers[2:6]] == [
-        ("decode1-r2", "node2", 9102, 30100), ("decode1-r3", "node2", 9103, 30100),
-        ("decode1-r4", "node3", 9100, 30100), ("decode1-r5", "node3", 9101, 30100)]
+        ("decode1-r2", "node2", 9102, 36100), ("decode1-r3", "node2", 9103, 36100),
+        ("decode1-r4", "node3", 9100, 36100), ("decode1-r5", "node3", 9101, 36100)]
     # one base per group, as the tutorials write it; the connector offsets each rank by rank x tp itself
-    assert kv_ports(DECODE, "node2") == tuple(range(30100, 30116))
-    assert kv_ports(DECODE, "node3") == tuple(range(30116, 30132))
+    assert kv_ports(DECODE, "node2") == tuple(range(36100, 36116))
+    assert kv_ports(DECODE, "node3") == tuple(range(36116, 36132))
     r5 = servers[5]
-    assert visible_devices(r5) == {"ASCEND_RT_VISIBLE_DEVICES": "4,5,6,7"}
     assert data_parallel_args(r5, ADDRESS) == (
         "--tensor-parallel-size", "4", "--data-parallel-size", "8", "--data-parallel-rank", "5",
         "--data-parallel-address", "192.0.2.2", "--data-parallel-rpc-port", "12346", "--enable-expert-parallel",
@@ -41,10 +44,10 @@ def test_internal_launch_is_one_server_per_host_the_later_ones_headless():
     group = DpGroup("mixed", 0, ("node1", "node2"), dp=4, tp=8, port=8000)
     first, second = servers_of(group, 16, "internal")
     assert (first.name, first.port, first.devices) == ("mixed0-node1", 8000, tuple(range(16)))
+    # the head: its local size, address and rpc port, no start rank (vLLM >= 0.28 reads one as hybrid LB)
     assert data_parallel_args(first, ADDRESS) == (
         "--tensor-parallel-size", "8", "--data-parallel-size", "4", "--data-parallel-size-local", "2",
-        "--data-parallel-start-rank", "0", "--data-parallel-address", "192.0.2.1", "--data-parallel-rpc-port",
-        "12345", "--port", "8000")
+        "--data-parallel-address", "192.0.2.1", "--data-parallel-rpc-port", "12345", "--port", "8000")
     assert second.headless and data_parallel_args(second, ADDRESS)[5:8] == ("2", "--data-parallel-start-rank", "2")
     assert data_parallel_args(second, ADDRESS)[-1] == "--headless" and "--port" not in data_parallel_args(second, ADDRESS)
 
@@ -52,7 +55,10 @@ def test_internal_launch_is_one_server_per_host_the_later_ones_headless():
 def test_connector_config_carries_role_port_engine_and_both_sizes_and_round_trips():
     server = servers_of(DECODE, 16, "external")[5]
     config = kv_transfer_config(server, "qwen3", PREFILL, DECODE)
-    assert config["kv_role"] == "kv_consumer" and config["kv_port"] == "30100"
+    assert config["kv_role"] == "kv_consumer" and config["kv_port"] == "36100"
+    assert "kv_connector_module_path" not in config  # registered by vllm-ascend; vLLM #38301 imports it first
+    assert kv_transfer_config(server, "qwen3", PREFILL, DECODE, module_path="some.module")[
+        "kv_connector_module_path"] == "some.module"  # only where a profile needs one
     assert config["engine_id"] == "qwen3-decode1"
     assert config["kv_connector_extra_config"] == {"prefill": {"dp_size": 2, "tp_size": 8},
                                                    "decode": {"dp_size": 8, "tp_size": 4}}
@@ -77,3 +83,42 @@ def test_each_host_gets_its_own_address_and_nic_never_typed():
     assert host_env("192.0.2.2", "enp189s0f0") == {
         "HCCL_IF_IP": "192.0.2.2", "GLOO_SOCKET_IFNAME": "enp189s0f0", "TP_SOCKET_IFNAME": "enp189s0f0",
         "HCCL_SOCKET_IFNAME": "enp189s0f0"}
+
+
+def test_default_kv_port_sits_just_above_the_connectors_random_range():
+    assert connector_port_range(16) == (20000, 36000) and default_kv_port(16) == 36000
+    assert connector_port_range(8) == (20000, 28000) and default_kv_port(8) == 28000
+    assert default_kv_port(2) == 28000  # never below the 8-NPU range
+    plain = DpGroup("mixed", 2, ("node1",), dp=1, tp=1, port=8000)
+    assert plain.kv_port_base == 28200 and DpGroup("mixed", 2, ("node1",), 1, 1, 8000, kv_port=30000).kv_port_base == 30000
+
+
+def test_profile_flags_are_defaults_the_user_replaces_by_writing_the_same_setting():
+    current = profiles()[-1]
+    assert profile_flags(current, "decode", ()) == (
+        "--no-enable-prefix-caching", "--compilation-config", '{"cudagraph_mode":"FULL_DECODE_ONLY"}')
+    assert profile_flags(current, "prefill", ()) == ("--no-enable-prefix-caching",)
+    assert profile_flags(current, "mixed", ()) == ()
+    assert profile_flags(current, "decode", ("--enable-prefix-caching", "--enforce-eager")) == ()
+    assert profile_flags(current, "decode", ("--compilation-config", "{}")) == ("--no-enable-prefix-caching",)
+    assert profile_flags(current, "decode", ("-O3",)) == ("--no-enable-prefix-caching",)
+    assert profile_flags(profiles()[0], "decode", ()) == ("--no-enable-prefix-caching",)  # v0.11: torchair graphs
+
+
+def test_launch_sources_the_images_set_up_puts_the_profiles_libraries_first_and_keeps_every_argument(tmp_path):
+    """Run for real with sh: set_env.sh files that exist are sourced (and cannot eat the arguments), missing
+    ones are skipped, LD_LIBRARY_PATH gets the profile's paths before the image's."""
+    setup = tmp_path / "set_env.sh"
+    setup.write_text('export FROM_SET_ENV=yes\nshift 2>/dev/null; set -- eaten\n')
+    profile = profiles()[-1]
+    from dataclasses import replace
+
+    profile = replace(profile, set_env=(str(setup), str(tmp_path / "missing.sh")), library_path=("/opt/mc", "/l"))
+    argv = launch_command(profile, ("sh", "-c", 'echo "$FROM_SET_ENV|$LD_LIBRARY_PATH|$*"', "x", "a b", "c"))
+    assert argv[:2] == ("sh", "-c") and argv[4:] == ("sh", "-c", 'echo "$FROM_SET_ENV|$LD_LIBRARY_PATH|$*"', "x",
+                                                     "a b", "c")
+    out = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/img"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "yes|/opt/mc:/l:/img|a b c"
+    plain = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert plain.stdout.strip() == "yes|/opt/mc:/l|a b c"

@@ -87,7 +87,7 @@ def test_container_runs_tritonserver_with_repository_mounted_read_only_and_gpus(
     argv = docker_run(container_for(s, s.instances[0]), "d1")
     assert argv == (
         "docker", "run", "--detach", "--label", "deployctl.digest=d1",
-        "--name", "opt-125m-triton-mixed-0", "--net=host", "--init",
+        "--name", "opt-125m-triton-mixed-0", "--net=host", "--init", "--shm-size", "16g",
         "--label", "deployctl.deployment=opt-125m-triton", "--label", "deployctl.role=mixed",
         "--label", "deployctl.instance=opt-125m-triton-mixed-0",
         "--gpus", "device=0",

@@ -29,9 +29,10 @@ def addresses(host: str) -> HostAddresses:
     return HostAddresses(parse_ip_addr(text), NICS[host])
 
 
-def facts(spec, containers=None, image_id="sha256:img"):
+def facts(spec, containers=None, image_id="sha256:img", layout=None):
     return {h.name: HostFacts(deployed=DeployedState(tuple((containers or {}).get(h.name, ())), image_id, {}),
-                              bound_addresses=addresses(h.name)) for h in spec.hosts}
+                              bound_addresses=addresses(h.name), layout=(layout or {}).get(h.name))
+            for h in spec.hosts}
 
 
 def running_containers(spec):
@@ -69,16 +70,25 @@ def test_external_pd_plan_launches_every_rank_then_the_proxy_then_verifies_throu
         "/dev/davinci4", "/dev/davinci5", "/dev/davinci6", "/dev/davinci7", "/dev/davinci_manager",
         "/dev/devmm_svm", "/dev/hisi_hdc"]
     env = env_of(argv)
-    assert env["ASCEND_RT_VISIBLE_DEVICES"] == "4,5,6,7" and env["HCCL_IF_IP"] == "10.200.0.13"
+    # the container mounts exactly davinci4-7, which the runtime numbers 0-3: no host ids in the variable
+    assert "ASCEND_RT_VISIBLE_DEVICES" not in env and env["HCCL_IF_IP"] == "10.200.0.13"
     assert env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == env["HCCL_SOCKET_IFNAME"] == "enp63s0f0"
-    command = argv[argv.index("--entrypoint") + 1:]
-    assert command[:5] == ["vllm", "quay.io/ascend/vllm-ascend:v0.11.0rc1", "serve", "/mnt/weights/Qwen3-235B-A22B",
-                           "--served-model-name"]
+    # the profile's env per role (v0.23: upstream's nightly configs set these in 21 of 24)
+    assert (env["PYTORCH_NPU_ALLOC_CONF"], env["HCCL_OP_EXPANSION_MODE"], env["TASK_QUEUE_ENABLE"]) == (
+        "expandable_segments:True", "AIV", "1")
+    assert "--entrypoint" not in argv and argv[argv.index("--shm-size") + 1] == "16g"
+    image = argv.index("quay.io/ascend/vllm-ascend:v0.23.0-a3")
+    assert argv[image + 1:image + 3] == ["sh", "-c"]  # through the image's entrypoint, its set-up sourced
+    command = argv[image + 5:]
+    assert command[:4] == ["vllm", "serve", "/mnt/weights/Qwen3-235B-A22B", "--served-model-name"]
     assert command[command.index("--data-parallel-rank") + 1] == "5"
     assert command[command.index("--data-parallel-address") + 1] == "10.200.0.12"  # the group's first host
     assert command[command.index("--port") + 1] == "9101" and "--enable-expert-parallel" in command
     config = json.loads(command[command.index("--kv-transfer-config") + 1])
     assert config["kv_role"] == "kv_consumer" and config["engine_id"] == "qwen3-decode0"
+    assert "kv_connector_module_path" not in config and config["kv_port"] == "36100"  # 16-NPU hosts
+    assert "--no-enable-prefix-caching" in command  # the profile's P/D default
+    assert "--compilation-config" not in command  # decode's FULL_DECODE_ONLY yields to its --enforce-eager
     assert config["kv_connector_extra_config"] == {"prefill": {"dp_size": 2, "tp_size": 8},
                                                    "decode": {"dp_size": 8, "tp_size": 4}}
     assert "--additional-config" in command and "--enforce-eager" in command
@@ -98,9 +108,11 @@ def test_internal_headless_server_has_no_port_and_no_health_wait():
     headless = next(s for s in plan.steps if s.container == "qwen3-decode0-node3" and s.stage == "workers")
     assert headless.health is None
     argv = argv_of(plan, "qwen3-decode0-node3")
-    assert "--headless" in argv and "--port" not in argv[argv.index("--entrypoint"):]
+    assert "--headless" in argv and "--port" not in argv[argv.index("serve"):]
     assert argv[argv.index("--data-parallel-start-rank") + 1] == "4"
-    assert env_of(argv)["ASCEND_RT_VISIBLE_DEVICES"] == ",".join(map(str, range(16)))
+    assert "ASCEND_RT_VISIBLE_DEVICES" not in env_of(argv)
+    head = argv_of(plan, "qwen3-decode0-node2")  # the head: local size, address, rpc port; no start rank
+    assert "--data-parallel-start-rank" not in head and head[head.index("--data-parallel-size-local") + 1] == "4"
 
 
 def test_a_rerun_keeps_everything_and_a_changed_decode_replaces_only_decode():
@@ -174,6 +186,64 @@ def test_the_gather_asks_each_host_for_its_nic_and_status_also_for_a_one_token_g
 
     spec = load_spec_text(QWEN3 % "external")
     keys = [p.key for p in state_probes(spec, "node3", stages=frozenset({"containers"}))]
-    assert keys == ["deployed", "bound_addresses"]
+    assert keys == ["deployed", "bound_addresses", "layout", "image_version"]
     keys = [p.key for p in state_probes(spec, "node3", stages=frozenset({"containers", "liveness"}))]
-    assert keys == ["deployed", "bound_addresses", "liveness"]
+    assert keys == ["deployed", "bound_addresses", "layout", "image_version", "liveness"]
+
+
+def test_dcmi_is_mounted_where_the_host_has_it_and_the_default_kv_port_follows_the_hosts_npus():
+    from deployctl.facts.host_layout import HostLayout
+
+    small = (QWEN3 % "external").replace("requirements: {cards: 16}", "requirements: {cards: 8}").replace(
+        "dp: 2, tp: 8", "dp: 1, tp: 8").replace("tp: 4", "tp: 2")
+    spec = load_spec_text(small)
+    layout = {"node1": HostLayout(tuple(range(16)), True), "node2": HostLayout(tuple(range(16)), False),
+              "node3": HostLayout(tuple(range(16)), False)}
+    plan = plan_up(spec, facts(spec, layout=layout))
+    prefill, decode = argv_of(plan, "qwen3-prefill0-r0"), argv_of(plan, "qwen3-decode0-r0")
+    assert "/usr/local/dcmi:/usr/local/dcmi:ro" in prefill and not any("dcmi" in w for w in decode)
+    # validate assumed 8 NPUs (requirements.cards: 8 -> 28000); the hosts have 16: clear of 20000-35999
+    kv = json.loads(decode[decode.index("--kv-transfer-config") + 1])["kv_port"]
+    assert spec.upstream.groups[1].kv_port_base == 28100 and kv == "36100"
+    unknown = plan_up(spec, facts(spec))  # no layout gathered: what validate assumed
+    decode = argv_of(unknown, "qwen3-decode0-r0")
+    assert json.loads(decode[decode.index("--kv-transfer-config") + 1])["kv_port"] == "28100"
+
+
+def test_the_profile_is_chosen_by_server_version_over_the_tag_and_renders_its_flags():
+    old_tag = (QWEN3 % "external").replace("v0.23.0-a3", "v0.11.0").replace(
+        "additional_config: {enable_shared_expert_dp: true}", "additional_config: {torchair_graph_config: {}}")
+    spec = load_spec_text(old_tag)  # v0.11: torchair still read; no FULL_DECODE_ONLY, no default env
+    assert spec.profile.profile.line == "0.11" and spec.profile.source == "image tag"
+    decode = argv_of(plan_up(spec, facts(spec)), "qwen3-decode0-r0")
+    assert "PYTORCH_NPU_ALLOC_CONF" not in env_of(decode) and "--no-enable-prefix-caching" in decode
+    pinned = load_spec_text('server_version: "0.13"\n' + (QWEN3 % "external").replace(
+        "extra_args: [--enforce-eager], ", ""))
+    assert pinned.profile.profile.line == "0.13" and pinned.profile.source == "server_version"
+    decode = argv_of(plan_up(pinned, facts(pinned)), "qwen3-decode0-r0")
+    assert decode[decode.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
+    prefill = argv_of(plan_up(pinned, facts(pinned)), "qwen3-prefill0-r0")
+    assert "--compilation-config" not in prefill
+
+
+def test_a_version_probed_in_the_image_picks_the_profile_the_plan_names_unless_server_version_says_otherwise():
+    spec = load_spec_text((QWEN3 % "external").replace("v0.23.0-a3", "latest"))
+    probed = {h: HostFacts(**{**vars(f), "image_version": "v0.13.0"}) for h, f in facts(spec).items()}
+    plan = plan_up(spec, probed)
+    assert plan.profile == ("server profile vllm-ascend 0.13 (v0.12.0rc1 - v0.14.0rc1; vLLM 0.13.0), probed in the "
+                            "image: v0.13.0") and plan.to_json()["server_profile"] == plan.profile
+    assert plan_up(spec, facts(spec)).profile.endswith("by default (version unknown)")
+    pinned = load_spec_text('server_version: "0.18"\n' + (QWEN3 % "external").replace("v0.23.0-a3", "latest"))
+    assert "0.18" in plan_up(pinned, probed).profile and "from server_version" in plan_up(pinned, probed).profile
+
+
+def test_the_users_env_and_shm_size_win_over_the_profiles():
+    text = (QWEN3 % "external").replace("env: {HCCL_BUFFSIZE: 1024}", "env: {HCCL_BUFFSIZE: 1024, "
+                                        "TASK_QUEUE_ENABLE: 2}, container: {shm_size: 64g}")
+    spec = load_spec_text("container: {shm_size: 2g}\nenv: {HCCL_OP_EXPANSION_MODE: HOST}\n" + text)
+    plan = plan_up(spec, facts(spec))
+    prefill, decode = argv_of(plan, "qwen3-prefill0-r0"), argv_of(plan, "qwen3-decode0-r0")
+    assert prefill[prefill.index("--shm-size") + 1] == "64g" and decode[decode.index("--shm-size") + 1] == "2g"
+    assert [w for w in prefill if w.startswith("TASK_QUEUE_ENABLE=")] == ["TASK_QUEUE_ENABLE=2"]
+    assert [w for w in decode if w.startswith("HCCL_OP_EXPANSION_MODE=")] == ["HCCL_OP_EXPANSION_MODE=HOST"]
+    assert "--shm-size" not in argv_of(plan, "qwen3-proxy")

@@ -12,7 +12,7 @@ hosts:
   node2: {address: 10.200.0.12}
   node3: {address: 10.200.0.13}
 requirements: {cards: 16}
-image: {name: "quay.io/ascend/vllm-ascend:v0.11.0rc1"}
+image: {name: "quay.io/ascend/vllm-ascend:v0.23.0-a3"}
 weights: {dest: /mnt/weights/Qwen3-235B-A22B}
 model: {served_name: qwen3, max_model_len: 4096, max_num_seqs: 16, extra_args: [--trust-remote-code]}
 topology:
@@ -28,7 +28,7 @@ topology:
       tp: 4
       expert_parallel: true
       port: 9100
-      model: {max_num_seqs: 24, extra_args: [--enforce-eager], additional_config: {ascend_scheduler_config: {enabled: true}}}
+      model: {max_num_seqs: 24, extra_args: [--enforce-eager], additional_config: {enable_shared_expert_dp: true}}
 """
 
 
@@ -41,7 +41,7 @@ def test_external_launch_is_one_instance_per_rank_then_the_proxy():
     r5 = spec.instances[7]
     assert (r5.host, r5.devices, r5.port, r5.tp, r5.server.ranks[0].rank) == ("node3", (4, 5, 6, 7), 9101, 4, 5)
     assert r5.max_num_seqs == 24 and r5.extra_args == ("--trust-remote-code", "--enforce-eager")
-    assert r5.json_args == (("--additional-config", '{"ascend_scheduler_config":{"enabled":true}}'),)
+    assert r5.json_args == (("--additional-config", '{"enable_shared_expert_dp":true}'),)
     prefill = spec.instances[0]
     assert prefill.max_num_seqs == 16 and [(e.name, e.value) for e in prefill.env] == [("HCCL_BUFFSIZE", "1024")]
     assert spec.front.role == "proxy" and spec.front.port == 8000 and spec.front.devices == ()

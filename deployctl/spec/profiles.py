@@ -1,0 +1,201 @@
+"""vllm-ascend server profiles (deployctl/data/server_profiles.json) and which one a spec runs with (pure).
+
+What `server: vllm-ascend` renders depends on its release line: the connector settings, the keys it removed, the
+library paths Mooncake needs, the default env and flags per role, the shm size (contract: "Settled on
+2026-11-25", server profiles). The version comes, strongest first, from the spec's `server_version:`, from the
+image itself (probed once per image digest), from the image tag (the offline hint), else the newest profile with
+a warning naming it."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+# `0.13`, `v0.13.0rc1`, `0.11.0.post1`; an image tag may carry a suffix (`v0.13.0rc1-a3`, `v0.23.0-openeuler`)
+_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:(rc|\.post|post)(\d+))?")
+VERSION_PATTERN = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?((rc|\.post)[0-9]+)?$"  # what `server_version:` accepts
+_RELEASE_KIND = {"rc": 0, None: 1, ".post": 2, "post": 2}  # rc1 < the release < .post1
+
+SOURCE_OVERRIDE, SOURCE_PROBED, SOURCE_TAG, SOURCE_DEFAULT = "server_version", "probed", "image tag", "default"
+
+
+@dataclass(frozen=True, order=True)
+class Version:
+    """A vllm-ascend version as compared: (major, minor, micro, rc < release < post, number)."""
+
+    major: int
+    minor: int
+    micro: int = 0
+    kind: int = 1
+    number: int = 0
+
+    @property
+    def line(self) -> tuple[int, int]:
+        return self.major, self.minor
+
+
+def parse_version(text: str, *, prefix: bool = False) -> Optional[Version]:
+    """The version a text names (the whole text; `prefix`: at its start, as in an image tag), or None."""
+    match = (_VERSION.match if prefix else _VERSION.fullmatch)(text.strip())
+    if match is None:
+        return None
+    major, minor, micro, kind, number = match.groups()
+    return Version(int(major), int(minor), int(micro or 0), _RELEASE_KIND[kind], int(number or 0))
+
+
+def image_tag(image: str) -> Optional[str]:
+    """The tag of an image reference (`quay.io/ascend/vllm-ascend:v0.13.0rc1-a3` -> `v0.13.0rc1-a3`)."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
+def version_from_image(image: Optional[str]) -> Optional[tuple[str, Version]]:
+    """(tag, version) when an image's tag starts with a version, else None (`latest`, `main`, no tag)."""
+    tag = image_tag(image or "")
+    version = parse_version(tag, prefix=True) if tag else None
+    return (tag, version) if version is not None else None
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """One row of server_profiles.json: what one vllm-ascend release line renders and needs."""
+
+    line: str
+    releases: str
+    vllm: str
+    mooncake_from: Optional[str]
+    kv_connector: str
+    connector_module: str
+    kv_connector_module_path: Optional[str]  # None: the connector is registered, the key stays out
+    removed_additional_config: Mapping[str, str]  # key -> why (the upstream change that removed it)
+    renamed_additional_config: Mapping[str, str]  # old key -> new key
+    set_env: tuple[str, ...]  # the image's set-up scripts the server's shell sources, where present
+    library_path: tuple[str, ...]  # put before the image's LD_LIBRARY_PATH (Mooncake's libraries among them)
+    env: Mapping[str, Mapping[str, str]]  # role -> default env
+    flags: Mapping[str, tuple[str, ...]]  # role -> default `vllm serve` flags
+    shm_size: str
+    start_rank_on_head_is_hybrid_lb: bool
+    requires: Mapping[str, Optional[str]]  # cann, torch, torch_npu, python, driver
+    sources: Mapping[str, str]
+
+    @property
+    def first(self) -> Version:
+        """The first release of the line (`v0.12.0rc1 - v0.14.0rc1` -> 0.12.0rc1)."""
+        return parse_version(self.releases.split()[0])
+
+    def has_mooncake(self, version: Optional[Version]) -> bool:
+        """Whether the image of this version carries Mooncake (unknown version: assume the line's last does)."""
+        if self.mooncake_from is None:
+            return False
+        return version is None or version >= parse_version(self.mooncake_from)
+
+    def flags_for(self, role: str) -> tuple[str, ...]:
+        return self.flags.get(role, ())
+
+    def env_for(self, role: str) -> Mapping[str, str]:
+        return self.env.get(role, {})
+
+    def describe(self) -> str:
+        return f"vllm-ascend {self.line} ({self.releases}; vLLM {self.vllm})"
+
+
+def parse_profiles(text: str) -> tuple[ServerProfile, ...]:
+    """The rows of server_profiles.json, oldest line first (pure; `profiles()` reads the packaged file)."""
+    rows = []
+    for row in json.loads(text)["vllm_ascend"]:
+        connector = row["connector"]
+        rows.append(ServerProfile(
+            line=row["line"], releases=row["releases"], vllm=row["vllm"], mooncake_from=row.get("mooncake_from"),
+            kv_connector=connector["kv_connector"], connector_module=connector["module"],
+            kv_connector_module_path=connector.get("kv_connector_module_path"),
+            removed_additional_config=dict(row.get("removed_additional_config", {})),
+            renamed_additional_config=dict(row.get("renamed_additional_config", {})),
+            set_env=tuple(row.get("set_env", ())), library_path=tuple(row.get("library_path", ())),
+            env={role: dict(values) for role, values in row.get("env", {}).items()},
+            flags={role: tuple(values) for role, values in row.get("flags", {}).items()},
+            shm_size=row["shm_size"], start_rank_on_head_is_hybrid_lb=bool(row["start_rank_on_head_is_hybrid_lb"]),
+            requires=dict(row.get("requires", {})), sources=dict(row.get("sources", {})),
+        ))
+    return tuple(sorted(rows, key=lambda r: r.first))
+
+
+@functools.lru_cache(maxsize=1)
+def profiles() -> tuple[ServerProfile, ...]:
+    """The packaged table, read once per process (only specs with server vllm-ascend ask for it)."""
+    from importlib import resources
+
+    return parse_profiles(resources.files("deployctl").joinpath("data/server_profiles.json").read_text("utf-8"))
+
+
+def newest(rows: Optional[tuple[ServerProfile, ...]] = None) -> ServerProfile:
+    return (rows or profiles())[-1]
+
+
+def profile_for(version: Version, rows: Optional[tuple[ServerProfile, ...]] = None) -> tuple[ServerProfile, str]:
+    """The line a version belongs to, and a note when it lies outside the table ("" otherwise)."""
+    rows = rows or profiles()
+    known = [row for row in rows if row.first.line <= version.line]
+    if not known:
+        return rows[0], f"older than every profile; the oldest ({rows[0].line}) applies"
+    if version.line > _last_line(rows[-1]):
+        return rows[-1], f"newer than every profile; the newest ({rows[-1].line}) applies"
+    return known[-1], ""
+
+
+def _last_line(row: ServerProfile) -> tuple[int, int]:
+    last = parse_version(row.releases.split()[-1])
+    return last.line if last is not None else row.first.line
+
+
+@dataclass(frozen=True)
+class ProfileChoice:
+    """The profile a deployment renders with, and why: `source` is server_version, probed, image tag or
+    default; `version` the version read (None for the default)."""
+
+    profile: ServerProfile
+    source: str
+    version: Optional[Version] = None
+    shown: str = ""  # the version text as written (`v0.13.0rc1-a3`)
+    note: str = ""  # outside the table's lines
+
+    @property
+    def has_mooncake(self) -> bool:
+        return self.profile.has_mooncake(self.version)
+
+    @property
+    def warning(self) -> Optional[str]:
+        """Said when deployctl guesses: an unknown version, or one outside the table."""
+        if self.source == SOURCE_DEFAULT:
+            return (f"the vllm-ascend version is unknown (no server_version, and the image tag names none): "
+                    f"the newest profile, {self.profile.describe()}, applies")
+        if self.note:
+            return f"vllm-ascend {self.shown} ({self.source}) is {self.note}"
+        return None
+
+    def describe(self) -> str:
+        """`profile vllm-ascend 0.13 (...), from the image tag v0.13.0rc1-a3`: what `plan`/`validate` print."""
+        why = {SOURCE_OVERRIDE: f"from server_version {self.shown}",
+               SOURCE_PROBED: f"probed in the image: {self.shown}",
+               SOURCE_TAG: f"from the image tag {self.shown}", SOURCE_DEFAULT: "by default (version unknown)"}
+        return f"server profile {self.profile.describe()}, {why[self.source]}"
+
+
+def select_profile(server_version: Optional[str] = None, image: Optional[str] = None,
+                   probed: Optional[str] = None, rows: Optional[tuple[ServerProfile, ...]] = None) -> ProfileChoice:
+    """server_version overrides; else the version probed in the image; else the image tag; else the newest."""
+    rows = rows or profiles()
+    for source, text, prefix in ((SOURCE_OVERRIDE, server_version, False), (SOURCE_PROBED, probed, False)):
+        version = parse_version(text, prefix=prefix) if text else None
+        if version is not None:
+            profile, note = profile_for(version, rows)
+            return ProfileChoice(profile, source, version, text.strip(), note)
+    tagged = version_from_image(image)
+    if tagged is not None:
+        tag, version = tagged
+        profile, note = profile_for(version, rows)
+        return ProfileChoice(profile, SOURCE_TAG, version, tag, note)
+    return ProfileChoice(newest(rows), SOURCE_DEFAULT)

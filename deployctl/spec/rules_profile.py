@@ -1,0 +1,242 @@
+"""Rules of a `server: vllm-ascend` spec that follow what upstream refuses or silently ignores (contract: "Settled
+on 2026-11-25"): the keys a release removed, Mooncake missing from the image, the Mooncake connector's tp check,
+speculative decoding in P/D, context-parallel sizes, reduce-sampling and prefix caching with P/D, kv ports inside
+the connector's random range, and ASCEND_RT_VISIBLE_DEVICES written with host ids. Each cites its upstream source."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Iterator, Optional
+
+from deployctl.errors import Problem
+from deployctl.spec.dp_groups import connector_port_range
+from deployctl.spec.profiles import SOURCE_DEFAULT, SOURCE_OVERRIDE, SOURCE_TAG, ProfileChoice, select_profile
+
+if TYPE_CHECKING:
+    from deployctl.spec.rules import Context, Unit
+
+UPSTREAM = "vllm-ascend"
+VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
+# Hybrid (Mamba/GDN) models: Qwen3-Next and the Qwen3.5/3.6 series, as vllm-ascend's P/D tutorial names them
+# (HEAD:docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md:259).
+_HYBRID = re.compile(r"qwen3[._-]?(next|[56](?!\d))", re.IGNORECASE)
+_CP_FLAGS = {"--prefill-context-parallel-size": "prefill", "-pcp": "prefill",
+             "--decode-context-parallel-size": "decode", "-dcp": "decode"}
+MOONCAKE_TP_CHECK = ("vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py:2055 (HEAD) raises "
+                     "'prefill_tp_size ... must be greater than or equal to the decode_tp_size' at start")
+
+
+def _named(unit: Unit) -> str:
+    """`decode group 0`: how messages name a group (as dp_groups' rules do)."""
+    return f"{unit.role} group {unit.path[2]}"
+
+
+def profile_choice(c: Context) -> ProfileChoice:
+    """The profile validate assumes: server_version, else the image tag, else the newest (no facts here)."""
+    return select_profile(c.value(("server_version",), str), c.value(("image", "name"), str))
+
+
+def check_profile(c: Context) -> Iterator[Problem]:
+    """server_version only with vllm-ascend; the profile's warning; its removed keys; Mooncake in the image."""
+    if isinstance(c.data, dict) and "server_version" in c.data and c.server != UPSTREAM and c.ok(("server_version",)):
+        yield Problem(("server_version",), f"server_version picks a vllm-ascend profile; server {c.server} has none",
+                      hint="remove it, or use server: vllm-ascend")
+    if c.server != UPSTREAM:
+        return
+    choice = profile_choice(c)
+    where = _version_path(c, choice)
+    # without an image there is nothing to run yet, and nothing to name
+    if choice.warning and (choice.source != SOURCE_DEFAULT or c.value(("image", "name"), str)):
+        yield Problem(where, choice.warning, severity="warning",
+                      hint="write server_version: (e.g. 0.13) or use an image tagged with its version")
+    yield from _removed_keys(c, choice)
+    connector = c.value(("topology", "connector"), str)
+    if c.mode == "disaggregated" and connector == "mooncake" and not choice.has_mooncake:
+        yield Problem(where, f"vllm-ascend {choice.shown} images have no Mooncake, which connector mooncake needs "
+                             f"(built in from v{choice.profile.mooncake_from}: vllm-ascend's Dockerfile.a3 at that "
+                             f"tag)",
+                      hint="use a newer image, e.g. quay.io/ascend/vllm-ascend:v0.13.0-a3")
+
+
+def _version_path(c: Context, choice: ProfileChoice) -> tuple:
+    if choice.source == SOURCE_OVERRIDE:
+        return ("server_version",)
+    if choice.source == SOURCE_TAG or c.value(("image", "name"), str):
+        return ("image", "name")
+    return ("server",)
+
+
+def _removed_keys(c: Context, choice: ProfileChoice) -> Iterator[Problem]:
+    profile = choice.profile
+    for unit in c.groups:
+        config = c.value(unit.path + ("model", "additional_config"), dict) or {}
+        for key in config:
+            path = unit.path + ("model", "additional_config", key)
+            if key in profile.removed_additional_config:
+                yield Problem(path, f"additional_config.{key} is gone from vllm-ascend {profile.line} and silently "
+                                    f"ignored: {profile.removed_additional_config[key]}",
+                              hint=f"remove it ({choice.describe()})")
+            elif key in profile.renamed_additional_config:
+                new = profile.renamed_additional_config[key]
+                yield Problem(path, f"additional_config.{key} is called {new} in vllm-ascend {profile.line}",
+                              hint=f"write {new} ({choice.describe()})")
+
+
+def check_pd_traps(c: Context) -> Iterator[Problem]:
+    """What a P/D deployment of vllm-ascend refuses at start or serves wrong (each rule cites upstream)."""
+    if c.server != UPSTREAM:
+        return
+    yield from _visible_devices(c)
+    yield from _kv_port_range(c)
+    if c.mode != "disaggregated":
+        return
+    prefill = [u for u in c.groups if u.role == "prefill"]
+    decode = [u for u in c.groups if u.role == "decode"]
+    hybrid = _hybrid_model(c)
+    yield from _tp_order(c, prefill, decode)
+    yield from _speculative(c, prefill, decode, hybrid)
+    yield from _context_parallel(c, prefill, decode)
+    for unit in prefill + decode:
+        if c.value(unit.path + ("model", "additional_config", "enable_reduce_sample"), bool) is True:
+            yield Problem(unit.path + ("model", "additional_config", "enable_reduce_sample"),
+                          "reduce sampling garbles the output with P/D disaggregation (vllm-ascend #12827, #13469; "
+                          "#13543 turns it off when kv_role is not kv_both)", hint="remove enable_reduce_sample")
+        if hybrid and "--enable-prefix-caching" in _flags(c, unit):
+            yield Problem(unit.path + ("model", "extra_args"),
+                          "prefix caching with P/D fails for hybrid models such as Qwen3-Next and Qwen3.5 "
+                          "(vllm-ascend #7944; the P node hangs on a hit, #7722)",
+                          hint="remove --enable-prefix-caching: deployctl renders --no-enable-prefix-caching in P/D")
+
+
+def _hybrid_model(c: Context) -> bool:
+    names = (c.value(("model", "served_name"), str), c.value(("weights", "dest"), str),
+             c.value(("weights", "source"), str), c.value(("model", "family"), str))
+    return any(name and _HYBRID.search(name) for name in names)
+
+
+def _tp_order(c: Context, prefill: list, decode: list) -> Iterator[Problem]:
+    decode_tps = [tp for tp in (c.value(u.path + ("tp",), int) for u in decode) if tp is not None]
+    if not decode_tps:
+        return
+    for unit in prefill:
+        tp = c.value(unit.path + ("tp",), int)
+        if tp is not None and tp < max(decode_tps):
+            yield Problem(unit.path + ("tp",), f"prefill tp {tp} is smaller than decode tp {max(decode_tps)}: "
+                                               f"vllm-ascend's Mooncake connector refuses it ({MOONCAKE_TP_CHECK})",
+                          hint="give prefill a tp at least decode's (a multiple of it)")
+
+
+def _speculative(c: Context, prefill: list, decode: list, hybrid: bool) -> Iterator[Problem]:
+    """Upstream's P/D rule (HEAD:docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md:258-260):
+    prefill proposes 1 token while decode proposes 1 or more; hybrid models propose as many on both."""
+    specs = {id(u): c.value(u.path + ("speculative",), dict) for u in prefill + decode}
+    if not any(specs.values()):
+        return
+    first = next(u for u in prefill + decode if specs[id(u)])
+    for unit in prefill + decode:
+        spec = specs[id(unit)]
+        if spec is None:
+            if "speculative" not in unit.data:
+                yield Problem(unit.path, f"{_named(first)} uses speculative decoding but this {unit.role} group does "
+                                         f"not: in P/D both roles must (vllm-ascend's P/D tutorial)",
+                              hint=f"add speculative: {{method: {specs[id(first)].get('method')}, "
+                                   f"num_speculative_tokens: 1}}")
+            continue
+        if spec.get("method") != specs[id(first)].get("method"):
+            yield Problem(unit.path + ("speculative", "method"),
+                          f"method {spec.get('method')!r} differs from {_named(first)}'s "
+                          f"{specs[id(first)].get('method')!r}: prefill and decode run one speculative method")
+    tokens = {id(u): (specs[id(u)] or {}).get("num_speculative_tokens") for u in prefill + decode}
+    decode_tokens = [t for u in decode for t in [tokens[id(u)]] if isinstance(t, int)]
+    for unit in prefill:
+        n = tokens[id(unit)]
+        if not isinstance(n, int):
+            continue
+        path = unit.path + ("speculative", "num_speculative_tokens")
+        if hybrid and decode_tokens and n != decode_tokens[0]:
+            yield Problem(path, f"prefill proposes {n} speculative tokens, decode {decode_tokens[0]}: for a hybrid "
+                                f"model both must propose as many (vllm-ascend's P/D tutorial)")
+        elif not hybrid and n != 1:
+            yield Problem(path, f"prefill proposes {n} speculative tokens: in P/D the prefill proposes 1 and decode "
+                                f"1 or more (vllm-ascend's P/D tutorial)", hint="num_speculative_tokens: 1 on prefill")
+
+
+def _flags(c: Context, unit: Unit) -> list[str]:
+    """The flags a group's servers get through extra_args: the model's, then the group's."""
+    words = (c.value(("model", "extra_args"), list) or []) + (c.value(unit.path + ("model", "extra_args"), list) or [])
+    return [w.split("=", 1)[0] if isinstance(w, str) else "" for w in words]
+
+
+def _flag_value(c: Context, unit: Unit, flags: tuple[str, ...]) -> Optional[str]:
+    words = (c.value(("model", "extra_args"), list) or []) + (c.value(unit.path + ("model", "extra_args"), list) or [])
+    value = None
+    for i, word in enumerate(words):
+        name, eq, rest = str(word).partition("=")
+        if name in flags:
+            value = rest if eq else (str(words[i + 1]) if i + 1 < len(words) else None)
+    return value
+
+
+def _context_parallel(c: Context, prefill: list, decode: list) -> Iterator[Problem]:
+    """Prefill and decode groups agree on the context-parallel sizes (vllm-ascend #14322): the connector maps
+    each prefill rank's KV blocks onto the decode ranks by them."""
+    if not prefill:
+        return
+    first = prefill[0]
+    for role in ("prefill", "decode"):
+        flags = tuple(f for f, r in _CP_FLAGS.items() if r == role)
+        values = {id(u): _flag_value(c, u, flags) or "1" for u in prefill + decode}
+        for unit in decode:
+            if values[id(unit)] != values[id(first)]:
+                yield Problem(unit.path + ("model", "extra_args"),
+                              f"{role} context-parallel size {values[id(unit)]} here but {values[id(first)]} in "
+                              f"{_named(first)}: prefill and decode must agree (vllm-ascend #14322)",
+                              hint=f"pass the same {flags[0]} to both roles")
+
+
+def _servers_devices(c: Context, unit: Unit) -> Optional[int]:
+    """The NPUs one container of a group mounts: tp x its local ranks (external launch: one rank)."""
+    dp, tp = c.value(unit.path + ("dp",), int), c.value(unit.path + ("tp",), int)
+    hosts = c.value(unit.path + ("hosts",), list)
+    if dp is None or tp is None or not hosts or dp % len(hosts):
+        return None
+    launch = c.value(("topology", "dp_launch"), str) or "internal"
+    return tp * (1 if launch == "external" else dp // len(hosts))
+
+
+def _visible_devices(c: Context) -> Iterator[Problem]:
+    """A container mounts exactly its own NPUs and the runtime numbers them 0..n-1: a written value must name
+    those (vllm-ascend PR #12959 asks for it unset in this mode)."""
+    spec_value = c.value(("env", VISIBLE), (str, int))
+    for unit in c.groups:
+        own = c.value(unit.path + ("env", VISIBLE), (str, int))
+        value, path = (own, unit.path + ("env", VISIBLE)) if own is not None else (spec_value, ("env", VISIBLE))
+        count = _servers_devices(c, unit)
+        if value is None or count is None:
+            continue
+        words = str(value).replace(" ", "").split(",")
+        ids = [int(w) for w in words if w.isdigit()]
+        if len(ids) == len(words) and sorted(ids) == list(range(count)):
+            continue
+        shown = c.references.get(path, value)  # a ${VAR} is named, never its value
+        yield Problem(path, f"{VISIBLE}={shown} but each container of {_named(unit)} mounts exactly its own {count} "
+                            f"NPU(s), which the runtime numbers 0-{count - 1}: host ids never go in this variable",
+                      hint="leave it unset (vllm-ascend PR #12959): deployctl mounts exactly each server's devices")
+
+
+def _kv_port_range(c: Context) -> Iterator[Problem]:
+    """A written kv_port whose ports fall in Mooncake's random range fails now and then with "Address already
+    in use" (vllm-ascend #6455, #8938). validate reads the NPUs per host from requirements.cards."""
+    start, end = connector_port_range(c.cards)
+    for unit in c.groups:
+        base = c.value(unit.path + ("kv_port",), int)
+        dp, tp, hosts = (c.value(unit.path + (k,), t) for k, t in (("dp", int), ("tp", int), ("hosts", list)))
+        if base is None:
+            continue
+        used = (dp // len(hosts)) * tp if dp and tp and hosts and dp % len(hosts) == 0 else 1
+        if base < end and base + used > start:
+            yield Problem(unit.path + ("kv_port",),
+                          f"kv_port {base} lies inside Mooncake's random port range {start}-{end - 1} on "
+                          f"{c.cards}-NPU hosts (validate assumes requirements.cards: {c.cards}): it fails now and "
+                          f"then with 'Address already in use' (vllm-ascend #6455, #8938)",
+                          severity="warning", hint=f"use {end} or more, or leave kv_port out (default {end})")

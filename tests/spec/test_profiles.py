@@ -1,0 +1,83 @@
+"""Which vllm-ascend server profile a spec renders with, and why: server_version over the version probed in the
+image over the image tag over the newest (with a warning); and the packaged table itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from deployctl.spec.profiles import (
+    SOURCE_DEFAULT, SOURCE_OVERRIDE, SOURCE_PROBED, SOURCE_TAG, image_tag, parse_version, profiles, select_profile,
+    version_from_image,
+)
+
+
+def test_versions_order_rc_before_the_release_before_post():
+    assert parse_version("0.11.0rc1") < parse_version("0.11.0rc3") < parse_version("v0.11.0") < parse_version(
+        "0.11.0.post1") < parse_version("0.12.0rc1")
+    assert parse_version("0.13") == parse_version("0.13.0") and parse_version("0.13.x") is None
+    assert parse_version("v0.13.0rc1-a3") is None and parse_version("v0.13.0rc1-a3", prefix=True).kind == 0
+
+
+@pytest.mark.parametrize("image, tag, line", [
+    ("quay.io/ascend/vllm-ascend:v0.13.0rc1-a3", "v0.13.0rc1-a3", "0.13"),
+    ("quay.io/ascend/vllm-ascend:v0.11.0rc1", "v0.11.0rc1", "0.11"),
+    ("m.daocloud.io/quay.io/ascend/vllm-ascend:v0.23.0-a3-openeuler", "v0.23.0-a3-openeuler", "0.23"),
+    ("registry:5000/vllm-ascend:v0.18.0@sha256:" + "a" * 64, "v0.18.0", "0.18"),
+    ("quay.io/ascend/vllm-ascend:v0.14.0rc1", "v0.14.0rc1", "0.13"),  # the 0.13 line runs to v0.14.0rc1
+    ("quay.io/ascend/vllm-ascend:v0.20.2rc1", "v0.20.2rc1", "0.23"),
+])
+def test_the_image_tag_is_the_offline_hint(image, tag, line):
+    assert image_tag(image) == tag
+    choice = select_profile(image=image)
+    assert (choice.source, choice.shown, choice.profile.line, choice.warning) == (SOURCE_TAG, tag, line, None)
+    assert choice.describe().endswith(f"from the image tag {tag}")
+
+
+@pytest.mark.parametrize("image", ["quay.io/ascend/vllm-ascend:latest", "quay.io/ascend/vllm-ascend:main-a3",
+                                   "vllm-ascend", "localhost:5000/vllm-ascend", None])
+def test_an_unknown_version_takes_the_newest_profile_and_says_so(image):
+    assert version_from_image(image) is None
+    choice = select_profile(image=image)
+    assert choice.source == SOURCE_DEFAULT and choice.profile is profiles()[-1]
+    assert choice.profile.line in choice.warning and "unknown" in choice.warning
+
+
+def test_server_version_overrides_the_probed_version_which_overrides_the_tag():
+    image = "quay.io/ascend/vllm-ascend:v0.11.0rc1-a3"
+    assert select_profile("0.13", image, probed="0.18.0").source == SOURCE_OVERRIDE
+    assert select_profile("v0.13.0rc1", image).profile.line == "0.13"
+    probed = select_profile(None, image, probed="0.18.0")
+    assert (probed.source, probed.profile.line) == (SOURCE_PROBED, "0.18")
+    assert probed.describe().endswith("probed in the image: 0.18.0")
+    assert select_profile(None, image, probed="").source == SOURCE_TAG  # a probe that found nothing
+
+
+def test_versions_outside_the_table_take_the_nearest_line_with_a_warning():
+    old = select_profile("0.9.1")
+    assert old.profile is profiles()[0] and "older than every profile" in old.warning
+    new = select_profile("0.99.0")
+    assert new.profile is profiles()[-1] and "newer than every profile" in new.warning
+
+
+def test_mooncake_is_in_the_image_from_v0_11_0rc3():
+    assert not select_profile(image="x/vllm-ascend:v0.11.0rc2").has_mooncake
+    assert select_profile(image="x/vllm-ascend:v0.11.0rc3").has_mooncake
+    assert select_profile(image="x/vllm-ascend:latest").has_mooncake  # the newest line's images have it
+
+
+def test_the_table_has_every_line_the_issue_names_and_the_newest_upstream_tag():
+    lines = [p.line for p in profiles()]
+    assert lines == ["0.11", "0.13", "0.18", "0.23", "0.25"]  # newest tag in the mirror: v0.25.1rc1
+    for profile in profiles():
+        assert profile.kv_connector == "MooncakeConnectorV1" and profile.kv_connector_module_path is None
+        assert "/usr/local/lib" in profile.library_path and profile.shm_size == "16g"
+        assert set(profile.requires) >= {"cann", "torch", "torch_npu"} and profile.sources
+        assert not profile.start_rank_on_head_is_hybrid_lb  # every line pairs with a vLLM before 0.28
+    removed = {p.line: set(p.removed_additional_config) for p in profiles()}
+    assert removed["0.11"] == set() and all(
+        removed[line] == {"torchair_graph_config", "ascend_scheduler_config"} for line in ("0.13", "0.18", "0.23"))
+    assert profiles()[0].env_for("decode") == {} and profiles()[1].env_for("decode")["HCCL_OP_EXPANSION_MODE"] == "AIV"
+
+
+def test_the_table_is_read_once():
+    assert profiles() is profiles()

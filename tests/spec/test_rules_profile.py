@@ -1,0 +1,156 @@
+"""server vllm-ascend: what upstream refuses or silently ignores is a validate error (or warning) at its key,
+citing the upstream source: removed keys, Mooncake missing, the connector's tp check, speculative decoding in
+P/D, context parallel, reduce sampling, prefix caching for hybrid models, kv ports, ASCEND_RT_VISIBLE_DEVICES."""
+
+from __future__ import annotations
+
+from deployctl.spec.load import check_spec_text
+
+BASE = """version: 1
+name: pd
+server: vllm-ascend
+hosts:
+  node1: {address: 10.200.0.11}
+  node2: {address: 10.200.0.12}
+requirements: {cards: 16}
+image: {name: "quay.io/ascend/vllm-ascend:TAG"}
+weights: {dest: /mnt/weights/WEIGHTS}
+model: {served_name: NAME, max_model_len: 4096}
+topology:
+  mode: disaggregated
+  connector: mooncake
+  dp_launch: external
+  proxy: {host: node1, port: 8000}
+  prefill:
+    - {hosts: [node1], dp: 2, tp: PTP, port: 9100PREFILL}
+  decode:
+    - {hosts: [node2], dp: 4, tp: 4, port: 9100DECODE}
+"""
+
+
+def check(tag="v0.23.0-a3", prefill="", decode="", ptp=8, name="qwen3", weights="Qwen3-235B", head=""):
+    text = head + BASE.replace("TAG", tag).replace("PREFILL", prefill).replace("DECODE", decode).replace(
+        "PTP", str(ptp)).replace("NAME", name).replace("WEIGHTS", weights)
+    _, errors, warnings = check_spec_text(text)
+    return [(p.dotted_path, p.message) for p in errors], [(p.dotted_path, p.message) for p in warnings]
+
+
+def test_the_base_spec_is_valid_without_warnings():
+    assert check() == ([], [])
+
+
+def test_keys_a_profile_removed_are_errors_from_that_line_on():
+    config = ", model: {additional_config: {torchair_graph_config: {enabled: true}, ascend_scheduler_config: {}}}"
+    errors, _ = check(decode=config)
+    assert [path for path, _ in errors] == ["topology.decode[0].model.additional_config.torchair_graph_config",
+                                            "topology.decode[0].model.additional_config.ascend_scheduler_config"]
+    assert "#4814" in errors[0][1] and "#4623" in errors[1][1] and "silently ignored" in errors[0][1]
+    assert check(tag="v0.11.0", decode=config) == ([], [])  # v0.11 still reads them
+    errors, _ = check(tag="v0.11.0", decode=config, head='server_version: "0.13"\n')
+    assert len(errors) == 2  # server_version overrides the tag
+
+
+def test_mooncake_p_d_needs_an_image_that_has_mooncake():
+    errors, _ = check(tag="v0.11.0rc1-a3")
+    assert errors == [("image.name", "vllm-ascend v0.11.0rc1-a3 images have no Mooncake, which connector mooncake "
+                                     "needs (built in from v0.11.0rc3: vllm-ascend's Dockerfile.a3 at that tag)")]
+    assert check(tag="v0.11.0rc3") == ([], [])
+
+
+def test_a_version_deployctl_cannot_tell_is_a_warning_naming_the_profile_used():
+    _, warnings = check(tag="latest")
+    assert warnings == [("image.name", "the vllm-ascend version is unknown (no server_version, and the image tag "
+                                       "names none): the newest profile, vllm-ascend 0.25 (v0.24.0rc1 - v0.25.1rc1; "
+                                       "vLLM 0.25.1), applies")]
+    assert check(tag="latest", head='server_version: "0.23"\n') == ([], [])
+    errors, _ = check(head='server_version: 0.13\n')
+    assert errors == [("server_version", "0.13 should be a string, not a number")]
+
+
+def test_server_version_belongs_to_vllm_ascend():
+    text = BASE.replace("server: vllm-ascend", "server: vllm")
+    _, errors, _ = check_spec_text('server_version: "0.13"\n' + text)
+    assert ("server_version", "server_version picks a vllm-ascend profile; server vllm has none") in [
+        (p.dotted_path, p.message) for p in errors]
+
+
+def test_a_prefill_tp_smaller_than_decode_is_refused_as_the_mooncake_connector_refuses_it():
+    errors, _ = check(ptp=2)
+    assert errors[0][0] == "topology.prefill[0].tp"
+    assert errors[0][1].startswith("prefill tp 2 is smaller than decode tp 4: vllm-ascend's Mooncake connector "
+                                   "refuses it (vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py")
+    assert check(ptp=4) == ([], [])
+
+
+def test_speculative_decoding_in_p_d_prefill_proposes_one_decode_one_or_more():
+    mtp = ", speculative: {method: deepseek_mtp, num_speculative_tokens: N}"
+    assert check(prefill=mtp.replace("N", "1"), decode=mtp.replace("N", "3")) == ([], [])
+    errors, _ = check(prefill=mtp.replace("N", "2"), decode=mtp.replace("N", "2"))
+    assert errors == [("topology.prefill[0].speculative.num_speculative_tokens",
+                       "prefill proposes 2 speculative tokens: in P/D the prefill proposes 1 and decode 1 or more "
+                       "(vllm-ascend's P/D tutorial)")]
+    errors, _ = check(decode=mtp.replace("N", "1"))
+    assert errors[0][0] == "topology.prefill[0]" and "decode group 0 uses speculative decoding" in errors[0][1]
+    errors, _ = check(prefill=mtp.replace("N", "1"), decode=mtp.replace("N", "1").replace("deepseek_mtp", "eagle3"))
+    assert errors[0][0] == "topology.decode[0].speculative.method"
+
+
+def test_a_hybrid_model_proposes_as_many_on_both_roles():
+    mtp = ", speculative: {method: qwen3_next_mtp, num_speculative_tokens: N}"
+    hybrid = {"name": "qwen3-next", "weights": "Qwen3-Next-80B-A3B"}
+    assert check(prefill=mtp.replace("N", "2"), decode=mtp.replace("N", "2"), **hybrid) == ([], [])
+    errors, _ = check(prefill=mtp.replace("N", "1"), decode=mtp.replace("N", "2"), **hybrid)
+    assert errors[0][0] == "topology.prefill[0].speculative.num_speculative_tokens" and "hybrid" in errors[0][1]
+
+
+def test_prefix_caching_in_p_d_is_refused_for_hybrid_models_only():
+    on = ", model: {extra_args: [--enable-prefix-caching]}"
+    errors, _ = check(decode=on, name="qwen35", weights="Qwen3.5-397B-A17B")
+    assert errors == [("topology.decode[0].model.extra_args",
+                       "prefix caching with P/D fails for hybrid models such as Qwen3-Next and Qwen3.5 "
+                       "(vllm-ascend #7944; the P node hangs on a hit, #7722)")]
+    assert check(decode=on) == ([], [])
+
+
+def test_context_parallel_sizes_agree_between_prefill_and_decode():
+    errors, _ = check(prefill=", model: {extra_args: [--decode-context-parallel-size, '2']}")
+    assert errors == [("topology.decode[0].model.extra_args",
+                       "decode context-parallel size 1 here but 2 in prefill group 0: prefill and decode must agree "
+                       "(vllm-ascend #14322)")]
+    both = ", model: {extra_args: ['-dcp=2']}"
+    assert check(prefill=both, decode=", model: {extra_args: [--decode-context-parallel-size, '2']}") == ([], [])
+
+
+def test_reduce_sampling_is_refused_with_p_d():
+    errors, _ = check(decode=", model: {additional_config: {enable_reduce_sample: true}}")
+    assert errors[0][0] == "topology.decode[0].model.additional_config.enable_reduce_sample"
+    assert "#13469" in errors[0][1]
+
+
+def test_a_kv_port_inside_the_connectors_random_range_is_a_warning_naming_it():
+    errors, warnings = check(decode=", kv_port: 30000")
+    assert errors == [] and warnings == [(
+        "topology.decode[0].kv_port",
+        "kv_port 30000 lies inside Mooncake's random port range 20000-35999 on 16-NPU hosts (validate assumes "
+        "requirements.cards: 16): it fails now and then with 'Address already in use' (vllm-ascend #6455, #8938)")]
+    assert check(decode=", kv_port: 36200") == ([], [])
+
+
+def test_ascend_rt_visible_devices_must_name_the_containers_own_devices():
+    errors, _ = check(decode=", env: {ASCEND_RT_VISIBLE_DEVICES: '4,5,6,7'}")
+    assert errors == [("topology.decode[0].env.ASCEND_RT_VISIBLE_DEVICES",
+                       "ASCEND_RT_VISIBLE_DEVICES=4,5,6,7 but each container of decode group 0 mounts exactly its "
+                       "own 4 NPU(s), which the runtime numbers 0-3: host ids never go in this variable")]
+    assert check(decode=", env: {ASCEND_RT_VISIBLE_DEVICES: '3,2,1,0'}") == ([], [])
+    errors, _ = check(head="env: {ASCEND_RT_VISIBLE_DEVICES: '0,1,2,3'}\n")
+    assert [path for path, _ in errors] == ["env.ASCEND_RT_VISIBLE_DEVICES"]  # prefill's containers mount 8
+    text = "env: {ASCEND_RT_VISIBLE_DEVICES: '${DEVS}'}\n" + BASE.replace("TAG", "v0.23.0").replace(
+        "PREFILL", "").replace("DECODE", "").replace("PTP", "8").replace("NAME", "q").replace("WEIGHTS", "w")
+    _, errors, _ = check_spec_text(text, environ={"DEVS": "8,9,10,11,12,13,14,15"})
+    assert [p.message for p in errors if "8,9" in p.message] == [] and any("${DEVS}" in p.message for p in errors)
+
+
+def test_shm_size_is_a_size_docker_takes():
+    assert check(head="container: {shm_size: 32g}\n", decode=", container: {shm_size: 512m}") == ([], [])
+    errors, _ = check(decode=", container: {shm_size: 1.5GB}")
+    assert errors == [("topology.decode[0].container.shm_size", "'1.5GB' is not a size docker's --shm-size takes")]
