@@ -92,11 +92,11 @@ def test_deployctls_own_pod_ip_stays_a_reference_and_the_spec_values_are_escaped
     assert leader["env"][0] == {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
     assert env["HCCL_IF_IP"]["value"] == "$(POD_IP)"
     assert env["GROUP_VALUE"]["value"] == "$$(HOME)"
-    command = leader["command"]
+    command = leader["args"]  # vllm-ascend runs through the image's entrypoint: args, not command
     assert command[command.index("--data-parallel-address") + 1] == "$(POD_IP)"
     assert "--x=$$(HOME)" in command
     # The worker's `sh -c` script: the shell gets the word quoted and whole, the kubelet leaves it alone.
     worker = shape["workerTemplate"]["spec"]["containers"][0]
-    script = expand(worker["command"][2], {"POD_IP": "10.1.2.3", "HOME": "/root"})
+    script = expand(worker["args"][2], {"POD_IP": "10.1.2.3", "HOME": "/root"})
     assert shlex.quote("--x=$(HOME)") in script and "/root" not in script
     assert {e["name"]: e for e in worker["env"]}["GROUP_VALUE"]["value"] == "$$(HOME)"
