@@ -467,18 +467,18 @@ def test_empty_answers_knob_answers_200_with_no_body(start):
     assert server.request("GET", "/health") == (200, b"")
 
 
-def metric(server, name: str) -> float:
-    """One engine-0 series of the server's /metrics."""
+def metric(server, name: str, engine: str = "0") -> float:
+    """One engine's series of the server's /metrics."""
     status, text = server.request("GET", "/metrics")
     assert status == 200
-    prefix = name + '{model_name="qwen",engine="0"} '
+    prefix = name + '{model_name="qwen",engine="%s"} ' % engine
     return float(next(line[len(prefix):] for line in text.decode().splitlines() if line.startswith(prefix)))
 
 
-def wait_metric(server, name: str, value: float) -> None:
+def wait_metric(server, name: str, value: float, engine: str = "0") -> None:
     deadline = time.monotonic() + EVENT_TIMEOUT_S
-    while metric(server, name) != value:
-        assert time.monotonic() < deadline, f"{name} never {value}"
+    while metric(server, name, engine) != value:
+        assert time.monotonic() < deadline, f"{name} of engine {engine} never {value}"
         time.sleep(0.005)  # a poll interval
 
 
