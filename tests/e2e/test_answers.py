@@ -4,8 +4,14 @@ without /etc/hccn.conf (its answers have other tokens, vllm-ascend #7711) and a 
 
 from __future__ import annotations
 
+import pytest
+
 from tests.e2e.conftest import container_ids
 from tests.e2e.test_vllm_ascend import spec
+
+# server vllm-ascend deployed for real: fails at `up` where the renderer still writes the launch the real stack (and so
+# the stand-in) refuses; see tests/e2e/test_vllm_ascend.py (issue 29)
+pytestmark = pytest.mark.needs_issue29_renderer
 
 PD = """topology:
   mode: disaggregated

@@ -4,8 +4,14 @@ wrong tokens). `up` catches it from inside the container, names it, and rolls ba
 
 from __future__ import annotations
 
+import pytest
+
 from tests.e2e.conftest import container_ids
 from tests.e2e.test_vllm_ascend import MIXED_ONE_HOST, spec
+
+# server vllm-ascend deployed for real: fails at `up` where the renderer still writes the launch the real stack (and so
+# the stand-in) refuses; see tests/e2e/test_vllm_ascend.py (issue 29)
+pytestmark = pytest.mark.needs_issue29_renderer
 
 HOST = "tb4"
 

@@ -3,7 +3,13 @@ any change); once the deployment runs, its own ports pass."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.e2e.test_vllm_ascend import MIXED_ONE_HOST, spec
+
+# server vllm-ascend deployed for real: fails at `up` where the renderer still writes the launch the real stack (and so
+# the stand-in) refuses; see tests/e2e/test_vllm_ascend.py (issue 29)
+pytestmark = pytest.mark.needs_issue29_renderer
 
 LISTEN = ("import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
           "s.bind(('0.0.0.0', 30000)); s.listen(); print('listening', flush=True); time.sleep(600)")
