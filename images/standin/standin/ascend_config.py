@@ -188,9 +188,9 @@ def _kv_config(doc: dict, dp: int, tp: int, problems: List[str]) -> Optional[KvC
 
 def connector_module(doc: dict, version: Emulated, env: Mapping[str, str]) -> Tuple[Optional[str], Optional[str]]:
     """(module, None) for the connector module vLLM loads for this --kv-transfer-config, or (None, why it fails
-    to load), as KVConnectorFactory.get_connector_class does it in the emulated vLLM: from vLLM #38301 the module
-    path is imported first (0.23.0 vllm/distributed/kv_transfer/kv_connector/factory.py:96-128), before that
-    only a name missing from the registry falls back to it (0.18.0 factory.py:110-118; 0.11.0 the same)."""
+    to load), as KVConnectorFactory does it in the emulated vLLM (vllm/distributed/kv_transfer/kv_connector/
+    factory.py): from vLLM #38301 the module path is imported first (0.23.0 :96-127), before that only a name
+    missing from the registry falls back to it (0.18.0 :110-122, 0.11.0 :64-78)."""
     release = version.release
     name, path = doc.get("kv_connector"), doc.get("kv_connector_module_path")
     if version.module_path_first:
@@ -209,9 +209,9 @@ def connector_module(doc: dict, version: Emulated, env: Mapping[str, str]) -> Tu
             return None, f"ModuleNotFoundError: No module named '{module}'"
         return None, f"kv_connector_module_path {module!r}: not a module the stand-in plays"
     if cls not in release.modules[module]:
-        if version.module_path_first:  # factory.py:109-113 (0.23.0)
+        if version.vllm_tuple >= (0, 13):  # factory.py 0.23.0 :108-113, 0.13.0 :117-122
             return None, f"AttributeError: Class {cls} not found in {module}"
-        return None, f"AttributeError: module '{module}' has no attribute '{cls}'"
+        return None, f"AttributeError: module '{module}' has no attribute '{cls}'"  # 0.11.0 :77, a bare getattr
     if not release.mooncake:
         # the connector module imports `mooncake.engine` (v0.11.0rc1 vllm_ascend/distributed/
         # mooncake_connector.py:23); the image has no Mooncake

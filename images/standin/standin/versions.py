@@ -16,7 +16,7 @@ VersionTuple = Tuple[int, ...]
 # vllm-ascend's Mooncake P2P connector module before and after the move in vllm-ascend #5719 (first in
 # v0.14.0rc1): vllm_ascend/distributed/mooncake_connector.py -> .../kv_transfer/kv_p2p/mooncake_connector.py.
 # Neither ever defined a class named MooncakeConnectorV1: that is only the registry name (v0.11.0
-# vllm_ascend/distributed/__init__.py:28-30, v0.23.0 vllm_ascend/distributed/kv_transfer/__init__.py:29-31).
+# vllm_ascend/distributed/__init__.py:28-30, v0.23.0 vllm_ascend/distributed/kv_transfer/__init__.py:29-30).
 OLD_MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
 NEW_MOONCAKE_MODULE = "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
 MOONCAKE_CLASSES = ("MooncakeConnector", "MooncakeConnectorScheduler", "MooncakeConnectorWorker",
@@ -37,7 +37,7 @@ class Release:
 
 
 def _old_layout(mooncake: bool, name: str, vllm: str, unread=()) -> Release:
-    # v0.11.0 and v0.13.0: vllm_ascend/distributed/__init__.py:28-40 (v0.13.0: 23-40) registers these names.
+    # v0.11.0 and v0.13.0: vllm_ascend/distributed/__init__.py:28-40 (v0.13.0: :23-40) registers these names.
     return Release(
         name=name, vllm=vllm, mooncake=mooncake, mooncake_lib_in_shell_only=False,
         registry={"MooncakeConnectorV1": (OLD_MOONCAKE_MODULE, "MooncakeConnector"),
@@ -50,7 +50,8 @@ def _old_layout(mooncake: bool, name: str, vllm: str, unread=()) -> Release:
 
 
 def _new_layout(name: str, vllm: str, hybrid_connector: bool) -> Release:
-    # v0.18.0 and v0.23.0: vllm_ascend/distributed/kv_transfer/__init__.py:29-45 registers these names.
+    # v0.18.0 and v0.23.0: vllm_ascend/distributed/kv_transfer/__init__.py registers these names (MooncakeConnectorV1
+    # :29-30 in both, MooncakeLayerwiseConnector v0.18.0 :45-49, v0.23.0 :51-55).
     registry = {"MooncakeConnectorV1": (NEW_MOONCAKE_MODULE, "MooncakeConnector"),
                 "MooncakeLayerwiseConnector": ("vllm_ascend.distributed.kv_transfer.kv_p2p."
                                                "mooncake_layerwise_connector", "MooncakeLayerwiseConnector")}
@@ -106,7 +107,7 @@ class Emulated:
     @property
     def module_path_first(self) -> bool:
         """vLLM's KVConnectorFactory imports kv_connector_module_path before it looks at its registry (vLLM
-        #38301): in 0.23.0's vllm/distributed/kv_transfer/kv_connector/factory.py:105-108 (0.33.0: 106-108), not
+        #38301): in 0.23.0's vllm/distributed/kv_transfer/kv_connector/factory.py:105-107 (0.33.0: :106-108), not
         yet in 0.18.0's (factory.py:110 asks the registry first)."""
         return self.vllm_tuple >= (0, 23)
 
