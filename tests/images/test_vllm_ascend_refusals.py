@@ -17,8 +17,13 @@ from tests.images.test_vllm_ascend_standin import (STANDIN, free_run, kv_config,
                                                    start, weights, wait_metric)
 from tests.ports import free_port, free_ports
 
+# the stand-in's own modules (standard library only); its directory leaves sys.path at once, since it also holds a
+# stub `vllm` package that must not shadow a real one for other tests
 sys.path.insert(0, str(STANDIN))
-from standin import serve_flags, versions  # noqa: E402  (the stand-in's own modules, stdlib only)
+try:
+    from standin import serve_flags, versions  # noqa: E402
+finally:
+    sys.path.remove(str(STANDIN))
 
 OLD_MODULE = "vllm_ascend.distributed.mooncake_connector"
 NEW_MODULE = "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
