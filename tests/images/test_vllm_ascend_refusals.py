@@ -63,6 +63,19 @@ def test_the_release_played_comes_from_the_environment_and_defaults_to_the_newes
         versions.emulated({"STANDIN_VLLM_VERSION": "0.24.0"})
 
 
+def test_the_release_played_shows_where_the_real_image_shows_its_versions(start):
+    import subprocess
+
+    port = free_port()
+    server = start(serve_args(port), [0], env=release("v0.11.0"), port=port)
+    server.wait_line("startup complete: serving on")
+    assert server.json("GET", "/version") == (200, {"version": "0.11.0"})  # vLLM's /version
+    probe = "import vllm, vllm_ascend._version as a; print(vllm.__version__, a.__version__)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(STANDIN), "STANDIN_VLLM_ASCEND_VERSION": "v0.18.0"}).stdout
+    assert out.split() == ["0.18.0", "0.18.0"]
+
+
 def test_an_unknown_release_is_refused_at_start(start):
     assert "is not one the stand-in plays" in refusal(start(serve_args(free_port()), [0], env=release("v0.9.1")))
 

@@ -53,6 +53,7 @@ class App:
         self._count = 0
         self._generations = 0
         self._created = int(time.time())
+        self.version = "0.0.0+standin"  # GET /version; vLLM answers its own version there
 
     def _next_id(self) -> str:
         self._count += 1
@@ -79,7 +80,7 @@ class App:
         elif req.path == "/metrics":
             writer.write(self._metrics(req.keep_alive))
         elif req.path == "/version":
-            writer.write(json_response(200, {"version": "0.0.0+standin"}, req.keep_alive))
+            writer.write(json_response(200, {"version": self.version}, req.keep_alive))
         elif req.path == "/standin/info":
             writer.write(json_response(200, self.info(), req.keep_alive))
         elif req.method == "DELETE":

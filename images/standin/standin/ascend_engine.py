@@ -168,6 +168,8 @@ class AscendApp(App):
         super().__init__(config.base, AscendEngine(config))
         self.ascend = config
         self.kv_ports = kv_ports
+        if config.version is not None:
+            self.version = config.version.vllm
 
     def info(self) -> dict:
         doc = super().info()
