@@ -224,11 +224,11 @@ def connector_module(doc: dict, version: Emulated, env: Mapping[str, str]) -> Tu
     return module, None
 
 
-def connector_problems(kv: KvConfig, version: Emulated, env: Mapping[str, str], knobs_hccn: str,
+def connector_problems(kv: KvConfig, version: Emulated, env: Mapping[str, str], hccn_conf: str,
                        seen: Tuple[str, ...], ports: Tuple[int, ...], ip: str) -> List[str]:
     """Why the Mooncake connector's worker fails to start: its module does not load, prefill tp < decode tp,
     or a kv port inside Mooncake's own port range."""
-    module, why = connector_module(kv.doc, version, env)
+    _, why = connector_module(kv.doc, version, env)
     if why is not None:
         return [why]
     problems = []
@@ -239,7 +239,7 @@ def connector_problems(kv: KvConfig, version: Emulated, env: Mapping[str, str], 
         # layerwise and hybrid connectors alike)
         problems.append(f"ValueError: prefill_tp_size: {prefill['tp_size']} must be greater than or equal to the "
                         f"decode_tp_size: {decode['tp_size']}")
-    npus = npus_per_node(knobs_hccn, seen)
+    npus = npus_per_node(hccn_conf, seen)
     top = MOONCAKE_PORT_BASE + npus * MOONCAKE_PORTS_PER_NPU
     inside = [p for p in ports if MOONCAKE_PORT_BASE <= p < top]
     if inside:
