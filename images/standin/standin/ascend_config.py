@@ -77,7 +77,8 @@ class AscendConfig:
     @property
     def fronted_ranks(self) -> Tuple[int, ...]:
         """The DP ranks (vLLM's engine indexes) behind this API server: an external or hybrid launch its own
-        ones, an internal launch's head all of them."""
+        ones, an internal launch's head all of them ("Client manages local+remote EngineCores in pure internal LB
+        case", 0.23.0 vllm/v1/engine/core_client.py:597-602; its stat loggers label these, async_llm.py:160)."""
         a = self.args
         return a.ranks if a.external or self.hybrid_lb else tuple(range(a.dp))
 
