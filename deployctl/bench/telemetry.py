@@ -14,12 +14,16 @@ from deployctl.spec.model import Spec
 
 NVIDIA_QUERY = ("nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,memory.total,temperature.gpu",
                 "--format=csv,noheader,nounits")
-# vLLM v1's names first; v0 called the KV-cache gauge gpu_cache_usage_perc
+# vLLM v1's names first; v0 called the KV-cache gauge gpu_cache_usage_perc. An API server fronting several DP
+# engines (internal DP) writes one label set per engine (label `engine`, vllm/v1/metrics/loggers.py), so each field
+# says how its engines add up to the server: requests and preemptions are counts and add up; KV-cache usage is a
+# fraction of each engine's own cache, and the fullest engine is the one that queues and preempts (the knee's
+# "KV cache full"), so the server reads as its maximum, never as a sum (two engines at 60 % are not 120 %).
 ENGINE_METRICS = {
-    "running": ("vllm:num_requests_running",),
-    "waiting": ("vllm:num_requests_waiting",),
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-    "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
+    "running": (("vllm:num_requests_running",), sum),
+    "waiting": (("vllm:num_requests_waiting",), sum),
+    "kv_cache_usage": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), max),
+    "preemptions": (("vllm:num_preemptions_total", "vllm:num_preemptions"), sum),
 }
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)")
 
@@ -94,26 +98,27 @@ def parse_devices(text: str, platform: str) -> tuple[Device, ...]:
                         _float(chip.temp_c)) for chip in info.chips)
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Metric name -> value, summed over label sets (one engine serves one model)."""
-    out: dict[str, float] = {}
+def parse_prometheus(text: str) -> dict[str, list[float]]:
+    """Metric name -> the value of each of its label sets, in order (one per engine behind the server)."""
+    out: dict[str, list[float]] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
         match = _SAMPLE.match(line)
         value = _number(match["value"]) if match else None
         if match and value is not None:
-            out[match["name"]] = out.get(match["name"], 0.0) + value
+            out.setdefault(match["name"], []).append(value)
     return out
 
 
 def parse_engine(instance: str, text: str) -> Engine:
+    """One server's /metrics as one Engine: each field its engines combined as ENGINE_METRICS says."""
     metrics = parse_prometheus(text)
 
-    def first(names):
-        return next((metrics[n] for n in names if n in metrics), None)
+    def first(names, combine):
+        return next((float(combine(metrics[n])) for n in names if n in metrics), None)
 
-    return Engine(instance, **{field: first(names) for field, names in ENGINE_METRICS.items()})
+    return Engine(instance, **{field: first(names, combine) for field, (names, combine) in ENGINE_METRICS.items()})
 
 
 def parse_tick(spec: Spec, host: str, t: float, outputs: Sequence[tuple[int, str]]) -> Sample:

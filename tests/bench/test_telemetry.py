@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from deployctl.bench.knee import explain_knee
-from deployctl.bench.telemetry import (Device, Engine, Sample, parse_devices, parse_prometheus, parse_tick,
-                                       summarize_telemetry, telemetry_commands)
+from deployctl.bench.telemetry import (Device, Engine, Sample, parse_devices, parse_engine, parse_prometheus,
+                                       parse_tick, summarize_telemetry, telemetry_commands)
 from tests.plan.test_containers import PD, spec as pd_spec
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
@@ -38,9 +38,32 @@ def test_npu_smi_rows_and_nvidia_smi_csv_become_devices():
     assert parse_devices("dcmi module initialize failed. ret is -8005\n", "ascend") == ()
 
 
-def test_prometheus_text_sums_label_sets_and_skips_nan_and_comments():
-    assert parse_prometheus(METRICS) == {"vllm:num_requests_running": 4.0, "vllm:num_requests_waiting": 1.0,
-                                         "vllm:kv_cache_usage_perc": 1.0, "vllm:num_preemptions_total": 7.0}
+def test_prometheus_text_keeps_each_label_sets_value_and_skips_nan_and_comments():
+    assert parse_prometheus(METRICS) == {"vllm:num_requests_running": [4.0], "vllm:num_requests_waiting": [1.0],
+                                         "vllm:kv_cache_usage_perc": [1.0], "vllm:num_preemptions_total": [7.0]}
+    assert parse_prometheus(TWO_ENGINES)["vllm:kv_cache_usage_perc"] == [0.6, 0.6]
+
+
+# An API server with internal DP fronts several engines: vLLM writes one label set per engine index
+# (vllm/v1/metrics/loggers.py: labelnames ["model_name", "engine"]).
+TWO_ENGINES = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="tiny",engine="0"} 3.0
+vllm:num_requests_running{model_name="tiny",engine="1"} 2.0
+vllm:num_requests_waiting{model_name="tiny",engine="0"} 1.0
+vllm:num_requests_waiting{model_name="tiny",engine="1"} 0.0
+vllm:kv_cache_usage_perc{model_name="tiny",engine="0"} 0.6
+vllm:kv_cache_usage_perc{model_name="tiny",engine="1"} 0.6
+vllm:num_preemptions_total{model_name="tiny",engine="0"} 2.0
+vllm:num_preemptions_total{model_name="tiny",engine="1"} 5.0
+"""
+
+
+def test_a_server_with_several_engines_reads_as_its_fullest_engine_and_its_summed_requests():
+    engine = parse_engine("tiny-mixed0", TWO_ENGINES)
+    # two engines at 60 % KV cache are a server at 60 %, not 120 % ("KV cache full"); requests add up
+    assert engine == Engine("tiny-mixed0", running=5.0, waiting=1.0, kv_cache_usage=0.6, preemptions=7.0)
+    busy = TWO_ENGINES.replace('engine="1"} 0.6', 'engine="1"} 0.97')
+    assert parse_engine("tiny-mixed0", busy).kv_cache_usage == 0.97  # one full engine is what the knee needs
 
 
 def test_a_tick_parses_into_a_sample_and_an_engine_that_did_not_answer_is_a_gap():

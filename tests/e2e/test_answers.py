@@ -4,8 +4,10 @@ without /etc/hccn.conf (its answers have other tokens, vllm-ascend #7711) and a 
 
 from __future__ import annotations
 
+
 from tests.e2e.conftest import container_ids
 from tests.e2e.test_vllm_ascend import spec
+
 
 PD = """topology:
   mode: disaggregated

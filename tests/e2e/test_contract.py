@@ -4,8 +4,10 @@ wrong tokens). `up` catches it from inside the container, names it, and rolls ba
 
 from __future__ import annotations
 
+
 from tests.e2e.conftest import container_ids
 from tests.e2e.test_vllm_ascend import MIXED_ONE_HOST, spec
+
 
 HOST = "tb4"
 

@@ -3,7 +3,9 @@ any change); once the deployment runs, its own ports pass."""
 
 from __future__ import annotations
 
+
 from tests.e2e.test_vllm_ascend import MIXED_ONE_HOST, spec
+
 
 LISTEN = ("import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
           "s.bind(('0.0.0.0', 28000)); s.listen(); print('listening', flush=True); time.sleep(600)")

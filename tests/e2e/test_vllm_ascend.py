@@ -1,6 +1,13 @@
 """server vllm-ascend on the test bed (issue 21): hosts with 16 emulated NPUs and a named NIC each; the stand-in
 refuses a wrong rank, device slice, address, port, kv port or connector size, and its proxy routes prefill ->
-decode, so a green `up` proves the derivation end to end."""
+decode, so a green `up` proves the derivation end to end.
+
+Issue 29: the stand-in now refuses what the real vLLM + vllm-ascend refuse (images/standin/README.md), and the bed
+holds one stand-in image per vllm-ascend release; these shapes run on more than one (`:latest` = v0.23.0, v0.11.0,
+and vLLM 0.33 under v0.23.0 for the head-node rule that changed in vLLM 0.28). The old launch (host ids in
+ASCEND_RT_VISIBLE_DEVICES, kv_connector_module_path vllm_ascend.distributed.mooncake_connector, no --shm-size,
+kv ports from 30000 on 16-NPU hosts, `--entrypoint vllm`, a start rank on the internal head) fails at `up` here
+with the stand-in's refusal, as a real deployment would."""
 
 from __future__ import annotations
 
@@ -9,8 +16,13 @@ import pytest
 from tests.e2e.conftest import MODEL, container_ids, http_json
 from tests.testbed import layout
 
-def spec(bed, name, topology, hosts, cards=16):
-    extra = f"server: vllm-ascend\nrequirements: {{cards: {cards}}}\n" + MODEL
+
+V0_11 = layout.standin_image("v0.11.0")
+NEWER_VLLM = "{STANDIN_VLLM_VERSION: '0.33.0'}"  # vLLM >= 0.28 under the newest vllm-ascend (standin/versions.py)
+
+
+def spec(bed, name, topology, hosts, cards=16, image=layout.STANDIN_IMAGE):
+    extra = f"server: vllm-ascend\nrequirements: {{cards: {cards}}}\n" + MODEL.replace(layout.STANDIN_IMAGE, image)
     return bed.spec_yaml(name, topology, hosts_used=hosts, extra=extra)
 
 
@@ -46,9 +58,9 @@ PD_EXTERNAL = """topology:
 """
 
 
-def pd_spec(bed, dp=8, seqs=8):
+def pd_spec(bed, dp=8, seqs=8, image=layout.STANDIN_IMAGE):
     topology = PD_EXTERNAL.replace("DECODE_DP", str(dp)).replace("SEQS", str(seqs))
-    return spec(bed, "e2e-va-pd", topology, ["tb1", "tb2", "tb3"])
+    return spec(bed, "e2e-va-pd", topology, ["tb1", "tb2", "tb3"], image=image)
 
 
 def test_pd_external_serves_through_the_proxy_reruns_nothing_and_replaces_only_what_changes(cards16, deployctl):
@@ -119,6 +131,21 @@ def test_pd_external_serves_through_the_proxy_reruns_nothing_and_replaces_only_w
         assert code == 0, err
 
 
+def test_pd_external_serves_through_the_proxy_on_the_v0_11_release(cards16, deployctl):
+    bed = cards16
+    path = deployctl.write(pd_spec(bed, dp=4, image=V0_11))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        assert doc["smoke"]["e2e-va-pd-proxy"]
+        prefill = http_json(bed, "tb1", 9300, "/standin/info")
+        assert (prefill["vllm_ascend_version"], prefill["vllm_version"]) == ("v0.11.0", "0.11.0")
+        assert http_json(bed, "tb1", 8300, "/healthcheck") == {"status": "ok", "prefill_instances": 2,
+                                                               "decode_instances": 4}
+    finally:
+        assert deployctl("down", path, "--yes")[0] == 0
+
+
 MIXED_ONE_HOST = """topology:
   mode: mixed
   groups:
@@ -160,9 +187,15 @@ MIXED_TWO_HOSTS = """topology:
 """
 
 
-def test_mixed_two_hosts_internal_launch_runs_the_second_headless(cards16, deployctl):
+@pytest.mark.parametrize("image, group_env", [
+    (layout.STANDIN_IMAGE, ""),
+    (V0_11, ""),
+    (layout.STANDIN_IMAGE, ", env: " + NEWER_VLLM),  # from vLLM 0.28 a start rank on the head means hybrid LB
+], ids=["v0.23.0", "v0.11.0", "v0.23.0-vllm0.33"])
+def test_mixed_two_hosts_internal_launch_runs_the_second_headless(cards16, deployctl, image, group_env):
     bed = cards16
-    path = deployctl.write(spec(bed, "e2e-va-int", MIXED_TWO_HOSTS, ["tb2", "tb3"]))
+    topology = MIXED_TWO_HOSTS.replace("port: 8320}", f"port: 8320{group_env}}}")
+    path = deployctl.write(spec(bed, "e2e-va-int", topology, ["tb2", "tb3"], image=image))
     try:
         code, doc = deployctl.json("plan", path, "--skip", "weights")
         assert code == 0, doc
@@ -177,7 +210,7 @@ def test_mixed_two_hosts_internal_launch_runs_the_second_headless(cards16, deplo
         code, doc = deployctl.json("up", path, "--skip", "weights")
         assert code == 0, doc
         info = http_json(bed, "tb2", 8320, "/standin/info")
-        assert info["dp_ranks"] == [0, 1, 2, 3] and info["dp"] == 4
+        assert info["dp_ranks"] == [0, 1, 2, 3] and info["dp"] == 4 and not info["hybrid_lb"]
         status = {row["name"]: row for row in deployctl.json("status", path)[1]["instances"]}
         assert status["e2e-va-int-mixed0-tb2"]["healthy"] and status["e2e-va-int-mixed0-tb3"]["state"] == "running"
         assert status["e2e-va-int-mixed0-tb3"]["port"] is None

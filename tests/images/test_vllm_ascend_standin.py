@@ -27,11 +27,17 @@ NET = {"HCCL_IF_IP": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo", "TP_SOCKET_IFNAME"
 EVENT_TIMEOUT_S = 20
 
 
+# The stand-in's emulated hosts have at most 8 NPUs here (davinci0-7, one card in hccn.conf): Mooncake's own port
+# range is then [20000, 28000), which a kv port must stay out of (see test_kv_port_in_mooncakes_range_refused).
+MOONCAKE_TOP_8 = 28000
+
+
 def free_run(count: int) -> int:
-    """A base port with `count` consecutive ports free on every address (the connector binds a run)."""
+    """A base port with `count` consecutive ports free on every address (the connector binds a run), above
+    Mooncake's own range and below the ephemeral range."""
     low, _ = _ephemeral_range()
     for _ in range(200):
-        base = random.randrange(max(1024, low - 12000), low - count)
+        base = random.randrange(max(1024, MOONCAKE_TOP_8, low - 12000), low - count)
         with ExitStack() as held:
             try:
                 for port in range(base, base + count):
@@ -105,11 +111,13 @@ def start(tmp_path, weights):
             (dev / f"davinci{d}").touch()
         hccn = tmp_path / "hccn.conf"  # HCCL's NIC table, as /etc/hccn.conf is mounted on a real host
         hccn.write_text("address_0=10.201.1.10\n")
+        # as the image's own shell set-up leaves it (Mooncake's library directory on the path), and a /dev/shm as
+        # large as the disk under tmp_path; ASCEND_RT_VISIBLE_DEVICES unset, as for a container that mounts
+        # exactly its devices
         full_env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(STANDIN), "PYTHONDONTWRITEBYTECODE": "1",
                     "STANDIN_PYTHON": sys.executable, "STANDIN_STARTUP_S": "0", "STANDIN_DEV_DIR": str(dev),
-                    "STANDIN_HCCN_CONF": str(hccn), **NET, **(env or {})}
-        if devices and "ASCEND_RT_VISIBLE_DEVICES" not in full_env:
-            full_env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(map(str, devices))
+                    "STANDIN_HCCN_CONF": str(hccn), "STANDIN_SHM_DIR": str(tmp_path),
+                    "LD_LIBRARY_PATH": "/usr/local/lib", **NET, **(env or {})}
         full_env = {k: v for k, v in full_env.items() if v is not None}
         log = tmp_path / f"proc-{len(procs)}.log"
         argv = [*command, *([str(weights)] if command == VLLM else []), *map(str, args)]
@@ -142,8 +150,8 @@ def serve_args(port=None, tp=1, dp=1, rank=None, local=None, start_rank=None, rp
 
 
 def kv_config(role, kv_port, engine, prefill=(2, 1), decode=(2, 1)):
+    # as current vllm-ascend tutorials write it: no kv_connector_module_path (see test_kv_connector_module_path)
     return {"kv_connector": "MooncakeConnectorV1",
-            "kv_connector_module_path": "vllm_ascend.distributed.mooncake_connector",
             "kv_role": role, "kv_port": str(kv_port), "engine_id": engine,
             "kv_connector_extra_config": {"prefill": {"dp_size": prefill[0], "tp_size": prefill[1]},
                                           "decode": {"dp_size": decode[0], "tp_size": decode[1]}}}
@@ -258,9 +266,37 @@ def test_master_address_must_be_its_own(start):
 
 def test_visible_device_count_must_be_tp_times_local_ranks(start):
     proc = start(serve_args(free_port(), tp=2, dp=2, local=2, start_rank=0, rpc=free_port()), [0, 1])
-    assert refusal(proc) == ("2 visible device(s) (0,1) but --tensor-parallel-size x local DP ranks needs 4")
-    proc = start(serve_args(free_port(), tp=2), [4, 5], env={"ASCEND_RT_VISIBLE_DEVICES": "4,6"})
-    assert refusal(proc) == "ASCEND_RT_VISIBLE_DEVICES=4,6 but the container's NPU devices are davinci4, davinci5"
+    assert refusal(proc) == ("2 NPU device(s) visible (davinci0, davinci1) but --tensor-parallel-size x local DP "
+                             "ranks needs 4: open device 2 failed, runtime result = 107001")
+
+
+def test_without_ascend_rt_visible_devices_a_container_uses_the_nodes_it_mounts(start):
+    port = free_port()
+    proc = start(serve_args(port, tp=4), [8, 9, 10, 11], port=port)  # host ids: a rank's slice of a 16-NPU host
+    proc.wait_line("startup complete: serving on")
+    info = proc.json("GET", "/standin/info")[1]
+    assert info["devices"] == [8, 9, 10, 11] and info["env"].get("ASCEND_RT_VISIBLE_DEVICES") is None
+
+
+def test_host_ids_in_ascend_rt_visible_devices_fail_as_cann_does(start):
+    # the container sees 4 NPUs, numbered 0..3 by the runtime: the host's ids 8-11 are out of range (gpustack #3352)
+    proc = start(serve_args(free_port(), tp=4), [8, 9, 10, 11], env={"ASCEND_RT_VISIBLE_DEVICES": "8,9,10,11"})
+    reason = refusal(proc)
+    assert "aclrtGetDeviceCount(&device_count), error code is 207004" in reason, reason
+    assert reason.endswith("EE1001: The argument is invalid.Reason: set ASCEND_RT_VISIBLE_DEVICES:8,9,10,11 error, "
+                           "input data rang[0-4)"), reason
+
+
+def test_container_local_ids_select_among_the_mounted_nodes(start):
+    port = free_port()
+    proc = start(serve_args(port, tp=2), [8, 9, 10, 11], env={"ASCEND_RT_VISIBLE_DEVICES": "2,3"}, port=port)
+    proc.wait_line("startup complete: serving on")
+    assert proc.json("GET", "/standin/info")[1]["devices"] == [10, 11]
+    # an id past the container's devices is dropped (vllm-ascend #10227): one device left for a tp of 2
+    short = start(serve_args(free_port(), tp=2), [4, 5], env={"ASCEND_RT_VISIBLE_DEVICES": "0,6"})
+    assert refusal(short) == ("1 NPU device(s) visible (ASCEND_RT_VISIBLE_DEVICES=0,6 of davinci4, davinci5) but "
+                              "--tensor-parallel-size x local DP ranks needs 2: open device 1 failed, runtime "
+                              "result = 107001")
 
 
 @pytest.mark.parametrize("env, reason", [
@@ -431,18 +467,18 @@ def test_empty_answers_knob_answers_200_with_no_body(start):
     assert server.request("GET", "/health") == (200, b"")
 
 
-def metric(server, name: str) -> float:
-    """One engine-0 series of the server's /metrics."""
+def metric(server, name: str, engine: str = "0") -> float:
+    """One engine's series of the server's /metrics."""
     status, text = server.request("GET", "/metrics")
     assert status == 200
-    prefix = name + '{model_name="qwen",engine="0"} '
+    prefix = name + '{model_name="qwen",engine="%s"} ' % engine
     return float(next(line[len(prefix):] for line in text.decode().splitlines() if line.startswith(prefix)))
 
 
-def wait_metric(server, name: str, value: float) -> None:
+def wait_metric(server, name: str, value: float, engine: str = "0") -> None:
     deadline = time.monotonic() + EVENT_TIMEOUT_S
-    while metric(server, name) != value:
-        assert time.monotonic() < deadline, f"{name} never {value}"
+    while metric(server, name, engine) != value:
+        assert time.monotonic() < deadline, f"{name} of engine {engine} never {value}"
         time.sleep(0.005)  # a poll interval
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import os
 import shutil
@@ -144,28 +145,63 @@ def standin_hash(base: str) -> str | None:
     return digest.hexdigest()[:16]
 
 
+def standin_versions() -> tuple[tuple[str, ...], str]:
+    """(every vllm-ascend release the stand-in plays, the newest), read from the stand-in's own table
+    (images/standin/standin/versions.py, standard library only) so the two never disagree."""
+    name = "deployctl_testbed_standin_versions"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, STANDIN_DIR / "standin" / "versions.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return tuple(module.RELEASES), module.NEWEST
+
+
+def standin_images(content: str) -> dict:
+    """{image: content hash} of the stand-in: one tag per release (the build argument differs, the layers are the
+    same), and `latest` for the newest (the same image as its version tag)."""
+    versions, newest = standin_versions()
+    wanted = {}
+    for version in versions:
+        tagged = hashlib.sha256(f"{content}\0{version}".encode()).hexdigest()[:16]
+        wanted[layout.standin_image(version)] = tagged
+        if version == newest:
+            wanted[layout.STANDIN_IMAGE] = tagged
+    return wanted
+
+
 def wanted_hashes() -> dict:
     """{image: content hash} the bed's engines must hold."""
     base = base_hash()
     wanted = {layout.BASE_IMAGE: base}
     standin = standin_hash(base)
     if standin is not None:
-        wanted[layout.STANDIN_IMAGE] = standin
+        wanted.update(standin_images(standin))
     return wanted
 
 
 def build_on(socket: Path, wanted: dict | None = None) -> dict:
-    """Make sure one engine holds the base and stand-in images; return {image: hash} it holds."""
+    """Make sure one engine holds the base and every stand-in image; return {image: hash} it holds. Each release's
+    build reuses the previous one's layers (the version is the Dockerfile's last, metadata-only, instruction)."""
     wanted = wanted or wanted_hashes()
     base = wanted[layout.BASE_IMAGE]
     if image_hash(socket, layout.BASE_IMAGE) != base:
         docker(socket, "import", "--change", f"LABEL {layout.HASH_LABEL}={base}",
                "--change", 'CMD ["/bin/sh"]', "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                "-", layout.BASE_IMAGE, input=base_tar())
-    standin = wanted.get(layout.STANDIN_IMAGE)
-    if standin is not None and image_hash(socket, layout.STANDIN_IMAGE) != standin:
-        docker(socket, "build", "-q", "--label", f"{layout.HASH_LABEL}={standin}",
-               "--build-arg", f"BASE_IMAGE={layout.BASE_IMAGE}", "-t", layout.STANDIN_IMAGE, str(STANDIN_DIR))
+    if layout.STANDIN_IMAGE not in wanted:
+        return wanted
+    versions, newest = standin_versions()
+    for version in versions:
+        tags = [layout.standin_image(version)] + ([layout.STANDIN_IMAGE] if version == newest else [])
+        content = wanted[tags[0]]
+        if all(image_hash(socket, tag) == content for tag in tags):
+            continue
+        docker(socket, "build", "-q", "--label", f"{layout.HASH_LABEL}={content}",
+               "--build-arg", f"BASE_IMAGE={layout.BASE_IMAGE}", "--build-arg",
+               f"STANDIN_VLLM_ASCEND_VERSION={version}", *(word for tag in tags for word in ("-t", tag)),
+               str(STANDIN_DIR))
     return wanted
 
 

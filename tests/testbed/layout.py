@@ -14,7 +14,16 @@ S3_PORT = 8333
 S3_BUCKET = "models"
 S3_ENDPOINT = f"http://{BRIDGE_ADDRESS}:{S3_PORT}"
 BASE_IMAGE = "deployctl/testbed-base:1"
-STANDIN_IMAGE = "deployctl/standin-vllm:latest"
+STANDIN_REPO = "deployctl/standin-vllm"
+STANDIN_IMAGE = f"{STANDIN_REPO}:latest"  # the newest vllm-ascend release the stand-in plays
+
+
+def standin_image(version: str) -> str:
+    """The stand-in image playing one vllm-ascend release, e.g. `deployctl/standin-vllm:v0.11.0` (tests/testbed/
+    images.py builds one per release in images/standin/standin/versions.py)."""
+    return f"{STANDIN_REPO}:{version}"
+
+
 HASH_LABEL = "deployctl.testbed.hash"
 DEFAULT_HOSTS = 4
 REPO_ROOT = Path(__file__).resolve().parents[2]

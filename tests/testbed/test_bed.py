@@ -196,6 +196,40 @@ def test_standin_refuses_a_broken_ranktable(testbed):
         testbed.docker_on(host.name, "rm", "-f", name, check=False)
 
 
+def test_every_host_holds_one_standin_image_per_release_sharing_its_layers(testbed):
+    versions, newest = images.standin_versions()
+    assert {"v0.11.0", newest} <= set(versions)  # at least a v0.11 line and the current line (issue 29)
+    host = testbed.hosts[-1].name  # one that loaded the images (or had them seeded), not the builder
+    layers = set()
+    for version in versions:
+        image = layout.standin_image(version)
+        fmt = '{{index .Config.Labels "deployctl.standin.version"}} {{json .RootFS.Layers}}'
+        label, layer_list = testbed.docker_on(host, "image", "inspect", "--format", fmt, image).stdout.split(" ", 1)
+        assert label == version
+        layers.add(layer_list.strip())
+        played = testbed.docker_on(host, "run", "--rm", image, "python3", "-c",
+                                   "import os; from standin.versions import emulated; "
+                                   "print(emulated(os.environ).release.name)").stdout.strip()
+        assert played == version
+    assert len(layers) == 1  # the version is metadata only: every tag is the same bytes on disk
+    latest = testbed.docker_on(host, "image", "inspect", "--format", "{{.Id}}", layout.STANDIN_IMAGE).stdout
+    assert latest == testbed.docker_on(host, "image", "inspect", "--format", "{{.Id}}",
+                                       layout.standin_image(newest)).stdout
+
+
+def test_the_standin_images_shell_sets_mooncakes_library_path_for_login_and_interactive_shells(testbed):
+    host = testbed.hosts[0].name
+
+    def library_path(*argv):
+        return testbed.docker_on(host, "run", "--rm", *argv).stdout.strip()
+
+    echo = 'echo "[$LD_LIBRARY_PATH]"'
+    assert library_path(testbed.standin_image, "bash", "-c", echo) == "[]"  # vllm-ascend #12059
+    assert library_path(testbed.standin_image, "bash", "-lc", echo).endswith(":/usr/local/lib]")
+    assert library_path(testbed.standin_image, "bash", "-ic", echo).endswith(":/usr/local/lib]")
+    assert library_path("--entrypoint", "sh", testbed.standin_image, "-c", echo) == "[]"
+
+
 def test_ssh_section_is_what_a_spec_needs(testbed):
     assert testbed.ssh_section() == (
         "ssh:\n  user: root\n  port: 22\n"

@@ -7,7 +7,7 @@ import json
 import os
 import secrets
 import time
-from typing import Optional
+from typing import Optional, Tuple
 from urllib.parse import parse_qs
 
 from standin.config import Config
@@ -28,7 +28,8 @@ ROUTES = {
 class Engine:
     """What differs between an inference instance and the scheduler."""
 
-    cache: Optional[KvCache] = None  # a generating engine's KV cache, what /metrics shows; the scheduler has none
+    # (engine index, KV cache) of every engine behind this server, what /metrics shows; the scheduler has none
+    caches: Tuple[Tuple[str, KvCache], ...] = ()
 
     async def healthy(self) -> bool:
         raise NotImplementedError
@@ -52,7 +53,7 @@ class App:
         self._count = 0
         self._generations = 0
         self._created = int(time.time())
-        self.engine_index = "0"  # vLLM's `engine` label: the DP rank of the engine this server fronts
+        self.version = "0.0.0+standin"  # GET /version; vLLM answers its own version there
 
     def _next_id(self) -> str:
         self._count += 1
@@ -79,7 +80,7 @@ class App:
         elif req.path == "/metrics":
             writer.write(self._metrics(req.keep_alive))
         elif req.path == "/version":
-            writer.write(json_response(200, {"version": "0.0.0+standin"}, req.keep_alive))
+            writer.write(json_response(200, {"version": self.version}, req.keep_alive))
         elif req.path == "/standin/info":
             writer.write(json_response(200, self.info(), req.keep_alive))
         elif req.method == "DELETE":
@@ -134,10 +135,10 @@ class App:
             raise
 
     def _metrics(self, keep_alive: bool) -> bytes:
-        cache = self.engine.cache
-        if cache is None:  # the scheduler relays; vLLM's metrics live on the instances behind it
+        caches = self.engine.caches
+        if not caches:  # the scheduler relays; vLLM's metrics live on the instances behind it
             return json_response(404, {"detail": "Not Found"}, keep_alive)
-        text = render(cache, self.config.args.served_names[0], self.engine_index)
+        text = render(caches, self.config.args.served_names[0])
         return response_bytes(200, text, keep_alive, CONTENT_TYPE)
 
     def _models(self) -> dict:

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from standin import serve_flags
 from standin.args import ArgsError, ServerArgs, _is_value, _normalise, parse_vllm_args
 
 # Value flags only `vllm serve` gets from deployctl; the model flags go on to parse_vllm_args.
@@ -34,6 +35,7 @@ class AscendArgs:
     rank: Optional[int]  # external launch: this process's one DP rank
     local: int  # ranks this process runs
     start: int  # its first global rank
+    start_given: bool  # --data-parallel-start-rank was on the command line (vLLM >= 0.28: hybrid LB, see dpgroup)
     address: Optional[str]
     rpc_port: int
     expert_parallel: bool
@@ -52,14 +54,17 @@ class AscendArgs:
         return tuple(range(self.start, self.start + self.local))
 
 
-def parse_serve(argv) -> AscendArgs:
-    """`serve MODEL --flag value|--flag=value ...`; raise ArgsError for what vLLM's parser would reject."""
+def parse_serve(argv, vllm_version: Optional[str] = None) -> AscendArgs:
+    """`serve MODEL --flag value|--flag=value ...`; raise ArgsError for what vLLM's parser would reject, and
+    serve_flags.UsageError (argparse's exit 2) for an option `vllm_version`'s `vllm serve` does not have."""
     argv = tuple(argv)
     if not argv or argv[0] != "serve":
         raise ArgsError(f"expected `vllm serve MODEL ...`, got `vllm {' '.join(argv[:1])}`")
     if len(argv) < 2 or argv[1].startswith("-"):
         raise ArgsError("vllm serve: the model path is required (`vllm serve MODEL`)")
     model, rest = argv[1], argv[2:]
+    if vllm_version is not None:
+        serve_flags.check(rest, vllm_version)
     values: dict = {}
     flags = {"expert_parallel": False, "headless": False}
     passed = []
@@ -127,7 +132,7 @@ def parse_serve(argv) -> AscendArgs:
     address = values.get("address", (None, None))[1]
     port_given = "--port" in (_normalise(w.partition("=")[0]) for w in passed)
     return AscendArgs(
-        server=server, dp=dp, rank=rank, local=local, start=start, address=address,
+        server=server, dp=dp, rank=rank, local=local, start=start, start_given="start" in ints, address=address,
         rpc_port=ints.get("rpc_port", DEFAULT_RPC_PORT), expert_parallel=flags["expert_parallel"],
         headless=flags["headless"],
         port_given=port_given, kv_transfer_config=docs.get("kv_transfer_config"),

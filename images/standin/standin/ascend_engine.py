@@ -7,10 +7,10 @@ import asyncio
 import json
 import socket
 import time
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from standin.app import App, log
-from standin.ascend_config import AscendConfig
+from standin.ascend_config import SHM_NEEDED_BYTES, AscendConfig
 from standin.config import hccn_conf_readable
 from standin.generation import ApiError, GenRequest, full_body, tokens
 from standin.httpio import Request, json_response
@@ -52,10 +52,25 @@ class AscendEngine(InstanceEngine):
         if garbled:
             log(f"{config.base.knobs.hccn_conf} is not a readable file: HCCL runs without its NIC table, "
                 "answers are wrong")
-        super().__init__(config.base.knobs, garbled, config.base.args.max_num_seqs)
+        super().__init__(config.base.knobs, garbled, config.base.args.max_num_seqs,
+                         engines=tuple(str(r) for r in config.fronted_ranks))
         self.config = config
         self._next_rank = 0
         self._producers: Dict[Tuple[str, int], dict] = {}  # kv address checked -> what its port said
+        self.on_engine_death: Optional[Callable[[], None]] = None  # ends the server (vllm_serve sets it)
+
+    def _shm_too_small(self) -> bool:
+        return self.config.shm_bytes is not None and self.config.shm_bytes < SHM_NEEDED_BYTES
+
+    def _engine_core_dies(self) -> None:
+        """What vLLM logs when an engine core process dies (its API server then shuts down): the 64 MB /dev/shm
+        case of vllm-ascend #3513, made certain at the first generation request."""
+        log(f"/dev/shm holds {self.config.shm_bytes} bytes (< {SHM_NEEDED_BYTES}: docker run needs --shm-size, "
+            "vllm-ascend #3513, #3645)")
+        print("ERROR [core_client.py] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+              flush=True)
+        if self.on_engine_death is not None:
+            self.on_engine_death()
 
     def _kv_params(self, gen: GenRequest) -> dict:
         kv, args = self.config.kv, self.config.args
@@ -106,6 +121,14 @@ class AscendEngine(InstanceEngine):
 
     async def generate(self, req: Request, body: dict, gen: GenRequest, rid: str, record: TraceRecord,
                        writer: asyncio.StreamWriter) -> None:
+        if self._shm_too_small():
+            self._engine_core_dies()
+            error = ApiError(500, "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                             "InternalServerError")
+            writer.write(json_response(500, error.body(), req.keep_alive, (("x-request-id", rid),)))
+            await writer.drain()
+            record.finish(500)
+            return
         kv = self.config.kv
         params = body.get("kv_transfer_params")
         remote_garbled = False
@@ -126,16 +149,16 @@ class AscendEngine(InstanceEngine):
             return
         await super().generate(req, body, gen, rid, record, writer, garbled=remote_garbled)
 
-    async def _prefill(self, first: float, req: Request, gen: GenRequest, rid: str, record: TraceRecord,
+    async def _prefill(self, first: float, cache, req: Request, gen: GenRequest, rid: str, record: TraceRecord,
                        writer) -> None:
         loop = asyncio.get_running_loop()
         words = tokens(gen.prompt, gen.completion_tokens, self.garbled)
-        await self.whole_answer_due(loop, first, len(words))
+        await self.whole_answer_due(loop, cache, first, len(words))
         doc = full_body(gen, rid, int(time.time()), "".join(words))
         doc["kv_transfer_params"] = self._kv_params(gen)
         writer.write(json_response(200, doc, req.keep_alive, (("x-request-id", rid),)))
         await writer.drain()
-        self.cache.generation_tokens += len(words)
+        cache.generation_tokens += len(words)
         record.chunk_written()
         record.finish(200)
 
@@ -145,8 +168,8 @@ class AscendApp(App):
         super().__init__(config.base, AscendEngine(config))
         self.ascend = config
         self.kv_ports = kv_ports
-        if config.args.external:  # one rank per process: vLLM labels its metrics with that engine index
-            self.engine_index = str(config.args.ranks[0])
+        if config.version is not None:
+            self.version = config.version.vllm
 
     def info(self) -> dict:
         doc = super().info()
@@ -157,16 +180,21 @@ class AscendApp(App):
 def upstream_info(c: AscendConfig, kv_ports: Tuple[int, ...]) -> dict:
     """What the proxy and the tests check a server against: role, group, ranks fronted, devices, network, kv."""
     a, kv = c.args, c.kv
-    fronts = list(a.ranks) if a.external else list(range(a.dp))
+    release = c.version.release if c.version else None
+    unread = sorted(k for k in (a.additional_config or {}) if release and k in release.unread_additional_config)
     return {
         "launch": "external" if a.external else "internal", "headless": a.headless,
         "kv_role": kv.role if kv else None, "kv_connector": kv.connector if kv else None,
-        "engine_id": kv.engine_id if kv else None, "dp": a.dp, "tp": a.server.tp, "dp_ranks": fronts,
+        "engine_id": kv.engine_id if kv else None, "dp": a.dp, "tp": a.server.tp, "dp_ranks": list(c.fronted_ranks),
         "local_dp_ranks": list(a.ranks), "expert_parallel": a.expert_parallel,
         "kv_port": kv.port if kv else None, "kv_ports": list(kv_ports),
         "kv_connector_extra_config": kv.extra if kv else None, "kv_transfer_config": kv.doc if kv else None,
         "devices": list(c.devices), "hccl_if_ip": c.if_ip, "ifname": c.ifname,
         "data_parallel_address": a.address, "data_parallel_rpc_port": a.rpc_port,
         "additional_config": a.additional_config, "compilation_config": a.compilation_config,
+        # keys this release's ascend_config.py never reads (standin/versions.py): ignored as upstream ignores them
+        "additional_config_unread": unread,
+        "vllm_ascend_version": release.name if release else None, "vllm_version": c.version.vllm if c.version else None,
+        "hybrid_lb": c.hybrid_lb, "shm_bytes": c.shm_bytes,
     }
 

@@ -31,6 +31,8 @@ class Registration:
     devices: Tuple[int, ...]
     host: str
     api_port: Optional[int]
+    headless: bool = False
+    refuses_headless: bool = False  # hybrid or external DP load balancing on the master (AscendConfig)
 
     @property
     def ranks(self) -> Tuple[int, ...]:
@@ -61,6 +63,13 @@ def _span(ranks) -> str:
 
 def conflict(own: Registration, other: Registration, holders: Dict[int, Registration]) -> Optional[str]:
     """Why `other` cannot join the group of `own` (the master) given the ranks already held, or None."""
+    if own.refuses_headless and other.headless:
+        # vLLM's wait_for_engine_startup on the API server of rank 0: remote engines must be headless unless in
+        # hybrid or external LB mode, and must not be in those (0.33.0 vllm/v1/engine/utils.py:1502-1509, 0.23.0
+        # :1273-1280); the RuntimeError ends the head, so the group never starts
+        return (f"RuntimeError: Remote engine {other.start} must not use --headless in external or hybrid dp lb "
+                f"mode ({other.who()} is headless; this head runs hybrid DP load balancing because it was given "
+                f"--data-parallel-start-rank)")
     for what, mine, theirs in (("dp", own.dp, other.dp), ("tp", own.tp, other.tp),
                                ("expert parallel", own.expert_parallel, other.expert_parallel),
                                ("engine_id", own.engine_id, other.engine_id),

@@ -1,8 +1,13 @@
-"""GET /metrics: the emulated KV cache's state in Prometheus' text format, with vLLM v1's metric names, help
+"""GET /metrics: the emulated KV caches' state in Prometheus' text format, with vLLM v1's metric names, help
 texts and labels (model_name = the first served name, engine = the engine index), as prometheus_client writes
-them (a counter's HELP/TYPE carry its `_total` name; the `_created` series are left out)."""
+them (a counter's HELP/TYPE carry its `_total` name; the `_created` series are left out). One series per engine
+the API server fronts: vLLM's PrometheusStatLogger labels every metric ["model_name", "engine"] with one label
+set per engine index (0.33.0 vllm/v1/metrics/loggers.py:499-505), so an internal DP launch of dp engines behind
+one API server shows dp series of each."""
 
 from __future__ import annotations
+
+from typing import Sequence, Tuple
 
 from standin.kvcache import FINISH_REASONS, KvCache
 
@@ -13,26 +18,32 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render(cache: KvCache, model_name: str, engine: str) -> bytes:
-    labels = f'model_name="{_label(model_name)}",engine="{_label(engine)}"'
+def render(caches: Sequence[Tuple[str, KvCache]], model_name: str) -> bytes:
+    """`caches`: (engine index, its cache) for every engine behind this API server."""
     lines = []
 
-    def metric(name: str, kind: str, help_text: str, value) -> None:
+    def labels(engine: str) -> str:
+        return f'model_name="{_label(model_name)}",engine="{_label(engine)}"'
+
+    def metric(name: str, kind: str, help_text: str, value_of) -> None:
         lines.append(f"# HELP {name} {help_text}")
         lines.append(f"# TYPE {name} {kind}")
-        lines.append(f"{name}{{{labels}}} {float(value)!r}")
+        for engine, cache in caches:
+            lines.append(f"{name}{{{labels(engine)}}} {float(value_of(cache))!r}")
 
-    metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", cache.running)
-    metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", cache.waiting)
-    metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", cache.usage())
+    metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+           lambda c: c.running)
+    metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", lambda c: c.waiting)
+    metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", lambda c: c.usage())
     metric("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
-           cache.preemptions)
-    metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", cache.prompt_tokens)
+           lambda c: c.preemptions)
+    metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", lambda c: c.prompt_tokens)
     metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
-           cache.generation_tokens)
+           lambda c: c.generation_tokens)
     lines.append("# HELP vllm:request_success_total Count of successfully processed requests.")
     lines.append("# TYPE vllm:request_success_total counter")
-    for reason in FINISH_REASONS:
-        lines.append(f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} '
-                     f"{float(cache.finished[reason])!r}")
+    for engine, cache in caches:
+        for reason in FINISH_REASONS:
+            lines.append(f'vllm:request_success_total{{{labels(engine)},finished_reason="{reason}"}} '
+                         f"{float(cache.finished[reason])!r}")
     return ("\n".join(lines) + "\n").encode("utf-8")

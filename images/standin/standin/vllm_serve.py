@@ -15,12 +15,13 @@ from standin.ascend_engine import AscendApp, serve_kv_ports
 from standin.config import Refusal
 from standin.dpgroup import DpMaster, Registration, register, rejoin
 from standin.main import LOAD_STEPS, _crash
+from standin.serve_flags import USAGE as ARGPARSE_USAGE, UsageError
 
 USAGE = """usage: vllm serve MODEL [--served-model-name NAME] [--host H] [--port P] [--max-model-len N]
          [--tensor-parallel-size TP] [--data-parallel-size DP] [--data-parallel-rank R |
          --data-parallel-size-local L --data-parallel-start-rank S] [--data-parallel-address A]
          [--data-parallel-rpc-port RP] [--enable-expert-parallel] [--headless] [--kv-transfer-config JSON]
-         [--additional-config JSON] [--compilation-config JSON] [other vLLM flags, ignored]
+         [--additional-config JSON] [--compilation-config JSON] [any other flag of the emulated vLLM]
 The deployctl test bed's stand-in for upstream vLLM with vllm-ascend; see images/standin/README.md."""
 
 
@@ -32,11 +33,16 @@ def main(argv) -> int:
     try:
         config = load_ascend(argv, os.environ)
         kv_sockets = bind_kv_ports(config.kv, config.args, config.if_ip) if config.kv else []
+    except UsageError as exc:
+        # vLLM's parser is argparse: usage and the error on stderr, exit status 2, before anything else runs
+        print(f"{ARGPARSE_USAGE}\nvllm serve: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     except Refusal as exc:
         print(f"standin: refusing to start: {exc}", flush=True)
         return 1
+    log(f"vllm-ascend {config.version.release.name} on vLLM {config.version.vllm}")
     for word in config.base.args.ignored:
-        log(f"ignoring unknown vLLM argument {word}")
+        log(f"not emulated: vLLM argument {word}")
     try:
         return asyncio.run(_run(config, kv_sockets, started))
     except KeyboardInterrupt:
@@ -48,7 +54,8 @@ def _registration(c: AscendConfig) -> Registration:
     return Registration(start=a.start, local=a.local, external=a.external, dp=a.dp, tp=a.server.tp,
                         expert_parallel=a.expert_parallel, engine_id=c.kv.engine_id if c.kv else None,
                         kv_extra=c.kv.extra if c.kv else None, devices=c.devices, host=c.if_ip,
-                        api_port=None if a.headless else a.server.port)
+                        api_port=None if a.headless else a.server.port, headless=a.headless,
+                        refuses_headless=c.hybrid_lb)
 
 
 async def _until(awaitable, fatal: asyncio.Future):
@@ -109,6 +116,7 @@ async def _run(config: AscendConfig, kv_sockets, started: float) -> int:
             log("startup complete: headless (serves no HTTP)")
             return await fatal
         app = AscendApp(config, kv_ports)
+        app.engine.on_engine_death = lambda: fatal.done() or fatal.set_result(1)
         http = await listen(app.serve_connection, server.host, server.port)
         if http is None:
             return 1
