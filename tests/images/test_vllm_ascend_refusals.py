@@ -5,14 +5,10 @@ starts. The stand-in runs as deployctl runs it (`vllm serve MODEL ...`, the same
 from __future__ import annotations
 
 import json
-import re
-import shlex
 import sys
 import threading
-from pathlib import Path
 
 import pytest
-import yaml
 from tests.images.test_vllm_ascend_standin import (STANDIN, free_run, kv_config, refusal, serve_args,  # noqa: F401
                                                    start, weights, wait_metric)
 from tests.ports import free_port, free_ports
@@ -95,29 +91,14 @@ def test_every_known_version_has_a_flag_set_with_what_deployctl_renders():
         assert [flag for flag in rendered if flag not in known] == [], vllm
 
 
-GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "export" / "golden"
-
-
 def rendered_serve_lines():
-    """Every `vllm serve` argv deployctl renders in its export goldens (k8s, LWS, Kthena: the playbooks and the test
-    specs), as lists or inside an `sh -c` script (shell arithmetic stands for a number)."""
-    lines = []
-    for path in sorted(GOLDEN.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            stack = [doc]
-            while stack:
-                node = stack.pop()
-                if isinstance(node, dict):
-                    stack += node.values()
-                elif isinstance(node, list):
-                    if node[:2] == ["vllm", "serve"]:
-                        lines.append((path.name, node[3:]))
-                    elif len(node) == 3 and node[:2] == ["sh", "-c"] and "vllm serve " in node[2]:
-                        script = re.sub(r"\$\$\(\([^)]*\)\)", "0", node[2].split("exec vllm serve ", 1)[1])
-                        lines.append((path.name, shlex.split(script)[1:]))
-                    else:
-                        stack += node
-    return lines
+    """Every `vllm serve` argv deployctl renders for the playbooks and test specs that run upstream vLLM, as
+    the vLLM oracle collects them (tests/oracle): the words after the model."""
+    from tests.oracle.test_vllm_parser import rendered
+
+    commands, _ = rendered()
+    # after `vllm serve MODEL`; the api_server form has no positional model (`--model M` is among its flags)
+    return [(c["name"], c["argv"][2:] if c["argv"][2].startswith("-") else c["argv"][3:]) for c in commands]
 
 
 def test_every_flag_in_deployctls_rendered_serve_lines_is_known_to_every_version():
