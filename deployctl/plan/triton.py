@@ -98,7 +98,9 @@ def engine_args(spec: Spec, instance: Instance) -> dict:
     if instance.max_num_batched_tokens is not None:
         args["max_num_batched_tokens"] = instance.max_num_batched_tokens
     args["gpu_memory_utilization"] = _gpu_memory_utilization(instance.extra_args)
-    args["disable_log_requests"] = True
+    # No `disable_log_requests` (the seed's model.json has it): Triton's vLLM backend builds
+    # AsyncEngineArgs(**model.json) (vllm_backend src/model.py), and vLLM 0.12 removed that field (deprecated in
+    # 0.10 for enable_log_requests, off by default), so every current image refuses to load the model with it.
     return args
 
 

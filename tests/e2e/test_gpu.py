@@ -64,8 +64,7 @@ def test_triton_serves_rerun_is_noop_and_down_removes_it(gpu_host, deployctl):
             ("e2e-triton-mixed-0", "running", True)]  # Triton answers /v2/health/ready, not vLLM's /health
         model_json = json.loads(bed.run_on(HOST, ["cat", f"{repo}/tiny/1/model.json"]).stdout)
         assert model_json == {"model": "/srv/weights/tiny", "tensor_parallel_size": 1, "max_model_len": 2048,
-                              "max_num_seqs": 16, "max_num_batched_tokens": 2048, "gpu_memory_utilization": 0.9,
-                              "disable_log_requests": True}
+                              "max_num_seqs": 16, "max_num_batched_tokens": 2048, "gpu_memory_utilization": 0.9}
         inspect = json.loads(bed.docker_on(HOST, "inspect", "e2e-triton-mixed-0").stdout)[0]
         assert inspect["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == ["0"]
         assert f"{repo}:{repo}:ro" in inspect["HostConfig"]["Binds"]

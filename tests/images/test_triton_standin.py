@@ -146,6 +146,11 @@ def test_sigterm_stops_it_cleanly(server):
      "failed to load 'tiny': '{repo}/tiny/1/model.json' containing vllm engine args must be provided"),
     (lambda repo: (repo / "tiny" / "1" / "model.json").write_text('{"model": "/no/such/weights"}'),
      "failed to load 'tiny': model path /no/such/weights does not exist in the container"),
+    # the seed's model.json key, gone from vLLM's AsyncEngineArgs in 0.12: Triton's backend passes model.json as
+    # keyword arguments (vllm_backend src/model.py)
+    (lambda repo: (repo / "tiny" / "1" / "model.json").write_text(
+        '{"model": "/no/such/weights", "disable_log_requests": true}'),
+     "failed to load 'tiny': AsyncEngineArgs.__init__() got an unexpected keyword argument 'disable_log_requests'"),
 ])
 def test_broken_repository_is_refused(repo, breakage, message):
     breakage(repo)

@@ -78,7 +78,7 @@ def test_engine_args_tp_is_gpu_count_and_optional_keys_only_when_given():
         "model: {served_name: opt-125m, extra_args: [--gpu-memory-utilization, '0.75']}"))
     assert triton.engine_args(s, s.instances[0]) == {
         "model": "/mnt/weights/opt-125m", "tensor_parallel_size": 2,
-        "gpu_memory_utilization": 0.75, "disable_log_requests": True,
+        "gpu_memory_utilization": 0.75,
     }
 
 

@@ -116,6 +116,10 @@ def load_model(repository: str, name: str) -> LoadedModel:
         raise Refusal(f"failed to load '{name}': {args_path} is not JSON: {exc}") from None
     if not isinstance(engine_args, dict) or not isinstance(engine_args.get("model"), str):
         raise Refusal(f"failed to load '{name}': model.json needs a \"model\" path")
+    unknown = _not_engine_args(engine_args)
+    if unknown:
+        raise Refusal(f"failed to load '{name}': AsyncEngineArgs.__init__() got an unexpected keyword argument "
+                      f"'{unknown[0]}'")
     if not os.path.isdir(engine_args["model"]):
         raise Refusal(f"failed to load '{name}': model path {engine_args['model']} does not exist in the container")
     tp = engine_args.get("tensor_parallel_size", 1)
@@ -198,6 +202,19 @@ class TritonApp:
 
 async def _close(reader, writer) -> None:
     writer.close()  # the gRPC port only has to be taken, as Triton takes it
+
+
+def _not_engine_args(engine_args: dict) -> List[str]:
+    """Keys that are no engine argument of the emulated vLLM. Triton's vLLM backend builds
+    AsyncEngineArgs(**model.json) (triton-inference-server/vllm_backend src/model.py, _init_engine_args), so
+    such a key is a TypeError at load: `disable_log_requests`, for one, left AsyncEngineArgs in vLLM 0.12
+    (vllm/engine/arg_utils.py 0.11.0:1692 says so). Engine arguments are `vllm serve`'s engine flags, dashes
+    read as underscores (EngineArgs.add_cli_args); the frontend's flags among them make this a superset."""
+    from standin import serve_flags, versions
+
+    known = {flag[2:].replace("-", "_") for flag in serve_flags.options(versions.emulated(os.environ).vllm)
+             if flag.startswith("--")}
+    return sorted(key for key in engine_args if key not in known)
 
 
 def log(line: str) -> None:
