@@ -40,7 +40,8 @@ SAMPLES = {
     "additional_config": [{"ascend_compilation_config": {"enable_npugraph_ex": True}}],
     "compilation_config": [{"cudagraph_mode": "FULL_DECODE_ONLY"}],
 }
-COMPANIONS = {"kv_cache_dtype": {"quantization_param_path": SCALES}, "quantization_param_path": {"kv_cache_dtype": "int8"}}
+COMPANIONS = {"kv_cache_dtype": {"quantization_param_path": SCALES},
+              "quantization_param_path": {"kv_cache_dtype": "int8"}}
 
 BASE = {
     ("ascend", "vllm"): {
@@ -54,7 +55,8 @@ BASE = {
         "topology": {"mode": "mixed", "instances": [{"host": "gpu1", "devices": [0], "port": 8000}]},
     },
     ("gpu", "triton"): {
-        "version": 1, "name": "fields", "platform": "gpu", "server": "triton", "hosts": {"gpu1": {"address": "10.0.0.1"}},
+        "version": 1, "name": "fields", "platform": "gpu", "server": "triton",
+        "hosts": {"gpu1": {"address": "10.0.0.1"}},
         "weights": {"dest": "/mnt/weights/demo"}, "model": {"served_name": "demo-model"},
         "topology": {"mode": "mixed", "instances": [{"host": "gpu1", "devices": [0], "port": 8000}]},
     },
@@ -121,15 +123,16 @@ def found(row: Flag, value, argv: tuple, keys: dict) -> bool:
 @pytest.mark.parametrize("key,where,field,value", list(cases()))
 def test_every_model_field_reaches_the_server_or_is_refused(key, where, field, value):
     flavour = FLAVOURS[key]
-    assert field in SAMPLES, f"{field} is new in the schema: give it sample values here and a row in every flavour's table"
+    assert field in SAMPLES, f"{field} is new in the schema: give it sample values here and a row in every table"
     rows = rows_for(flavour.table, field)
-    assert rows, f"{flavour.title}: {field} has no row in its field table (servers/): map it, refuse it, or say why deployctl reads it"
+    assert rows, (f"{flavour.title}: {field} has no row in its field table (servers/): map it, refuse it, or say "
+                  f"why deployctl reads it")
     text = yaml.safe_dump(document(key, where, field, value), sort_keys=False)
     try:
         spec = load_spec_text(text)
     except SpecError as error:
         at = [p for p in error.problems if p.path == where + (field,)]
-        assert at, f"{flavour.title}: {field}={value!r} refused, but not at its path: {[p.render() for p in error.problems]}"
+        assert at, f"{flavour.title}: {field}={value!r} refused elsewhere: {[p.render() for p in error.problems]}"
         assert any(isinstance(r, Refused) and r.refuses(value) and r.message == at[0].message for r in rows), (
             f"{flavour.title}: {field} refused by a rule that is not in its field table: {at[0].message}")
         ours = {where + (f,) for f in (field, *COMPANIONS.get(field, {}))}
@@ -138,7 +141,7 @@ def test_every_model_field_reaches_the_server_or_is_refused(key, where, field, v
     assert not any(isinstance(r, Refused) and r.refuses(value) for r in rows), f"{field}={value!r} validated"
     flags = [r for r in rows if isinstance(r, Flag)]
     if not flags:
-        assert all(isinstance(r, Deployctl) and r.why for r in rows)  # deployctl's own (family): no server reads it
+        assert all(isinstance(r, Deployctl) and r.why for r in rows)  # deployctl's own (family): no server sees it
         return
     for argv, keys in rendered(spec):
         assert any(found(row, value, argv, keys) for row in flags), (

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -39,3 +40,11 @@ def test_each_flavour_answers_health_and_answer_paths():
     assert FLAVOURS[("ascend", "vllm-ascend")].health_path(proxy) == "/healthcheck"
     assert FLAVOURS[("gpu", "triton")].answers_path(spec) == "/v2/models/m/generate"
     assert FLAVOURS[("ascend", "vllm")].answers_path(spec) == "/v1/completions"
+
+
+def test_servers_import_plan_only_inside_functions():
+    """spec/ asks the flavours for its rules, and plan/ imports them: at import time servers/ sits below both."""
+    for path in sorted((PACKAGE / "servers").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+        assert sorted(m for m in top if m.startswith("deployctl.plan")) == [], path.name
