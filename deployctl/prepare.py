@@ -14,6 +14,7 @@ from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS
 from deployctl.plan.model import Plan
 from deployctl.plan.up import UpInputs, plan_up
 from deployctl.plan.weights_stage import Listing
+from deployctl.servers import flavour_of
 from deployctl.spec.model import Spec
 from deployctl.transport import Transport
 
@@ -112,7 +113,7 @@ def ranktables_from_hosts(spec: Spec, transports: Mapping[str, Transport]):
 
 def render_ranktables(spec: Spec, facts: Mapping[str, HostFacts]):
     """For a disaggregated spec: every device IP (from the facts), merged global + locals, kept beside the spec."""
-    if spec.mode != "disaggregated" or spec.upstream is not None:  # vllm-ascend's connector needs none
+    if not flavour_of(spec).uses_ranktables(spec):  # only AscendCloud's P/D reads them
         return None
     from deployctl.gather import server_ip
     from deployctl.plan.containers import RanktableFiles

@@ -95,6 +95,7 @@ def plan_for_spec(spec: Spec, only: tuple[str, ...] = ()) -> DoctorPlan:
         hosts = tuple(h for h in spec.hosts if h.name in only or h.address in only)
     from deployctl.plan.checks_hccl_env import hccl_env_for_host
     from deployctl.plan.checks_ports import listen_ports
+    from deployctl.servers import flavour_of
 
     return DoctorPlan(
         targets=tuple(Target(h, devices.get(h.name, ()), listen_ports(spec, h.name), hccl_env_for_host(spec, h.name))
@@ -106,7 +107,7 @@ def plan_for_spec(spec: Spec, only: tuple[str, ...] = ()) -> DoctorPlan:
         disaggregated=spec.mode == "disaggregated",
         pings=tuple(p for p in ping_pairs(spec) if any(p.src_host == h.name for h in hosts)),
         weights_dest=spec.weights.dest if spec.weights.source else None,
-        tuning=spec.server == "vllm-ascend",
+        tuning=flavour_of(spec).host_tuning,
         profile=spec.profile,
     )
 

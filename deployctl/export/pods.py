@@ -10,6 +10,7 @@ from deployctl.export.expansion import kubelet_text, references
 from deployctl.export.options import GPU_RESOURCE, PROXY_STARTUP_BUDGET_S, STARTUP_BUDGET_S, ExportOptions
 from deployctl.plan.containers import Container, Mount
 from deployctl.plan.probes import health_path
+from deployctl.servers import flavour_of
 from deployctl.spec.model import Spec
 
 POD_IP = "POD_IP"
@@ -99,11 +100,7 @@ def _is_weights(spec: Spec, mount: Mount) -> bool:
 
 
 def _is_repository(spec: Spec, mount: Mount) -> bool:
-    if spec.server != "triton":
-        return False
-    from deployctl.plan.triton import repository_dir
-
-    return mount.source == repository_dir(spec)
+    return mount.source == flavour_of(spec).repository_dir(spec)
 
 
 def _volume(spec: Spec, mount: Mount, container: Container, options: ExportOptions) -> dict:

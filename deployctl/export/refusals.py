@@ -10,6 +10,7 @@ from deployctl.export.gangs import Gang, gangs
 from deployctl.export.objects import pod_labels
 from deployctl.export.options import ExportOptions
 from deployctl.plan.containers import LABEL_INSTANCE
+from deployctl.servers import flavour_of
 from deployctl.spec.model import EnvVar, Spec
 from deployctl.spec.secret_names import looks_secret
 
@@ -23,10 +24,9 @@ HOST_FACTS = ("HCCL_IF_IP",)  # a host's address: a pod has its own (status.podI
 
 def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
     """Every reason this spec cannot become `options.target`'s objects, all at once."""
-    if spec.server == "vllm" and spec.mode == "disaggregated":
-        return [Problem(("topology",), _ranktable_flow(), hint=(
-            "use server: vllm-ascend with a KV connector (topology.connector: mooncake), which maps to "
-            "prefill and decode groups, or export a mode: mixed spec"))]
+    refused = list(flavour_of(spec).export_refusals(spec))
+    if refused:
+        return refused
     bad_name = list(_name(spec))
     found = [*bad_name, *_image(spec, options), *_weights(spec, options), *_env(spec, options)]
     for gang in gangs(spec):
@@ -42,12 +42,6 @@ def _name(spec: Spec) -> Iterator[Problem]:
     if broken:
         yield Problem(("name",), f"{spec.name!r} names the Kubernetes Service of this deployment, and a Service "
                                  f"name {broken}", hint="start and end the name with a letter (or end with a digit)")
-
-
-def _ranktable_flow() -> str:
-    return ("the AscendCloud P/D flow (server: vllm, mode: disaggregated) has no Kubernetes mapping: its instances "
-            "find each other through HCCL ranktables built from every host's NPU device IPs (hccn_tool) and its "
-            "scheduler's NODE_PORTS, and neither LeaderWorkerSet, Kthena nor plain Kubernetes renders those")
 
 
 def _image(spec: Spec, options: ExportOptions) -> Iterator[Problem]:

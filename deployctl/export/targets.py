@@ -13,6 +13,7 @@ from deployctl.export.options import ExportOptions
 from deployctl.export.ranks import KTHENA, LWS
 from deployctl.export.servers import proxy_pod, server_pod
 from deployctl.spec.dp_groups import Server
+from deployctl.servers import flavour_of
 from deployctl.spec.model import Spec
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
@@ -107,7 +108,7 @@ def _lws_address(spec: Spec) -> Callable[[Server], str]:
 
 
 def _config_maps(spec: Spec, options: ExportOptions) -> list[dict]:
-    if spec.server != "triton":
+    if flavour_of(spec).repository_dir(spec) is None:  # no files `up` would write for its servers to read
         return []
     from deployctl.export.triton import repository_config_map, repository_name
 

@@ -15,6 +15,7 @@ from typing import Mapping, Optional
 from deployctl.plan.actions import AnswerCheck
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.verify import completion_body
+from deployctl.servers import flavour_of
 from deployctl.spec.model import Instance, Spec
 
 ANSWER_PROMPT = "The quick brown fox jumps over the lazy dog. Continue the story:"
@@ -65,11 +66,11 @@ def answer_paths(spec: Spec, asker: str, address_of: Mapping[str, str], tokens: 
         address = "127.0.0.1" if instance.host == asker else address_of[instance.host]
         return f"http://{address}:{instance.port}{path}"
 
-    if spec.server == "triton":
-        path = f"/v2/models/{spec.model.served_name}/generate"
-        return tuple(AnswerPath(i.name, url(i, path), triton_body(tokens)) for i in spec.api_servers)
+    flavour = flavour_of(spec)
+    completions = flavour.answers_path(spec)
+    if not flavour.openai_api:  # its own generate endpoint: each server answers for itself
+        return tuple(AnswerPath(i.name, url(i, completions), triton_body(tokens)) for i in spec.api_servers)
     body = openai_body(spec, tokens)
-    completions = "/v1/completions"
     front = spec.front
     if front is None:
         return tuple(AnswerPath(i.name, url(i, completions), body) for i in spec.api_servers)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from deployctl.core import Secret
-from deployctl.facts.hccn_tool import HCCN_TOOL_PATH as HCCN_TOOL  # mounted into the containers
 from deployctl.spec.model import EnvVar, Instance, Spec
 
 LABEL_DEPLOYMENT = "deployctl.deployment"
@@ -20,9 +19,6 @@ LABEL_INSTANCE = "deployctl.instance"
 LABEL_DIGEST = "deployctl.digest"
 PREVIOUS_SUFFIX = ".previous"
 
-# The vendor's P/D launcher inside the AscendCloud image (seed 001); the stand-in image has it too.
-START_SERVERS = "/home/ma-user/AscendCloud/AscendCloud-LLM/llm_tools/PD_separate/start_servers.sh"
-VLLM_OPENAI = ("python", "-m", "vllm.entrypoints.openai.api_server")
 MANAGER_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 # /dev/shm of a server without a profile (AscendCloud vLLM, vLLM and Triton on GPU): never Docker's 64m, which
 # vLLM's shared-memory message queues outgrow (vLLM's docs run its image with --ipc=host or a large --shm-size;
@@ -73,69 +69,6 @@ def env_file_path(spec: Spec, container_name: str) -> str:
     return f"{env_dir(spec)}/{container_name}.env"
 
 
-def serve_args(spec: Spec, instance: Instance) -> tuple[str, ...]:
-    """The vLLM OpenAI-server arguments of one instance (the scheduler runs with the P/D TP)."""
-    model = spec.model
-    args = ["--model", spec.weights.dest or "/model", "--tensor-parallel-size", str(instance.tp)]
-    if model.max_model_len is not None:
-        args += ["--max-model-len", str(model.max_model_len)]
-    if instance.max_num_seqs is not None:
-        args += ["--max-num-seqs", str(instance.max_num_seqs)]
-    if instance.max_num_batched_tokens is not None:
-        args += ["--max-num-batched-tokens", str(instance.max_num_batched_tokens)]
-    args += ["--host", "0.0.0.0", "--port", str(instance.port), "--served-model-name", model.served_name]
-    if model.quantization:
-        args += ["--quantization", model.quantization]
-    if model.kv_cache_dtype:
-        args += ["--kv-cache-dtype", model.kv_cache_dtype]
-        if model.quantization_param_path:
-            args += ["--quantization-param-path", model.quantization_param_path]
-    return tuple(args) + tuple(instance.extra_args)
-
-
-def server_command(spec: Spec, instance: Instance) -> tuple[str, ...]:
-    if spec.server == "triton":
-        from deployctl.plan.triton import tritonserver_command
-
-        return tritonserver_command(spec, instance)
-    if spec.mode == "disaggregated":
-        return ("sh", START_SERVERS) + serve_args(spec, instance)
-    return VLLM_OPENAI + serve_args(spec, instance)
-
-
-def ascend_mounts(spec: Spec) -> tuple[Mount, ...]:
-    """Runbook section 5, plus hccn.conf/hccn_tool and the ranktables for P/D; never /home/ma-user."""
-    mounts = [
-        Mount("/etc/localtime", "/etc/localtime"),
-        Mount("/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),
-        Mount("/etc/ascend_install.info", "/etc/ascend_install.info"),
-        Mount("/var/log/npu/", "/usr/slog", read_only=False),
-        Mount("/usr/local/sbin/npu-smi", "/usr/local/sbin/npu-smi"),
-        Mount("/sys/fs/cgroup", "/sys/fs/cgroup"),
-    ]
-    if spec.mode == "disaggregated":
-        mounts += [
-            Mount("/etc/hccn.conf", "/etc/hccn.conf"),
-            Mount(HCCN_TOOL, "/usr/local/bin/hccn_tool"),
-            Mount(ranktable_dir(spec), ranktable_dir(spec)),
-        ]
-    if spec.weights.dest:
-        mounts.append(Mount(spec.weights.dest, spec.weights.dest))
-    return tuple(mounts)
-
-
-def ranktable_env(spec: Spec, instance: Instance, files: "RanktableFiles") -> tuple[EnvVar, ...]:
-    """GLOBAL_RANK_TABLE_FILE_PATH, RANK_TABLE_FILE_PATH, NODE_PORTS, USE_OPENAI for a P/D instance."""
-    directory = ranktable_dir(spec)
-    values = (
-        ("GLOBAL_RANK_TABLE_FILE_PATH", f"{directory}/{files.global_name}"),
-        ("RANK_TABLE_FILE_PATH", f"{directory}/{files.local_names[instance.name]}"),
-        ("NODE_PORTS", ",".join(str(p) for p in spec.node_ports)),
-        ("USE_OPENAI", "1"),
-    )
-    return tuple(EnvVar(k, v, v) for k, v in values)
-
-
 @dataclass(frozen=True)
 class RanktableFiles:
     """Names and contents of the rendered ranktables, as the containers will read them."""
@@ -152,32 +85,19 @@ class RanktableFiles:
 
 def container_for(spec: Spec, instance: Instance, ranktables: Optional[RanktableFiles] = None,
                   networks: Optional[Mapping] = None) -> Container:
-    """The container that runs `instance` (`networks`: vllm-ascend's per-host address and NIC)."""
-    if spec.upstream is not None:
-        from deployctl.plan.upstream import upstream_container
+    """The container that runs `instance`, as its server flavour shapes it (`networks`: each host's address and
+    NIC, for the flavours that read them)."""
+    from deployctl.servers import flavour_of
 
-        return upstream_container(spec, instance, networks)
+    return flavour_of(spec).container(spec, instance, ranktables, networks)
+
+
+def instance_container(spec: Spec, instance: Instance, *, devices: tuple[str, ...], mounts: tuple[Mount, ...],
+                       command: tuple[str, ...], env: tuple[EnvVar, ...] = (), gpus: Optional[str] = None) -> Container:
+    """A server container with the spec's env (literal values after the flavour's `env`; secrets through the env
+    file), the deployment's labels and its /dev/shm."""
     literal = tuple(e for e in spec.env if not e.is_secret)
     secret = tuple(e for e in spec.env if e.is_secret)
-    gpus = None
-    if spec.platform == "gpu":
-        devices: tuple[str, ...] = ()
-        gpus = "device=" + ",".join(str(d) for d in instance.devices)
-        if len(instance.devices) > 1:
-            # docker reads --gpus as CSV: unquoted, `device=0,1` is device 0 plus a count of 1, and the
-            # daemon refuses "cannot set both Count and DeviceIDs". Docker's documented form quotes it.
-            gpus = f'"{gpus}"'
-        mounts = (Mount(spec.weights.dest, spec.weights.dest),) if spec.weights.dest else ()
-        if spec.server == "triton":
-            from deployctl.plan.triton import repository_dir
-
-            mounts += (Mount(repository_dir(spec), repository_dir(spec)),)
-    else:
-        devices = tuple(f"/dev/davinci{d}" for d in instance.devices) + MANAGER_DEVICES
-        mounts = ascend_mounts(spec)
-    env = literal
-    if spec.mode == "disaggregated" and ranktables is not None:
-        env = ranktable_env(spec, instance, ranktables) + literal
     labels = (
         (LABEL_DEPLOYMENT, spec.name),
         (LABEL_ROLE, instance.role),
@@ -189,11 +109,11 @@ def container_for(spec: Spec, instance: Instance, ranktables: Optional[Ranktable
         image=spec.image.name or "",
         devices=devices,
         mounts=mounts,
-        env=env,
+        env=env + literal,
         env_file=env_file_path(spec, instance.name) if secret else None,
         secret_env=secret,
         labels=labels,
-        command=server_command(spec, instance),
+        command=command,
         gpus=gpus,
         shm_size=(spec.shm_size or DEFAULT_SHM_SIZE) if instance.devices else None,
     )

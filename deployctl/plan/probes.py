@@ -13,6 +13,7 @@ from deployctl.facts.hccn_tool import device_ip_probes
 from deployctl.facts.probe import Probe
 from deployctl.facts.weights_state import weights_probe
 from deployctl.plan.containers import env_dir, ranktable_dir
+from deployctl.servers import flavour_of
 from deployctl.spec.model import Instance, Spec
 
 WEIGHTS_STATE_KEY = "weights"
@@ -20,16 +21,9 @@ HANG_AFTER_S = 15  # a one-token generate on an idle server takes milliseconds; 
 
 
 def health_path(spec: Spec, instance: Optional[Instance] = None) -> str:
-    """What answers 200 once an instance serves, as each server reports it: vLLM's /health; Triton's readiness
-    (strict by default: ready only once its models are); the vllm-ascend proxy's /healthcheck. `up` waits on it
-    and `status` reads it."""
-    if spec.server == "triton":
-        return "/v2/health/ready"
-    if instance is not None and instance.role == "proxy":
-        from deployctl.plan.upstream import PROXY_HEALTH_PATH
-
-        return PROXY_HEALTH_PATH
-    return "/health"
+    """What answers 200 once an instance serves, as its server flavour says: vLLM's /health; Triton's readiness;
+    the vllm-ascend proxy's /healthcheck. `up` waits on it and `status` reads it."""
+    return flavour_of(spec).health_path(instance)
 
 
 def fetcher_path(spec: Spec) -> str:
@@ -43,12 +37,7 @@ def host_devices(spec: Spec, host: str) -> tuple[int, ...]:
 
 def deployed_dirs(spec: Spec) -> tuple[str, ...]:
     """The directories whose files deployctl writes (ranktables, env files, Triton's model repository)."""
-    directories = (ranktable_dir(spec), env_dir(spec))
-    if spec.server == "triton":  # the model repository's files (config.pbtxt, 1/model.json), one level each
-        from deployctl.plan.triton import model_dir
-
-        directories += (model_dir(spec), f"{model_dir(spec)}/1")
-    return directories
+    return (ranktable_dir(spec), env_dir(spec)) + flavour_of(spec).deployed_dirs(spec)
 
 
 def deployment_files(spec: Spec) -> tuple[str, ...]:
@@ -68,7 +57,7 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
     probes = []
     if "containers" in stages:
         probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health))
-        if spec.upstream is not None and host in used:  # each host's NIC for HCCL_IF_IP and *_SOCKET_IFNAME
+        if flavour_of(spec).reads_host_networks and host in used:  # each host's NIC for HCCL_IF_IP, *_SOCKET_IFNAME
             from deployctl.facts.host_layout import layout_probe
             from deployctl.facts.image_version import image_version_probe
 
@@ -80,13 +69,13 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         from deployctl.facts.deployed import existing_paths_probe
 
         probes.append(existing_paths_probe(deployment_files(spec)))
-    if "liveness" in stages and health and spec.server != "triton":
+    if "liveness" in stages and health and flavour_of(spec).one_token_liveness:
         from deployctl.facts.liveness import liveness_probe
         from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
 
         targets = tuple((port, ONE_TOKEN_PATH) for port, _ in health)
         probes.append(liveness_probe(targets, one_token_body(spec), hang_after))
-    if "ranktables" in stages and spec.mode == "disaggregated" and spec.upstream is None and host in used:
+    if "ranktables" in stages and flavour_of(spec).uses_ranktables(spec) and host in used:
         devices = host_devices(spec, host)
         if devices:
             probes.extend(device_ip_probes(devices))

@@ -10,10 +10,10 @@ import hashlib
 import json
 from typing import Mapping
 
-from deployctl.errors import PlanError
+from deployctl.servers.fields import model_values, render_flags, render_keys
+from deployctl.servers.triton import MODEL_JSON, TABLE
 from deployctl.spec.model import Instance, Spec
 
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 CONFIG_NAME = "config.pbtxt"
 ENGINE_ARGS_NAME = "1/model.json"
 
@@ -85,40 +85,21 @@ def render_config(spec: Spec) -> str:
 
 
 def engine_args(spec: Spec, instance: Instance) -> dict:
-    """vLLM engine arguments (snake_case) for model.json; only keys the spec gives, plus the fixed ones."""
-    model = spec.model
-    args: dict = {
-        "model": spec.weights.dest or "/model",
-        "tensor_parallel_size": instance.tp,
-    }
-    if model.max_model_len is not None:
-        args["max_model_len"] = model.max_model_len
-    if instance.max_num_seqs is not None:
-        args["max_num_seqs"] = instance.max_num_seqs
-    if instance.max_num_batched_tokens is not None:
-        args["max_num_batched_tokens"] = instance.max_num_batched_tokens
-    args["gpu_memory_utilization"] = _gpu_memory_utilization(instance.extra_args)
-    # No `disable_log_requests` (the seed's model.json has it): Triton's vLLM backend builds
-    # AsyncEngineArgs(**model.json) (vllm_backend src/model.py), and vLLM 0.12 removed that field (deprecated in
-    # 0.10 for enable_log_requests, off by default), so every current image refuses to load the model with it.
-    return args
+    """vLLM engine arguments (snake_case) for model.json, from Triton's field table (servers/triton.py): only keys
+    the spec gives, plus the fixed ones."""
+    return render_keys(TABLE, _values(spec, instance), MODEL_JSON)
 
 
-def _gpu_memory_utilization(extra_args: tuple[str, ...]) -> float:
-    """`--gpu-memory-utilization X` (or `=X`) among the vLLM extra args sets it; 0.9 otherwise."""
-    value = None
-    for i, word in enumerate(extra_args):
-        if word.startswith("--gpu-memory-utilization="):
-            value = word.split("=", 1)[1]
-        elif word == "--gpu-memory-utilization" and i + 1 < len(extra_args):
-            value = extra_args[i + 1]
-    if value is None:
-        return DEFAULT_GPU_MEMORY_UTILIZATION
-    try:
-        return float(value)
-    except ValueError:
-        raise PlanError(f"--gpu-memory-utilization {value!r} is not a number",
-                        hint="give a fraction such as 0.85 in extra_args") from None
+def _values(spec: Spec, instance: Instance) -> dict:
+    port = instance.port
+    values = model_values(spec, instance)
+    values.update({
+        "@repository": repository_dir(spec),
+        "@control": "explicit",
+        "@grpc_port": instance.grpc_port if instance.grpc_port is not None else port + 1,
+        "@metrics_port": instance.metrics_port if instance.metrics_port is not None else port + 2,
+    })
+    return values
 
 
 def render_engine_args(spec: Spec, instance: Instance) -> str:
@@ -144,15 +125,4 @@ def repository_digest(files: Mapping[str, bytes]) -> str:
 
 def tritonserver_command(spec: Spec, instance: Instance) -> tuple[str, ...]:
     """`tritonserver` in explicit model-control mode, loading only the served model."""
-    port = instance.port
-    grpc = instance.grpc_port if instance.grpc_port is not None else port + 1
-    metrics = instance.metrics_port if instance.metrics_port is not None else port + 2
-    return (
-        "tritonserver",
-        "--model-repository", repository_dir(spec),
-        "--model-control-mode", "explicit",
-        "--load-model", spec.model.served_name,
-        "--http-port", str(port),
-        "--grpc-port", str(grpc),
-        "--metrics-port", str(metrics),
-    )
+    return ("tritonserver",) + render_flags(TABLE, _values(spec, instance))

@@ -38,6 +38,7 @@ from deployctl.plan.contract import contract_step
 from deployctl.plan.upstream import HostNetwork, host_networks, with_host_facts
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
+from deployctl.servers import flavour_of
 from deployctl.image.inputs import BuildInputs
 from deployctl.spec.model import Spec
 
@@ -91,17 +92,20 @@ def digest_of(container: Container, image_id: str, ranktables: Optional[Ranktabl
               spec: Optional[Spec] = None) -> str:
     ranktable_digest = ranktables.digest_for(container.name) if ranktables and container.name in ranktables.local_names else ""
     repository = ""
-    if spec is not None and spec.server == "triton":
-        repository = triton.repository_digest(triton.repository_files(spec, container.instance))
+    files = flavour_of(spec).repository_files(spec, container.instance) if spec is not None else {}
+    if files:
+        repository = triton.repository_digest(files)
     return container_digest(container, image_id, ranktable_digest, repository)
 
 
-def triton_repository_puts(spec: Spec) -> dict[str, list[PutFile]]:
-    """Each host's model-repository files; instances on one host must agree on them (one directory)."""
+def repository_puts(spec: Spec) -> dict[str, list[PutFile]]:
+    """Each host's files of its servers' repository (Triton's model repository); instances on one host must agree
+    on them (one directory)."""
     wanted: dict[str, dict[str, bytes]] = {}
+    flavour = flavour_of(spec)
     for instance in spec.instances:
         files = wanted.setdefault(instance.host, {})
-        for path, content in triton.repository_files(spec, instance).items():
+        for path, content in flavour.repository_files(spec, instance).items():
             if files.setdefault(path, content) != content:
                 raise PlanError(
                     f"{instance.host}: Triton instances of {spec.name!r} need different {path} "
@@ -120,9 +124,8 @@ def plan_files(spec: Spec, facts: Mapping[str, DeployedState], ranktables: Optio
         for host in spec.used_hosts:
             for name, content in ranktables.contents.items():
                 wanted[host.name].append(PutFile(f"{ranktable_dir(spec)}/{name}", content, 0o644))
-    if spec.server == "triton":
-        for host, puts in triton_repository_puts(spec).items():
-            wanted[host].extend(puts)
+    for host, puts in repository_puts(spec).items():
+        wanted[host].extend(puts)
     for container in containers:
         if container.env_file:
             wanted[container.instance.host].append(
@@ -281,7 +284,7 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
         planned.append(plan_weights(spec, facts, inputs.listing, inputs.fetcher_digest))
     pending: tuple[str, ...] = ()
     if "containers" in stages:
-        networks = host_networks(spec, facts) if spec.upstream is not None else None
+        networks = host_networks(spec, facts) if flavour_of(spec).reads_host_networks else None
         if networks is not None:  # default kv ports for the hosts' own NPU counts; the version the image names
             probed = next((facts[h.name].image_version for h in spec.used_hosts
                            if h.name in facts and facts[h.name].image_version), None)

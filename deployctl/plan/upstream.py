@@ -14,6 +14,8 @@ from deployctl.facts.model import HostFacts
 from deployctl.plan.dp_launch import (
     data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, launch_command, profile_flags, proxy_args,
 )
+from deployctl.servers.fields import model_values, render_flags
+from deployctl.servers.vllm_ascend import TABLE as VLLM_ASCEND_TABLE
 from deployctl.spec.dp_groups import Server, default_kv_port
 from deployctl.spec.model import EnvVar, Instance, Spec
 from deployctl.spec.profiles import ServerProfile, select_profile
@@ -21,6 +23,7 @@ from deployctl.spec.profiles import ServerProfile, select_profile
 # vllm-ascend's images carry the repository here; its P/D proxy is an example script of that repository.
 PROXY_SCRIPT = "/vllm-workspace/vllm-ascend/examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
 PROXY_HEALTH_PATH = "/healthcheck"  # the proxy answers this, not /health
+VLLM_SERVE = ("vllm", "serve")
 
 
 @dataclass(frozen=True)
@@ -107,27 +110,22 @@ def upstream_mounts(spec: Spec, network: Optional[HostNetwork] = None) -> tuple:
 
 
 def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNetwork]) -> tuple[str, ...]:
-    """`vllm serve MODEL ...`: the model's arguments, the DP and TP flags, the connector, the pass-through JSON,
-    the profile's default flags for the role (where the user set none of them), the extra args."""
-    model, server, profile = spec.model, instance.server, profile_of(spec)
-    args = ["vllm", "serve", spec.weights.dest or "/model", "--served-model-name", model.served_name,
-            "--host", "0.0.0.0"]
-    for flag, value in (("--max-model-len", model.max_model_len), ("--max-num-seqs", instance.max_num_seqs),
-                        ("--max-num-batched-tokens", instance.max_num_batched_tokens),
-                        ("--quantization", model.quantization)):
-        if value is not None:
-            args += [flag, str(value)]
-    args += data_parallel_args(server, {h: n.address for h, n in networks.items()})
+    """`vllm serve MODEL ...`, rendered from vllm-ascend's field table (servers/vllm_ascend.py): the model's
+    arguments, the DP and TP flags, the connector, the pass-through JSON, the profile's default flags for the role
+    (where the user set none of them), the extra args."""
+    server, profile = instance.server, profile_of(spec)
+    values = model_values(spec, instance)
+    values["@data_parallel"] = data_parallel_args(server, {h: n.address for h, n in networks.items()})
     if spec.mode == "disaggregated":
         groups = spec.upstream.groups
         prefill = next(g for g in groups if g.role == "prefill")
         decode = next(g for g in groups if g.role == "decode")
-        args += kv_transfer_arg(kv_transfer_config(server, spec.name, prefill, decode, profile.kv_connector,
-                                                   profile.kv_connector_module_path))
-    for flag, text in instance.json_args:
-        args += [flag, text]
-    args += profile_flags(profile, instance.role, tuple(args) + instance.extra_args)
-    return tuple(args) + instance.extra_args
+        values["@kv_transfer"] = kv_transfer_arg(kv_transfer_config(server, spec.name, prefill, decode,
+                                                                    profile.kv_connector,
+                                                                    profile.kv_connector_module_path))
+    values["@profile_flags"] = lambda so_far: profile_flags(profile, instance.role,
+                                                            VLLM_SERVE + so_far + instance.extra_args)
+    return VLLM_SERVE + render_flags(VLLM_ASCEND_TABLE, values)
 
 
 def proxy_command(spec: Spec, proxy: Instance, networks: Mapping[str, HostNetwork],

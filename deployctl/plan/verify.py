@@ -6,6 +6,7 @@ import json
 
 from deployctl.core import Command
 from deployctl.plan.model import Stage, Step
+from deployctl.servers import flavour_of
 from deployctl.spec.model import Instance, Spec
 
 SMOKE_PROMPT = "Say hello in one short sentence."
@@ -57,10 +58,9 @@ def smoke_targets(spec: Spec) -> tuple[Instance, ...]:
 
 def smoke_command(spec: Spec, instance: Instance) -> Command:
     """POST the smoke request on the host's loopback; the body goes on stdin."""
-    if spec.server == "triton":
-        path, body = f"/v2/models/{spec.model.served_name}/generate", triton_smoke_body()
-    else:
-        path, body = "/v1/chat/completions", smoke_request_body(spec)
+    flavour = flavour_of(spec)
+    path = flavour.smoke_path(spec)
+    body = smoke_request_body(spec) if flavour.openai_api else triton_smoke_body()
     return Command(
         ("curl", "--silent", "--show-error", "--fail-with-body", "--max-time", "120",
          "--header", "Content-Type: application/json", "--data-binary", "@-", f"http://127.0.0.1:{instance.port}{path}"),
@@ -68,16 +68,16 @@ def smoke_command(spec: Spec, instance: Instance) -> Command:
     )
 
 
-def server_ready_command(instance: Instance) -> Command:
-    """Triton's server-wide readiness, checked before its smoke request."""
+def server_ready_command(instance: Instance, path: str) -> Command:
+    """A server-wide readiness (Triton's), checked before its smoke request."""
     return Command(("curl", "--silent", "--show-error", "--fail", "--max-time", "10", "--output", "/dev/null",
-                    f"http://127.0.0.1:{instance.port}/v2/health/ready"))
+                    f"http://127.0.0.1:{instance.port}{path}"))
 
 
 def plan_verify(spec: Spec) -> Stage:
-    ready = spec.server == "triton"
+    ready = flavour_of(spec).ready_path()
     return Stage("verify", tuple(
         Step(i.host, "verify", "run", f"smoke request to {i.name}", container=i.name,
-             commands=((server_ready_command(i),) if ready else ()) + (smoke_command(spec, i),))
+             commands=((server_ready_command(i, ready),) if ready else ()) + (smoke_command(spec, i),))
         for i in smoke_targets(spec)
     ))

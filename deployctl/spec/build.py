@@ -19,7 +19,7 @@ from deployctl.spec.model import (
 from deployctl.spec.dp_groups import DpGroup, default_kv_port, servers_of
 from deployctl.spec.profiles import select_profile
 from deployctl.spec.rules import DEFAULT_CARDS, DEFAULT_SCHEDULER_PORT
-from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, GROUP_KEYS, UPSTREAM
+from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, GROUP_KEYS
 
 _SSH_KEYS = ("user", "port", "identity_file", "known_hosts", "jump")
 _URL_SCHEMES = ("s3://", "obs://")  # the contract's only remote sources (weights.source, image.build.packages)
@@ -29,13 +29,16 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
     """Only called on a document that passed the schema and every rule."""
     data = document.data
     model = _model_args(data["model"])
+    from deployctl.servers import flavour_named
+
     platform, server = data.get("platform", "ascend"), data.get("server", "vllm")
+    flavour = flavour_named(platform, server)
     cards = data.get("requirements", {}).get("cards", DEFAULT_CARDS)
-    upstream = _upstream(data["topology"], cards) if server == UPSTREAM else None
+    upstream = _upstream(data["topology"], cards) if flavour.dp_groups else None
     shm_size = data.get("container", {}).get("shm_size")
     instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards, document.references,
                                      shm_size)
-                 if upstream else _instances(data["name"], data["topology"], model, server))
+                 if upstream else _instances(data["name"], data["topology"], model, dict(flavour.extra_ports)))
     return Spec(
         version=data["version"],
         name=data["name"],
@@ -81,12 +84,12 @@ def _model_args(model: dict) -> ModelArgs:
     )
 
 
-def _instances(deployment: str, topology: dict, model: ModelArgs, server: str) -> tuple[Instance, ...]:
+def _instances(deployment: str, topology: dict, model: ModelArgs, extra_ports: dict) -> tuple[Instance, ...]:
     """mixed instances; or prefill..., decode..., then the scheduler (which runs with the P/D TP)."""
     out: list[Instance] = []
     for key, role in (("instances", "mixed"), ("prefill", "prefill"), ("decode", "decode")):
         for index, entry in enumerate(topology.get(key, ())):
-            out.append(_instance(deployment, role, index, entry, model, server, ("topology", key, index)))
+            out.append(_instance(deployment, role, index, entry, model, extra_ports, ("topology", key, index)))
     scheduler = topology.get("scheduler")
     if scheduler is not None:
         tp = out[0].tp if out else 1
@@ -99,19 +102,23 @@ def _instances(deployment: str, topology: dict, model: ModelArgs, server: str) -
     return tuple(out)
 
 
-def _instance(deployment: str, role: str, index: int, entry: dict, model: ModelArgs, server: str,
+def _instance(deployment: str, role: str, index: int, entry: dict, model: ModelArgs, extra_ports: dict,
               path: tuple) -> Instance:
+    """`extra_ports`: key -> offset from port of the further ports the flavour listens on (Triton's)."""
     own = entry.get("model", {})
     port = entry["port"]
-    triton = server == "triton"
+
+    def extra(key: str) -> Optional[int]:
+        return entry.get(key, port + extra_ports[key]) if key in extra_ports else None
+
     return Instance(
         role=role, index=index, host=entry["host"], devices=tuple(entry["devices"]), port=port,
         name=f"{deployment}-{role}-{index}", tp=len(entry["devices"]),
         max_num_seqs=own.get("max_num_seqs", model.max_num_seqs),
         max_num_batched_tokens=own.get("max_num_batched_tokens", model.max_num_batched_tokens),
         extra_args=model.extra_args + tuple(own.get("extra_args", ())),
-        grpc_port=entry.get("grpc_port", port + 1) if triton else None,
-        metrics_port=entry.get("metrics_port", port + 2) if triton else None,
+        grpc_port=extra("grpc_port"),
+        metrics_port=extra("metrics_port"),
         path=path,
     )
 

@@ -17,7 +17,7 @@ DEFAULT_CARDS = 8
 DEFAULT_SCHEDULER_PORT = 9000
 MAX_DEVICES = 8
 WORKER_LISTS = ("instances", "prefill", "decode")
-UPSTREAM = "vllm-ascend"
+INSTANCE_PORT_KEYS = ("grpc_port", "metrics_port")  # an instance's ports beside `port` (schema: triton only)
 # Addresses that all mean the machine deployctl runs on.
 LOCAL_ADDRESSES = ("local", "localhost", "127.0.0.1", "::1")
 
@@ -46,7 +46,10 @@ class Context:
         hosts = self.value(("hosts",), dict)
         self.hosts = None if hosts is None else list(hosts)
         self.mode = self.value(("topology", "mode"), str)
-        upstream = self.server == UPSTREAM
+        from deployctl.servers import flavour_named
+
+        self.flavour = flavour_named(self.platform, self.server)  # whose rules and field table apply
+        upstream = self.flavour.dp_groups
         # A vllm-ascend topology has DP groups, not instances: the instance rules do not apply to it.
         self.workers = [] if upstream else list(self._workers())
         self.groups = list(self._groups()) if upstream else []
@@ -187,9 +190,9 @@ def _ports(c: Context, unit: Unit) -> Iterator[tuple[int, Path, str, str]]:
         yield DEFAULT_SCHEDULER_PORT, unit.path, f"{unit.where} ({default})", default
     elif port is not None:
         yield port, unit.path + ("port",), f"{unit.where}.port", ""
-    if c.server != "triton" or unit.role == "scheduler":
+    if unit.role == "scheduler":
         return
-    for key, offset in (("grpc_port", 1), ("metrics_port", 2)):
+    for key, offset in c.flavour.extra_ports:
         if key in unit.data:
             value = c.value(unit.path + (key,), int)
             if value is not None:
@@ -219,8 +222,8 @@ def check_ports(c: Context) -> Iterator[Problem]:
 def check_topology(c: Context) -> Iterator[Problem]:
     """mixed: instances only; disaggregated: one scheduler, >=1 prefill and decode, one TP size."""
     topology = c.value(("topology",), dict)
-    if topology is None or c.mode not in ("mixed", "disaggregated") or c.server == UPSTREAM:
-        return
+    if topology is None or c.mode not in ("mixed", "disaggregated") or c.flavour.dp_groups:
+        return  # DP groups have their own rules (rules_upstream.py)
     wanted = ("instances",) if c.mode == "mixed" else ("scheduler", "prefill", "decode")
     for key in ("instances", "scheduler", "prefill", "decode"):
         if key in topology and key not in wanted:
@@ -260,26 +263,29 @@ def check_platform(c: Context) -> Iterator[Problem]:
     if c.platform == "ascend" and "gpu_memory_gb" in requirements:
         yield Problem(("requirements", "gpu_memory_gb"), "gpu_memory_gb is ignored on platform ascend",
                       severity="warning")
-    if c.server == "triton" and c.platform != "gpu" and c.ok(("platform",)):
-        yield Problem(("server",), "server triton runs on platform gpu only; this spec is platform ascend",
-                      hint="use server: vllm on Ascend, or set platform: gpu")
-    if c.value(("model", "quantization"), str) == "ascend" and c.server != UPSTREAM:
-        yield Problem(("model", "quantization"), f"quantization 'ascend' is vllm-ascend's (w8a8 weights); server "
-                      f"{c.server} takes awq, smoothquant or gptq", hint="use server: vllm-ascend for these weights")
-    if c.server != "triton":
-        for unit in c.workers:
-            for key in ("grpc_port", "metrics_port"):
-                if key in unit.data:
-                    yield Problem(unit.path + (key,), f"{key} is ignored unless server is triton", severity="warning")
+    from deployctl.servers.registry import flavour_for, platforms_of
+
+    if flavour_for(c.platform, c.server) is None and c.ok(("platform",)):
+        yield Problem(("server",), f"server {c.server} runs on platform {' or '.join(platforms_of(c.server))} only; "
+                                   f"this spec is platform {c.platform}", hint=c.flavour.wrong_platform_hint)
+    listened = {key for key, _ in c.flavour.extra_ports}
+    for unit in c.workers:
+        for key in INSTANCE_PORT_KEYS:  # the schema's, for any server; only Triton listens on them
+            if key in unit.data and key not in listened:
+                yield Problem(unit.path + (key,), f"{key} is ignored unless server is triton", severity="warning")
+
+
+def check_flavour(c: Context) -> Iterator[Problem]:
+    """The rules of the spec's server flavour (servers/<flavour>.py)."""
+    yield from c.flavour.check(c)
 
 
 from deployctl.spec.rules_model import (  # noqa: E402 (they use Context, defined above)
-    check_batched_tokens, check_env, check_kv_cache, check_model_table, check_served_name,
+    check_batched_tokens, check_env, check_kv_cache, check_model_fields, check_model_table,
 )
-from deployctl.spec.rules_upstream import check_upstream  # noqa: E402
-from deployctl.spec.rules_profile import check_pd_traps, check_profile  # noqa: E402
+from deployctl.spec.rules_profile import check_server_version  # noqa: E402
 from deployctl.spec.rules_values import check_image_references, check_weights_dest  # noqa: E402
 
 RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
-         check_kv_cache, check_platform, check_model_table, check_env, check_served_name, check_upstream,
-         check_weights_dest, check_image_references, check_profile, check_pd_traps)
+         check_kv_cache, check_platform, check_model_fields, check_model_table, check_env, check_flavour,
+         check_weights_dest, check_image_references, check_server_version)

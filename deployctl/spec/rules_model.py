@@ -37,6 +37,9 @@ def check_batched_tokens(c: Context) -> Iterator[Problem]:
 
 
 def check_kv_cache(c: Context) -> Iterator[Problem]:
+    """int8 needs its scales file, where the flavour takes kv_cache_dtype at all (else the field table refuses it)."""
+    if not c.flavour.renders("kv_cache_dtype"):
+        return
     if c.value(("model", "kv_cache_dtype"), str) == "int8" and not c.value(("model", "quantization_param_path"), str):
         if c.ok(("model", "quantization_param_path")):
             yield Problem(("model", "kv_cache_dtype"), "kv_cache_dtype int8 needs quantization_param_path",
@@ -120,8 +123,29 @@ def _control_characters(path: tuple, value, original) -> Iterator[Problem]:
 
 
 def check_served_name(c: Context) -> Iterator[Problem]:
-    """Triton's model repository names a directory after served_name; ':' has no place there."""
+    """Triton's model repository names a directory after served_name; ':' has no place there (servers/triton.py
+    runs it)."""
     name = c.value(("model", "served_name"), str)
-    if c.server == "triton" and name is not None and ":" in name:
+    if name is not None and ":" in name:
         yield Problem(("model", "served_name"), f"{quoted(name)} cannot name a Triton model: use letters, digits, "
                       f"'.', '_' and '-'", hint="Triton's model repository holds a directory of that name")
+
+
+def check_model_fields(c: Context) -> Iterator[Problem]:
+    """Every engine field the spec sets reaches the flavour's server, or is refused here at its path: the flavour's
+    field table (servers/<flavour>.py) refuses what that server would refuse or drop."""
+    from deployctl.servers.fields import Flag, Refused
+
+    places = [("model",)] + [unit.path + ("model",) for unit in c.workers + c.groups]
+    for row in c.flavour.table:
+        for where in places:
+            mapping = c.value(where, dict) or {}
+            if row.field not in mapping or not c.ok(where + (row.field,)):
+                continue
+            value = mapping[row.field]
+            if isinstance(row, Refused) and row.refuses(value):
+                yield Problem(where + (row.field,), row.message, hint=row.hint or None)
+            elif isinstance(row, Flag) and row.after and value is not None and mapping.get(row.after) is None:
+                yield Problem(where + (row.field,), f"{row.field} is read only with {row.after}, which this spec "
+                                                    f"does not set: the server would never see it",
+                              hint=f"set {row.after}, or remove {row.field}")

@@ -15,7 +15,6 @@ from deployctl.spec.profiles import SOURCE_DEFAULT, SOURCE_OVERRIDE, SOURCE_TAG,
 if TYPE_CHECKING:
     from deployctl.spec.rules import Context, Unit
 
-UPSTREAM = "vllm-ascend"
 VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
 # Hybrid (Mamba/GDN) models: Qwen3-Next and the Qwen3.5/3.6 series, as vllm-ascend's P/D tutorial names them
 # (HEAD:docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md:259).
@@ -36,13 +35,16 @@ def profile_choice(c: Context) -> ProfileChoice:
     return select_profile(c.value(("server_version",), str), c.value(("image", "name"), str))
 
 
-def check_profile(c: Context) -> Iterator[Problem]:
-    """server_version only with vllm-ascend; the profile's warning; its removed keys; Mooncake in the image."""
-    if isinstance(c.data, dict) and "server_version" in c.data and c.server != UPSTREAM and c.ok(("server_version",)):
+def check_server_version(c: Context) -> Iterator[Problem]:
+    """server_version only where the flavour has version profiles (vllm-ascend)."""
+    if isinstance(c.data, dict) and "server_version" in c.data and not c.flavour.has_profiles \
+            and c.ok(("server_version",)):
         yield Problem(("server_version",), f"server_version picks a vllm-ascend profile; server {c.server} has none",
                       hint="remove it, or use server: vllm-ascend")
-    if c.server != UPSTREAM:
-        return
+
+
+def check_profile(c: Context) -> Iterator[Problem]:
+    """The profile's warning; its removed keys; Mooncake in the image (servers/vllm_ascend.py runs it)."""
     choice = profile_choice(c)
     where = _version_path(c, choice)
     # without an image there is nothing to run yet, and nothing to name
@@ -84,8 +86,6 @@ def _removed_keys(c: Context, choice: ProfileChoice) -> Iterator[Problem]:
 
 def check_pd_traps(c: Context) -> Iterator[Problem]:
     """What a P/D deployment of vllm-ascend refuses at start or serves wrong (each rule cites upstream)."""
-    if c.server != UPSTREAM:
-        return
     yield from _visible_devices(c)
     yield from _kv_port_range(c)
     if c.mode != "disaggregated":

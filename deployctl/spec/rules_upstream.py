@@ -16,7 +16,6 @@ from deployctl.spec.dp_groups import DpGroup
 if TYPE_CHECKING:
     from deployctl.spec.rules import Context, Unit
 
-UPSTREAM = "vllm-ascend"
 GROUP_KEYS = {"mixed": ("groups",), "disaggregated": ("prefill", "decode")}
 DEFAULT_PROXY_PORT = 8000
 
@@ -44,12 +43,7 @@ def group_of(c: Context, unit: Unit, index: int) -> Optional[DpGroup]:
 
 
 def check_upstream(c: Context) -> Iterator[Problem]:
-    """Every rule of the contract's section, all at once."""
-    if c.server != UPSTREAM:
-        return
-    if c.platform != "ascend" and c.ok(("platform",)):
-        yield Problem(("server",), f"server {UPSTREAM} runs on platform ascend only; this spec is platform "
-                                   f"{c.platform}", hint="use server: vllm on GPU hosts")
+    """Every rule of the contract's section, all at once (servers/vllm_ascend.py runs them)."""
     topology = c.value(("topology",), dict)
     if topology is None or c.mode not in GROUP_KEYS:
         return

@@ -3,8 +3,9 @@
 import textwrap
 
 from deployctl.plan.containers import (
-    MANAGER_DEVICES, RanktableFiles, START_SERVERS, container_digest, container_for, docker_run, env_file_content,
+    MANAGER_DEVICES, RanktableFiles, container_digest, container_for, docker_run, env_file_content,
 )
+from deployctl.servers.ascendcloud import START_SERVERS
 from deployctl.spec.load import load_spec_text
 
 PD = textwrap.dedent("""\

@@ -1,0 +1,94 @@
+"""The interface every server flavour implements (pure): what `validate`, `plan`, `doctor`, `export` and `status`
+ask of a server instead of comparing `spec.server`. A flavour is one module with one `Flavour` subclass; the
+defaults here are vLLM's OpenAI server's."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional
+
+from deployctl.servers.fields import Flag, Table, flag_rows
+
+if TYPE_CHECKING:
+    from deployctl.errors import Problem
+    from deployctl.plan.containers import Container, RanktableFiles
+    from deployctl.spec.model import Instance, Spec
+    from deployctl.spec.rules import Context
+
+
+class Flavour:
+    """One server flavour on one platform: its spec rules, its field table, its container, its paths."""
+
+    platform: str = ""
+    server: str = ""
+    title: str = ""  # how docs and messages name it
+    table: Table = ()  # spec model fields -> engine flags (rendered by fields.render_flags / render_keys)
+    wrong_platform_hint: str = ""  # the hint when the spec's platform is not this flavour's
+
+    # The spec's shape for this flavour
+    dp_groups: bool = False  # topology of DP groups (vllm-ascend) instead of instances and a scheduler
+    extra_ports: tuple[tuple[str, int], ...] = ()  # (key, offset from port): more ports each instance listens on
+    has_profiles: bool = False  # server_version picks one of its version profiles
+
+    # How it serves and how deployctl talks to it
+    openai_api: bool = True  # /v1/completions and /v1/chat/completions; else its own generate endpoint
+    one_token_liveness: bool = True  # `status` may ask a one-token completion to tell a hung server
+    reads_host_networks: bool = False  # its containers need each host's address and NIC (HCCL, DP master)
+    host_tuning: bool = False  # doctor checks the host tuning its tutorials set (swappiness, NUMA balancing)
+
+    # --- spec rules -------------------------------------------------------------------------------------------
+    def check(self, c: "Context") -> Iterator["Problem"]:
+        """The rules only this flavour has (the field table's refusals are checked for every flavour)."""
+        return iter(())
+
+    def renders(self, field: str) -> bool:
+        """True when a spec field reaches this flavour's engine arguments."""
+        return any(row.field == field for row in flag_rows(self.table))
+
+    # --- the container ----------------------------------------------------------------------------------------
+    def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
+                  networks: Optional[Mapping]) -> "Container":
+        raise NotImplementedError
+
+    def uses_ranktables(self, spec: "Spec") -> bool:
+        """True when its instances find each other through HCCL ranktables (AscendCloud's P/D)."""
+        return False
+
+    def repository_files(self, spec: "Spec", instance: "Instance") -> Mapping[str, bytes]:
+        """Host path -> content of the files `up` writes for an instance's server to read (Triton's model
+        repository); none by default."""
+        return {}
+
+    def repository_dir(self, spec: "Spec") -> Optional[str]:
+        """The host directory those files live in, mounted into the container (None: no such files)."""
+        return None
+
+    def deployed_dirs(self, spec: "Spec") -> tuple[str, ...]:
+        """Directories of those files whose contents `plan` reads back (one level each)."""
+        return ()
+
+    # --- health and answers -----------------------------------------------------------------------------------
+    def health_path(self, instance: Optional["Instance"] = None) -> str:
+        """What answers 200 once an instance serves: `up` waits on it and `status` reads it."""
+        return "/health"
+
+    def ready_path(self) -> Optional[str]:
+        """A server-wide readiness to check before the smoke request (None: the health barrier suffices)."""
+        return None
+
+    def answers_path(self, spec: "Spec") -> str:
+        """Where a completion is asked (`up --answers`, `status --answers`)."""
+        return "/v1/completions"
+
+    def smoke_path(self, spec: "Spec") -> str:
+        """Where `up`'s smoke request goes."""
+        return "/v1/chat/completions"
+
+    # --- export -----------------------------------------------------------------------------------------------
+    def export_refusals(self, spec: "Spec") -> Iterator["Problem"]:
+        """What no export target can express for this flavour's spec (said at its path)."""
+        return iter(())
+
+
+def flag_of(flavour: Flavour, field: str) -> Optional[Flag]:
+    """The row that renders `field`, if any."""
+    return next((row for row in flag_rows(flavour.table) if row.field == field), None)

@@ -1,0 +1,43 @@
+"""The flavours keyed by (platform, server), as vLLM keys its platforms (pure). Adding a flavour: its module, one
+line here, and its `server` value in spec/schema.json."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from deployctl.servers.ascendcloud import AscendCloudVllm
+from deployctl.servers.base import Flavour
+from deployctl.servers.triton import TritonVllm
+from deployctl.servers.vllm_ascend import VllmAscend
+from deployctl.servers.vllm_gpu import VllmGpu
+
+if TYPE_CHECKING:
+    from deployctl.spec.model import Spec
+
+FLAVOURS: dict[tuple[str, str], Flavour] = {
+    (f.platform, f.server): f for f in (AscendCloudVllm(), VllmAscend(), VllmGpu(), TritonVllm())
+}
+
+
+def flavour_for(platform: str, server: str) -> Optional[Flavour]:
+    """The flavour that runs `server` on `platform`, or None where that pair does not exist."""
+    return FLAVOURS.get((platform, server))
+
+
+def flavour_named(platform: str, server: str) -> Flavour:
+    """The flavour whose rules a spec is checked by: its (platform, server), else the server's own on its own
+    platform (validate reports the platform separately), else the default server's for the platform."""
+    found = flavour_for(platform, server)
+    if found is not None:
+        return found
+    same_server = [f for f in FLAVOURS.values() if f.server == server]
+    return same_server[0] if same_server else FLAVOURS.get((platform, "vllm"), FLAVOURS[("ascend", "vllm")])
+
+
+def platforms_of(server: str) -> tuple[str, ...]:
+    return tuple(f.platform for f in FLAVOURS.values() if f.server == server)
+
+
+def flavour_of(spec: "Spec") -> Flavour:
+    """The flavour of a loaded (valid) spec."""
+    return flavour_named(spec.platform, spec.server)

@@ -1,0 +1,80 @@
+"""vllm-ascend (`server: vllm-ascend`, platform ascend): upstream `vllm serve` per DP group with exactly its NPUs,
+Mooncake's KV connector and the load-balance proxy for P/D, rendered per the image's server profile (pure). The
+derivations live in plan/dp_launch.py and plan/upstream.py; this module is what the rest of deployctl asks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional
+
+from deployctl.servers.ascendcloud import FAMILY
+from deployctl.servers.base import Flavour
+from deployctl.servers.fields import POSITIONAL, VERBATIM, Flag, Refused
+
+if TYPE_CHECKING:
+    from deployctl.errors import Problem
+    from deployctl.plan.containers import Container, RanktableFiles
+    from deployctl.spec.model import Instance, Spec
+    from deployctl.spec.rules import Context
+
+# vLLM's --kv-cache-dtype has no int8 (CacheDType: auto or an fp8 kind), and vllm-ascend reads an int8 KV cache
+# (C8) from the weights' own quantization description (quant_model_description.json), not from a flag.
+NO_INT8_KV = Refused("kv_cache_dtype", "kv_cache_dtype int8 never reaches vllm-ascend: vLLM's --kv-cache-dtype takes "
+                                       "auto or an fp8 kind (vllm/config/cache.py CacheDType); vllm-ascend quantizes "
+                                       "the KV cache (C8) from the weights' quant_model_description.json",
+                     hint="remove kv_cache_dtype: use weights quantized with their KV cache and quantization: ascend")
+NO_SCALES = Refused("quantization_param_path", "quantization_param_path is AscendCloud vLLM's scales file for an "
+                                               "int8 KV cache; vllm-ascend reads the scales from the quantized "
+                                               "weights", hint="remove it")
+
+# `vllm serve MODEL ...` in the order vllm-ascend's tutorials write it: the model's arguments, the DP and TP flags,
+# the connector, the pass-through JSON, the profile's default flags for the role, the extra args.
+TABLE = (
+    Flag("@model", POSITIONAL),
+    Flag("served_name", "--served-model-name"),
+    Flag("@host", "--host"),
+    Flag("max_model_len", "--max-model-len"),
+    Flag("max_num_seqs", "--max-num-seqs"),
+    Flag("max_num_batched_tokens", "--max-num-batched-tokens"),
+    Flag("quantization", "--quantization"),
+    NO_INT8_KV,
+    NO_SCALES,
+    Flag("@data_parallel", VERBATIM),
+    Flag("@kv_transfer", VERBATIM),
+    Flag("additional_config", "--additional-config"),
+    Flag("compilation_config", "--compilation-config"),
+    Flag("@speculative", "--speculative-config"),
+    Flag("@profile_flags", VERBATIM),  # where the user set none of them (a callable of the words so far)
+    Flag("extra_args", VERBATIM),
+    FAMILY,
+)
+
+
+class VllmAscend(Flavour):
+    platform, server, title = "ascend", "vllm-ascend", "vllm-ascend"
+    table = TABLE
+    wrong_platform_hint = "use server: vllm on GPU hosts"
+    dp_groups = True
+    has_profiles = True
+    reads_host_networks = True
+    host_tuning = True  # vm.swappiness, kernel.numa_balancing, the CPU governor, as its tutorials set them
+
+    def check(self, c: "Context") -> Iterator["Problem"]:
+        from deployctl.spec.rules_profile import check_pd_traps, check_profile
+        from deployctl.spec.rules_upstream import check_upstream
+
+        yield from check_upstream(c)
+        yield from check_profile(c)
+        yield from check_pd_traps(c)
+
+    def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
+                  networks: Optional[Mapping]) -> "Container":
+        from deployctl.plan.upstream import upstream_container
+
+        return upstream_container(spec, instance, networks)
+
+    def health_path(self, instance: Optional["Instance"] = None) -> str:
+        if instance is not None and instance.role == "proxy":
+            from deployctl.plan.upstream import PROXY_HEALTH_PATH
+
+            return PROXY_HEALTH_PATH
+        return "/health"

@@ -1,0 +1,72 @@
+"""vLLM's OpenAI server on NVIDIA GPUs (`server: vllm`, platform gpu; seed 002) (pure). It takes the AscendCloud
+server's flags, less what only the vendor's fork reads: vLLM's --kv-cache-dtype has no int8 (its CacheDType is
+auto or an fp8 kind) and its --quantization no smoothquant (an AscendCloud method)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Optional
+
+from deployctl.servers.ascendcloud import FAMILY, AscendCloudVllm
+from deployctl.servers.fields import VERBATIM, Flag, Refused
+
+if TYPE_CHECKING:
+    from deployctl.plan.containers import Container, Mount, RanktableFiles
+    from deployctl.spec.model import Instance, Spec
+
+NO_INT8_KV = Refused("kv_cache_dtype", "kv_cache_dtype int8 is AscendCloud vLLM's: vLLM's --kv-cache-dtype takes "
+                                       "auto or an fp8 kind (vllm/config/cache.py CacheDType), never int8",
+                     hint="remove kv_cache_dtype and quantization_param_path")
+NO_SCALES = Refused("quantization_param_path", "quantization_param_path goes with kv_cache_dtype int8, which vLLM "
+                                               "on GPU does not take (an fp8 KV cache reads its scales from the "
+                                               "checkpoint)", hint="remove it")
+NO_SMOOTHQUANT = Refused("quantization", "quantization 'smoothquant' is AscendCloud vLLM's; vLLM on GPU has no "
+                                         "such --quantization method (awq and gptq are among them)",
+                         hint="use awq or gptq weights, or server: vllm on platform ascend", values=("smoothquant",))
+NO_ASCEND = Refused("quantization", "quantization 'ascend' is vllm-ascend's (w8a8 weights, Ascend NPUs only); vLLM "
+                                    "on GPU takes awq or gptq", hint="use awq or gptq weights", values=("ascend",))
+
+TABLE = (
+    Flag("@model", "--model"),
+    Flag("@tp", "--tensor-parallel-size"),
+    Flag("max_model_len", "--max-model-len"),
+    Flag("max_num_seqs", "--max-num-seqs"),
+    Flag("max_num_batched_tokens", "--max-num-batched-tokens"),
+    Flag("@host", "--host"),
+    Flag("@port", "--port"),
+    Flag("served_name", "--served-model-name"),
+    Flag("quantization", "--quantization"),
+    NO_SMOOTHQUANT,
+    NO_ASCEND,
+    NO_INT8_KV,
+    NO_SCALES,
+    Flag("extra_args", VERBATIM),
+    FAMILY,
+)
+
+
+def gpu_shape(spec: "Spec", instance: "Instance") -> tuple[Optional[str], tuple["Mount", ...]]:
+    """`--gpus` of an instance and the weights' mount (GPU hosts need no device files or driver mounts)."""
+    from deployctl.plan.containers import Mount
+
+    gpus = "device=" + ",".join(str(d) for d in instance.devices)
+    if len(instance.devices) > 1:
+        # docker reads --gpus as CSV: unquoted, `device=0,1` is device 0 plus a count of 1, and the
+        # daemon refuses "cannot set both Count and DeviceIDs". Docker's documented form quotes it.
+        gpus = f'"{gpus}"'
+    mounts = (Mount(spec.weights.dest, spec.weights.dest),) if spec.weights.dest else ()
+    return gpus, mounts
+
+
+class VllmGpu(AscendCloudVllm):
+    """The same OpenAI server and launcher as AscendCloud's (a GPU P/D spec runs the same start_servers.sh)."""
+
+    platform, server, title = "gpu", "vllm", "vLLM on GPU"
+    table = TABLE
+
+    def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
+                  networks: Optional[Mapping]) -> "Container":
+        from deployctl.plan.containers import instance_container
+
+        gpus, mounts = gpu_shape(spec, instance)
+        return instance_container(spec, instance, devices=(), mounts=mounts, command=self.command(spec, instance),
+                                  env=self._ranktable_env(spec, instance, ranktables), gpus=gpus)
