@@ -46,7 +46,8 @@ def test_json_names_stdin_as_the_file():
 @pytest.mark.parametrize("data,message", [(b"version: 1\nname: \xff\n", "<stdin>:2:7: (root): the spec on stdin is "
                                                                          "not UTF-8 text (byte 0xff)"),
                                           (b"#" * (4 * 1024 * 1024 + 1), "<stdin>:1:1: (root): the spec on stdin is "
-                                                                         "larger than 4 MiB")])
+                                                                         "larger than 4 MiB")],
+                         ids=["not-utf8", "larger-than-4mib"])  # a 4 MiB id reaches PYTEST_CURRENT_TEST: E2BIG
 def test_stdin_has_the_files_limits(data, message):
     done = deployctl("validate", "-", stdin=data)
     assert done.returncode == 2 and message in done.stderr.decode()
