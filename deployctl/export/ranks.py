@@ -11,6 +11,13 @@ from deployctl.spec.model import Instance
 
 ADDRESS_FLAG = "--data-parallel-address"
 RANK_FLAGS = ("--data-parallel-start-rank", "--data-parallel-rank")  # internal, external
+# A worker may start before the leader's DNS record exists (the headless Service publishes it once the leader pod
+# has an IP). Resolving once and exiting restarts the whole group under RecreateGroupOnPodRestart
+# (kubernetes-sigs/lws#746), so the worker waits: every LEADER_RETRY_S up to LEADER_WAIT_S. The bound is
+# vllm-ascend's own multi-node CI's (tests/e2e/nightly/multi_node/scripts/utils.py dns_resolver: 240 tries,
+# 0.5 s backing off to 5 s, about 20 minutes), the same as the model's start-up budget (options.STARTUP_BUDGET_S).
+LEADER_RETRY_S = 2
+LEADER_WAIT_S = 1200
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,17 @@ def worker_command(argv: tuple[str, ...], instance: Instance, env: GangEnv) -> t
         words.append(kubelet_text(replace_next) if replace_next
                      else shlex.quote(word) if isinstance(word, Expanded) else kubelet_text(shlex.quote(word)))
         replace_next = raw.get(word)
-    script = (f'LEADER_IP=$(getent hosts "${env.leader_address}" | awk \'{{print $1}}\' | head -n 1); '
-              f'[ -n "$LEADER_IP" ] || {{ echo "cannot resolve ${env.leader_address}" >&2; exit 1; }}; exec ')
-    return ("sh", "-c", Expanded(kubelet_text(script) + " ".join(words)))
+    return ("sh", "-c", Expanded(kubelet_text(leader_wait(env)) + " ".join(words)))
+
+
+def leader_wait(env: GangEnv, retry_s: int = LEADER_RETRY_S, wait_s: int = LEADER_WAIT_S) -> str:
+    """POSIX sh that sets LEADER_IP once the leader's name resolves, trying every `retry_s` seconds; after
+    `wait_s` seconds it exits 1 saying what it waited for and how long (shell text, before the kubelet's)."""
+    tries = max(1, wait_s // retry_s)
+    name = "$" + env.leader_address
+    return (f'n=0; until LEADER_IP=$(getent hosts "{name}" | awk \'{{print $1}}\' | head -n 1); '
+            f'[ -n "$LEADER_IP" ]; do n=$((n + 1)); '
+            f'if [ "$n" -ge {tries} ]; then echo "cannot resolve the leader {name} ({env.leader_address}): gave up '
+            f'after {tries} tries {retry_s} s apart (about {tries * retry_s} s); is the leader pod running and '
+            f'its headless Service published?" >&2; exit 1; fi; '
+            f'echo "waiting for the leader {name} to resolve (try $n of {tries})" >&2; sleep {retry_s}; done; exec ')

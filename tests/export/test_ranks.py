@@ -4,18 +4,13 @@ DP master the leader's resolved IP."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 
 import pytest
 
+from deployctl.export.ranks import LEADER_RETRY_S, LEADER_WAIT_S
 from tests.export.cases import exported
-
-
-def kubelet_expand(text: str, env: dict) -> str:
-    """Kubernetes' $(VAR) expansion of command words: `$$` is a `$`, an undefined $(VAR) stays as written."""
-    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
+from tests.export.test_expansion import expand as kubelet_expand
 
 
 def worker_container(spec: str, target: str, index: int = 0) -> dict:
@@ -27,22 +22,37 @@ def worker_container(spec: str, target: str, index: int = 0) -> dict:
     return template["spec"]["containers"][index]
 
 
+# Time is emulated: `sleep` adds its seconds to a clock file instead of waiting, and `getent` knows leader.svc
+# only once the clock reaches LEADER_APPEARS_AT (a leader whose DNS record is published late).
+FAKE_SLEEP = '#!/bin/sh\necho $(( $(cat "$FAKE_CLOCK") + $1 )) > "$FAKE_CLOCK"\n'
+FAKE_GETENT = ('#!/bin/sh\n[ "$2" = leader.svc ] && [ "$(cat "$FAKE_CLOCK")" -ge "$LEADER_APPEARS_AT" ] '
+               '&& echo "10.0.0.7        leader.svc"\n')
+
+
 @pytest.fixture
 def fake_bin(tmp_path):
-    """getent that knows one name, and a `vllm` that prints its argv one word per line."""
-    (tmp_path / "getent").write_text('#!/bin/sh\n[ "$2" = leader.svc ] && echo "10.0.0.7        leader.svc"\n')
+    """getent that knows one name (from a given time on), a `sleep` that only moves the clock, and a `vllm` that
+    prints its argv one word per line."""
+    (tmp_path / "getent").write_text(FAKE_GETENT)
+    (tmp_path / "sleep").write_text(FAKE_SLEEP)
     (tmp_path / "vllm").write_text('#!/bin/sh\nfor w in "$@"; do echo "$w"; done\n')
-    for name in ("getent", "vllm"):
+    for name in ("getent", "sleep", "vllm"):
         (tmp_path / name).chmod(0o755)
+    (tmp_path / "clock").write_text("0\n")
     return tmp_path
 
 
-def run(container: dict, env: dict, fake_bin) -> subprocess.CompletedProcess:
+def run(container: dict, env: dict, fake_bin, appears_at: int = 0) -> subprocess.CompletedProcess:
     # vllm-ascend runs through the image's entrypoint: its words are `args` (the image here has none)
     argv = [kubelet_expand(word, env) for word in container.get("args") or container["command"]]
     assert argv[:2] == ["sh", "-c"]
-    environ = {"PATH": f"{fake_bin}:{os.environ['PATH']}", **env}
-    return subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=10)
+    environ = {"PATH": f"{fake_bin}:{os.environ['PATH']}", "FAKE_CLOCK": str(fake_bin / "clock"),
+               "LEADER_APPEARS_AT": str(appears_at), **env}
+    return subprocess.run(["/bin/sh", *argv[1:]], env=environ, capture_output=True, text=True, timeout=120)
+
+
+def clock(fake_bin) -> int:
+    return int((fake_bin / "clock").read_text())
 
 
 def flag(lines: list[str], name: str) -> str:
@@ -74,7 +84,23 @@ def test_external_workers_each_run_their_rank(fake_bin):
     assert ranks == ["4", "5", "6", "7"]
 
 
-def test_an_unresolvable_leader_stops_the_worker(fake_bin):
+@pytest.mark.parametrize("target,leader,index", [("lws", "LWS_LEADER_ADDRESS", "LWS_WORKER_INDEX"),
+                                                 ("kthena", "ENTRY_ADDRESS", "WORKER_INDEX")])
+def test_a_worker_waits_for_a_leader_that_appears_after_30_s(fake_bin, target, leader, index):
+    container = worker_container("playbooks/vllm-ascend-mixed-2hosts-internal.yaml", target)
+    done = run(container, {leader: "leader.svc", index: "1"}, fake_bin, appears_at=30)
+    assert done.returncode == 0, done.stderr
+    assert flag(done.stdout.splitlines(), "--data-parallel-address") == "10.0.0.7"  # exec'd, with the address
+    assert clock(fake_bin) == 30  # it tried every LEADER_RETRY_S until the name resolved, and no longer
+    assert f"waiting for the leader leader.svc to resolve (try {30 // LEADER_RETRY_S} of" in done.stderr
+
+
+def test_an_unresolvable_leader_stops_the_worker_after_the_bound(fake_bin):
     container = worker_container("playbooks/vllm-ascend-mixed-2hosts-internal.yaml", "lws")
     done = run(container, {"LWS_LEADER_ADDRESS": "nowhere.svc", "LWS_WORKER_INDEX": "1"}, fake_bin)
-    assert done.returncode == 1 and "cannot resolve nowhere.svc" in done.stderr and done.stdout == ""
+    assert done.returncode == 1 and done.stdout == ""
+    last = done.stderr.splitlines()[-1]
+    tries = LEADER_WAIT_S // LEADER_RETRY_S
+    assert last.startswith(f"cannot resolve the leader nowhere.svc (LWS_LEADER_ADDRESS): gave up after {tries} "
+                           f"tries {LEADER_RETRY_S} s apart")
+    assert clock(fake_bin) == (tries - 1) * LEADER_RETRY_S  # it slept between tries, not after the last
