@@ -11,6 +11,15 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # `up` waits this long for a model to load (--health-timeout's default): the start-up probe gets the same budget.
 STARTUP_BUDGET_S = 1200
 PROXY_STARTUP_BUDGET_S = 120  # the proxy loads no model
+# Requests when the spec writes no container.cpu / container.memory: a pod with none is BestEffort, the first the
+# kubelet evicts under node pressure (kubernetes.io/docs/concepts/scheduling-eviction/node-pressure-eviction).
+# Per card, so that a full 910B node (8 cards, 192 cores, 1.5 TiB) or A3 node (16) still fits beside the system's
+# reserve: 4 CPUs and 32Gi a card; vllm-ascend's own LWS template caps memory at 512Gi for a whole node
+# (tests/e2e/nightly/multi_node/scripts/lws.yaml.jinja2). A proxy or scheduler (no cards): 1 CPU, 2Gi.
+CPU_PER_CARD = 4
+MEMORY_GI_PER_CARD = 32
+CARDLESS_CPU = "1"
+CARDLESS_MEMORY = "2Gi"
 
 
 @dataclass(frozen=True)

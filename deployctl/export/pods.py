@@ -7,8 +7,10 @@ import re
 from typing import Optional
 
 from deployctl.export.expansion import kubelet_text, references
-from deployctl.export.options import GPU_RESOURCE, PROXY_STARTUP_BUDGET_S, STARTUP_BUDGET_S, ExportOptions
+from deployctl.export.options import (CARDLESS_CPU, CARDLESS_MEMORY, CPU_PER_CARD, GPU_RESOURCE, MEMORY_GI_PER_CARD,
+                                      PROXY_STARTUP_BUDGET_S, STARTUP_BUDGET_S, ExportOptions)
 from deployctl.plan.containers import Container, Mount
+from deployctl.plan.contract import FILE_TARGETS
 from deployctl.plan.probes import health_path
 from deployctl.servers import flavour_of
 from deployctl.spec.model import Spec
@@ -44,9 +46,10 @@ def k8s_container(spec: Spec, container: Container, options: ExportOptions, name
     ports = _ports(spec, container, local)
     if ports:
         out["ports"] = ports
-    resources = _resources(spec, container, options)
-    if resources:
-        out["resources"] = {"limits": resources}
+    out["resources"] = {"requests": requests(spec, container)}
+    devices = _devices(spec, container, options)
+    if devices:  # an extended resource is requested by its limit (the request defaults to it)
+        out["resources"]["limits"] = devices
     mounts = [{"name": volume_name(spec, m), "mountPath": m.target, **({"readOnly": True} if m.read_only else {})}
               for m in container.mounts]
     if container.shm_size:
@@ -113,7 +116,27 @@ def _volume(spec: Spec, mount: Mount, container: Container, options: ExportOptio
         from deployctl.export.triton import repository_volume
 
         return repository_volume(spec, container.instance, name)
-    return {"name": name, "hostPath": {"path": mount.source}}
+    return {"name": name, "hostPath": {"path": mount.source, "type": host_path_type(mount)}}
+
+
+def host_path_type(mount: Mount) -> str:
+    """File or Directory, so that a node without the driver's file or directory fails at the pod's start with
+    the path named, not later in the server (kubernetes.io/docs/concepts/storage/volumes/#hostpath-volume-types).
+    A writable directory (logs) is DirectoryOrCreate, as `docker run -v` would create it."""
+    if mount.target in FILE_TARGETS:
+        return "File"
+    return "Directory" if mount.read_only else "DirectoryOrCreate"
+
+
+def requests(spec: Spec, container: Container) -> dict:
+    """The container's CPU and memory requests: its group's container.cpu/memory, else the spec's, else a
+    default per card (options.CPU_PER_CARD, MEMORY_GI_PER_CARD); a container without cards the cardless ones."""
+    instance = container.instance
+    cards = len(instance.devices)
+    if not cards:
+        return {"cpu": CARDLESS_CPU, "memory": CARDLESS_MEMORY}
+    return {"cpu": instance.cpu or spec.cpu or str(CPU_PER_CARD * cards),
+            "memory": instance.memory or spec.memory or f"{MEMORY_GI_PER_CARD * cards}Gi"}
 
 
 def _env(container: Container, options: ExportOptions) -> list[dict]:
@@ -139,7 +162,7 @@ def _ports(spec: Spec, container: Container, local: int) -> list[dict]:
     return ports
 
 
-def _resources(spec: Spec, container: Container, options: ExportOptions) -> dict:
+def _devices(spec: Spec, container: Container, options: ExportOptions) -> dict:
     count = len(container.instance.devices)
     if not count:
         return {}

@@ -35,9 +35,10 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
     flavour = flavour_named(platform, server)
     cards = data.get("requirements", {}).get("cards", DEFAULT_CARDS)
     upstream = _upstream(data["topology"], cards) if flavour.dp_groups else None
-    shm_size = data.get("container", {}).get("shm_size")
+    container = data.get("container", {})
+    shm_size = container.get("shm_size")
     instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards, document.references,
-                                     shm_size)
+                                     shm_size, container)
                  if upstream else _instances(data["name"], data["topology"], model, dict(flavour.extra_ports)))
     return Spec(
         version=data["version"],
@@ -57,6 +58,8 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         upstream=upstream,
         server_version=data.get("server_version"),
         shm_size=shm_size,
+        cpu=_quantity(container.get("cpu")),
+        memory=container.get("memory"),
         profile=select_profile(data.get("server_version"), data.get("image", {}).get("name")) if upstream else None,
     )
 
@@ -144,7 +147,8 @@ def _upstream(topology: dict, cards: int) -> UpstreamTopology:
 
 
 def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopology, model: ModelArgs,
-                        cards: int, references: dict, shm_size: Optional[str] = None) -> tuple[Instance, ...]:
+                        cards: int, references: dict, shm_size: Optional[str] = None,
+                        container: Optional[dict] = None) -> tuple[Instance, ...]:
     """One instance per `vllm serve` (per host and group, or per rank), then the proxy for P/D."""
     out: list[Instance] = []
     for group, (role, entry, path) in zip(upstream.groups, _group_entries(topology)):
@@ -157,6 +161,7 @@ def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopol
             json_args += (("--speculative-config", json.dumps(entry["speculative"], sort_keys=True,
                                                               separators=(",", ":"))),)
         group_shm = entry.get("container", {}).get("shm_size", shm_size)
+        own_container = {**(container or {}), **entry.get("container", {})}  # the group's over the top level's
         for server in servers_of(group, cards, upstream.dp_launch):
             out.append(Instance(
                 role=role, index=sum(1 for i in out if i.role == role), host=server.host, devices=server.devices,
@@ -165,6 +170,7 @@ def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopol
                 max_num_batched_tokens=own.get("max_num_batched_tokens", model.max_num_batched_tokens),
                 extra_args=model.extra_args + tuple(own.get("extra_args", ())), path=path,
                 server=server, env=env, json_args=json_args, shm_size=group_shm,
+                cpu=_quantity(own_container.get("cpu")), memory=own_container.get("memory"),
             ))
     proxy = topology.get("proxy")
     if proxy is not None and topology["mode"] == "disaggregated":
@@ -242,3 +248,8 @@ def _digest(data: dict, references: dict) -> str:
             node[name] = original
     text = json.dumps(shown, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _quantity(value) -> Optional[str]:
+    """A CPU count as YAML may give it (16) as the quantity string Kubernetes takes ("16")."""
+    return None if value is None else str(value)

@@ -111,6 +111,8 @@ class Instance:
     env: tuple["EnvVar", ...] = ()  # vllm-ascend: its group's env, on top of the spec's
     json_args: tuple[tuple[str, str], ...] = ()  # vllm-ascend: (flag, compact JSON) passed through
     shm_size: Optional[str] = None  # container.shm_size written for its group, else the spec's (None: default)
+    cpu: Optional[str] = None  # container.cpu written for its group, else the spec's (None: the export's default)
+    memory: Optional[str] = None  # container.memory likewise
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,8 @@ class Spec:
     upstream: Optional[UpstreamTopology] = None  # server vllm-ascend only
     server_version: Optional[str] = None  # vllm-ascend: the version the spec says its image runs (overrides)
     shm_size: Optional[str] = None  # container.shm_size (None: the server's default)
+    cpu: Optional[str] = None  # container.cpu: the export's CPU request (None: its default per card)
+    memory: Optional[str] = None  # container.memory: the export's memory request (None: its default per card)
     profile: Optional["ProfileChoice"] = None  # vllm-ascend: the server profile it renders with, and why
 
     def host(self, name: str) -> Host:

@@ -180,6 +180,10 @@ def _value_message(kind: str, value, expected, path: Path, error, cards: int = 8
         return f"{shown} should be less than {expected}", None
     if kind == "pattern" and last == "shm_size":
         return f"{shown} is not a size docker's --shm-size takes", "a number and k, m or g, e.g. 16g"
+    if kind == "pattern" and last == "cpu":
+        return f"{shown} is not a Kubernetes CPU quantity", "whole or decimal CPUs or millicores, e.g. 16, 1.5 or 500m"
+    if kind == "pattern" and last == "memory":
+        return f"{shown} is not a Kubernetes memory quantity", "a number and Ki, Mi, Gi, Ti (or k, M, G, T), e.g. 256Gi"
     if kind == "pattern" and path in _PATTERNS:
         message, hint = _PATTERNS[path]
         return f"{shown} {message}", hint

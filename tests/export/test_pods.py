@@ -3,8 +3,10 @@ probes with up's start-up budget, deployctl's labels."""
 
 from __future__ import annotations
 
-from deployctl.export.render import stream
-from tests.export.cases import SECRET_VALUE, exported
+from deployctl.export.options import ExportOptions
+from deployctl.export.render import export, stream
+from deployctl.spec.load import load_spec_text
+from tests.export.cases import ENVIRON, ROOT, SECRET_VALUE, exported
 
 PD = "tests/fixtures/export/specs/vllm-ascend-pd-1host.yaml"
 
@@ -108,3 +110,50 @@ def test_labels_match_deployctls():
     endpoint = next(m.body for m in manifests if m.kind == "Service" and m.name == "qwen3-pd1")
     assert endpoint["spec"]["selector"] == {"deployctl.deployment": "qwen3-pd1", "deployctl.role": "proxy"}
     assert all(m.body["metadata"]["namespace"] == "serving" for m in manifests)
+
+
+def _volumes(manifests):
+    for m in manifests:
+        for template in _templates(m.body):
+            yield from template["spec"].get("volumes", ())
+
+
+def _templates(body):
+    if body["kind"] == "Deployment":
+        return [body["spec"]["template"]]
+    if body["kind"] == "LeaderWorkerSet":
+        return list(body["spec"]["leaderWorkerTemplate"].values())[2:]
+    if body["kind"] == "ModelServing":
+        return [r[k] for r in body["spec"]["template"]["roles"] for k in ("entryTemplate", "workerTemplate") if k in r]
+    return []
+
+
+def test_every_host_path_says_file_or_directory_so_a_missing_one_fails_at_the_pods_start():
+    found = {}
+    for spec in (PD, "playbooks/mixed-1host-910b.yaml"):
+        for volume in _volumes(exported(spec, "k8s")):
+            if "hostPath" in volume:
+                found[volume["hostPath"]["path"]] = volume["hostPath"]["type"]
+    assert found["/etc/hccn.conf"] == found["/usr/local/sbin/npu-smi"] == found["/etc/ascend_install.info"] == "File"
+    assert found["/usr/local/Ascend/driver/tools/hccn_tool"] == found["/etc/localtime"] == "File"
+    assert found["/usr/local/Ascend/driver"] == found["/data/models/qwen2-7b"] == "Directory"
+    assert found["/var/log/npu/"] == "DirectoryOrCreate"  # written by the server, as docker -v would create it
+
+
+def test_requests_default_per_card_and_the_proxy_gets_the_cardless_ones():
+    by_name = {}
+    for c in containers(exported(PD, "k8s")):
+        by_name.setdefault(c["name"], []).append(c["resources"]["requests"])
+    # prefill: one container of 8 cards, decode 16 (per card 4 CPUs, 32Gi); the proxy none
+    assert by_name["server"] == [{"cpu": "32", "memory": "256Gi"}, {"cpu": "64", "memory": "512Gi"}]
+    assert by_name["proxy"] == [{"cpu": "1", "memory": "2Gi"}]
+
+
+def test_requests_come_from_the_spec_and_a_group_over_it():
+    text = (ROOT / PD).read_text().replace("env: {HCCL_BUFFSIZE", "container: {cpu: 48, memory: 300Gi}, "
+                                                                  "env: {HCCL_BUFFSIZE")
+    text += "container: {cpu: 500m, memory: 64Gi}\n"
+    spec = load_spec_text(text, environ=ENVIRON)
+    manifests = export(spec, ExportOptions(target="k8s", weights_pvc="w", secret="s"))
+    servers = [c["resources"]["requests"] for c in containers(manifests) if c["name"] == "server"]
+    assert servers == [{"cpu": "500m", "memory": "64Gi"}, {"cpu": "48", "memory": "300Gi"}]

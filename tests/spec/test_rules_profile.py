@@ -154,3 +154,11 @@ def test_shm_size_is_a_size_docker_takes():
     assert check(head="container: {shm_size: 32g}\n", decode=", container: {shm_size: 512m}") == ([], [])
     errors, _ = check(decode=", container: {shm_size: 1.5GB}")
     assert errors == [("topology.decode[0].container.shm_size", "'1.5GB' is not a size docker's --shm-size takes")]
+
+
+def test_cpu_and_memory_are_kubernetes_quantities():
+    assert check(head="container: {cpu: 16, memory: 256Gi}\n", decode=", container: {cpu: 500m, memory: 64G}") == (
+        [], [])
+    errors, _ = check(head="container: {cpu: 2 cores}\n", decode=", container: {memory: 1.5TB}")
+    assert errors == [("container.cpu", "'2 cores' is not a Kubernetes CPU quantity"),
+                      ("topology.decode[0].container.memory", "'1.5TB' is not a Kubernetes memory quantity")]
