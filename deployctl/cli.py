@@ -126,8 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     _answer_tokens_flag(p)
     p.add_argument("--lock-wait", type=number("--lock-wait"), default=0.0, metavar="SECONDS",
                    help="wait this long for another deploy's lock (default %(default)g: refuse at once)")
-    p.add_argument("--health-timeout", type=number("--health-timeout"), default=1200.0, metavar="SECONDS",
-                   help="how long an instance may take to become healthy (default %(default)g)")
+    p.add_argument("--health-timeout", type=number("--health-timeout"), default=None, metavar="SECONDS",
+                   help="how long an instance may take to become healthy (default: the spec's "
+                        "health.startup_timeout, else 1200, or 600 + 2 per GB of weights when a model name "
+                        "states its parameter count, whichever is more)")
     p.add_argument("--bench", action="store_true", help="run a short static bench after a successful deploy")
     _host_key_flag(p)
 

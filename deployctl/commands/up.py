@@ -113,7 +113,7 @@ def _execute(spec, prepared, transports, skip, args, ui):
     from deployctl.ui.events import up_events
 
     with up_events(ui) as on_event:
-        executor = Executor(transports, on_event=on_event, health_timeout=args.health_timeout,
+        executor = Executor(transports, on_event=on_event, health_timeout=health_timeout(spec, args),
                             presign=prepared.presign)
         plan = prepared.plan
         if plan.pending:
@@ -174,3 +174,10 @@ def smoke_answers(report) -> dict[str, str]:
             except (ValueError, KeyError, IndexError, TypeError):
                 answers[outcome.step.container] = result.stdout[:200]
     return answers
+
+
+def health_timeout(spec, args) -> float:
+    """--health-timeout, else the spec's start-up budget (health.startup_timeout or its size-scaled default)."""
+    from deployctl.spec.startup import startup_budget
+
+    return args.health_timeout if args.health_timeout is not None else float(startup_budget(spec).seconds)

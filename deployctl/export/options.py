@@ -8,8 +8,7 @@ from typing import Optional
 TARGETS = ("k8s", "lws", "kthena")
 ASCEND_RESOURCE = "huawei.com/Ascend910"  # the Ascend device plugin's resource (MindCluster)
 GPU_RESOURCE = "nvidia.com/gpu"
-# `up` waits this long for a model to load (--health-timeout's default): the start-up probe gets the same budget.
-STARTUP_BUDGET_S = 1200
+# A server's start-up probe gets `up`'s budget for a model load (deployctl/spec/startup.py); the proxy's:
 PROXY_STARTUP_BUDGET_S = 120  # the proxy loads no model
 # Requests when the spec writes no container.cpu / container.memory: a pod with none is BestEffort, the first the
 # kubelet evicts under node pressure (kubernetes.io/docs/concepts/scheduling-eviction/node-pressure-eviction).

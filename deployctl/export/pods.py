@@ -8,12 +8,13 @@ from typing import Optional
 
 from deployctl.export.expansion import kubelet_text, references
 from deployctl.export.options import (CARDLESS_CPU, CARDLESS_MEMORY, CPU_PER_CARD, GPU_RESOURCE, MEMORY_GI_PER_CARD,
-                                      PROXY_STARTUP_BUDGET_S, STARTUP_BUDGET_S, ExportOptions)
+                                      PROXY_STARTUP_BUDGET_S, ExportOptions)
 from deployctl.plan.containers import Container, Mount
 from deployctl.plan.contract import FILE_TARGETS
 from deployctl.plan.probes import health_path
 from deployctl.servers import flavour_of
 from deployctl.spec.model import Spec
+from deployctl.spec.startup import startup_budget
 
 POD_IP = "POD_IP"
 PERIOD_S = 10
@@ -58,7 +59,7 @@ def k8s_container(spec: Spec, container: Container, options: ExportOptions, name
         out["volumeMounts"] = mounts
     if instance.port is not None:
         out.update(_probes(health_path(spec, instance), port_name(local),
-                           PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else STARTUP_BUDGET_S))
+                           PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else startup_budget(spec).seconds))
     return out
 
 
@@ -170,10 +171,11 @@ def _devices(spec: Spec, container: Container, options: ExportOptions) -> dict:
 
 
 def _probes(path: str, port: str, budget_s: int) -> dict:
-    """Start-up gets `up`'s health budget (model load); after it, readiness and liveness ask the same path."""
+    """Start-up gets `up`'s health budget (model load: failureThreshold x periodSeconds covers it); after it,
+    readiness and liveness ask the same path."""
     check = {"httpGet": {"path": path, "port": port}, "periodSeconds": PERIOD_S, "timeoutSeconds": 5}
     return {
-        "startupProbe": {**check, "failureThreshold": budget_s // PERIOD_S},
+        "startupProbe": {**check, "failureThreshold": -(-budget_s // PERIOD_S)},
         "readinessProbe": {**check, "failureThreshold": 3},
         "livenessProbe": {**check, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 3},
     }

@@ -15,7 +15,7 @@ RANK_FLAGS = ("--data-parallel-start-rank", "--data-parallel-rank")  # internal,
 # has an IP). Resolving once and exiting restarts the whole group under RecreateGroupOnPodRestart
 # (kubernetes-sigs/lws#746), so the worker waits: every LEADER_RETRY_S up to LEADER_WAIT_S. The bound is
 # vllm-ascend's own multi-node CI's (tests/e2e/nightly/multi_node/scripts/utils.py dns_resolver: 240 tries,
-# 0.5 s backing off to 5 s, about 20 minutes), the same as the model's start-up budget (options.STARTUP_BUDGET_S).
+# 0.5 s backing off to 5 s, about 20 minutes), as long as the default start-up budget (spec/startup.py).
 LEADER_RETRY_S = 2
 LEADER_WAIT_S = 1200
 

@@ -60,6 +60,7 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         shm_size=shm_size,
         cpu=_quantity(container.get("cpu")),
         memory=container.get("memory"),
+        startup_timeout=data.get("health", {}).get("startup_timeout"),
         profile=select_profile(data.get("server_version"), data.get("image", {}).get("name")) if upstream else None,
     )
 

@@ -160,6 +160,7 @@ class Spec:
     shm_size: Optional[str] = None  # container.shm_size (None: the server's default)
     cpu: Optional[str] = None  # container.cpu: the export's CPU request (None: its default per card)
     memory: Optional[str] = None  # container.memory: the export's memory request (None: its default per card)
+    startup_timeout: Optional[int] = None  # health.startup_timeout (None: spec/startup.py's default)
     profile: Optional["ProfileChoice"] = None  # vllm-ascend: the server profile it renders with, and why
 
     def host(self, name: str) -> Host:

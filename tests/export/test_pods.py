@@ -157,3 +157,28 @@ def test_requests_come_from_the_spec_and_a_group_over_it():
     manifests = export(spec, ExportOptions(target="k8s", weights_pvc="w", secret="s"))
     servers = [c["resources"]["requests"] for c in containers(manifests) if c["name"] == "server"]
     assert servers == [{"cpu": "500m", "memory": "64Gi"}, {"cpu": "48", "memory": "300Gi"}]
+
+
+def _probe_budget(container):
+    probe = container["startupProbe"]
+    return probe["failureThreshold"] * probe["periodSeconds"]
+
+
+def test_the_start_up_probe_covers_the_specs_budget_and_up_waits_as_long():
+    from argparse import Namespace
+
+    from deployctl.commands.up import health_timeout
+
+    text = (ROOT / PD).read_text() + "health: {startup_timeout: 3605}\n"
+    spec = load_spec_text(text, environ=ENVIRON)
+    manifests = export(spec, ExportOptions(target="lws", weights_pvc="w", secret="s"))
+    budgets = {c["name"]: _probe_budget(c) for c in containers(manifests)}
+    assert budgets["server"] == 3610 and budgets["proxy"] == 120  # whole periods, never short of it
+    assert health_timeout(spec, Namespace(health_timeout=None)) == 3605
+    assert health_timeout(spec, Namespace(health_timeout=60.0)) == 60.0  # the flag over the spec
+
+
+def test_without_the_spec_saying_the_default_scales_with_the_weights():
+    text = (ROOT / PD).read_text().replace("Qwen3-30B-A3B", "DeepSeek-R1-671B")
+    manifests = export(load_spec_text(text, environ=ENVIRON), ExportOptions(target="k8s", weights_pvc="w", secret="s"))
+    assert {_probe_budget(c) for c in containers(manifests) if c["name"] == "server"} == {3290}  # 600 + 2 x 1342 GB, in whole periods
