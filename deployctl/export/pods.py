@@ -59,7 +59,8 @@ def k8s_container(spec: Spec, container: Container, options: ExportOptions, name
         out["volumeMounts"] = mounts
     if instance.port is not None:
         out.update(_probes(health_path(spec, instance), port_name(local),
-                           PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else startup_budget(spec).seconds))
+                           PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else startup_budget(spec).seconds,
+                           flavour_of(spec).readiness_command(instance, tuple(command or container.command))))
     return out
 
 
@@ -170,12 +171,14 @@ def _devices(spec: Spec, container: Container, options: ExportOptions) -> dict:
     return {GPU_RESOURCE if spec.platform == "gpu" else options.npu_resource: str(count)}
 
 
-def _probes(path: str, port: str, budget_s: int) -> dict:
+def _probes(path: str, port: str, budget_s: int, readiness: Optional[tuple[str, ...]] = None) -> dict:
     """Start-up gets `up`'s health budget (model load: failureThreshold x periodSeconds covers it); after it,
-    readiness and liveness ask the same path."""
+    readiness and liveness ask the same path, or readiness runs the flavour's command (the proxy's backends)."""
     check = {"httpGet": {"path": path, "port": port}, "periodSeconds": PERIOD_S, "timeoutSeconds": 5}
+    ready = check if readiness is None else {"exec": {"command": list(readiness)}, "periodSeconds": PERIOD_S,
+                                             "timeoutSeconds": 5}
     return {
         "startupProbe": {**check, "failureThreshold": -(-budget_s // PERIOD_S)},
-        "readinessProbe": {**check, "failureThreshold": 3},
+        "readinessProbe": {**ready, "failureThreshold": 3},
         "livenessProbe": {**check, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 3},
     }

@@ -88,6 +88,11 @@ class Flavour:
         """What no export target can express for this flavour's spec (said at its path)."""
         return iter(())
 
+    def readiness_command(self, instance: "Instance", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+        """An exec readiness probe for an instance whose health path says too little (None: the health path's
+        httpGet); `command` is the instance's command as exported."""
+        return None
+
 
 def flag_of(flavour: Flavour, field: str) -> Optional[Flag]:
     """The row that renders `field`, if any."""

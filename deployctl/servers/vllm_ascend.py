@@ -26,6 +26,32 @@ NO_SCALES = Refused("quantization_param_path", "quantization_param_path is Ascen
                                                "int8 KV cache; vllm-ascend reads the scales from the quantized "
                                                "weights", hint="remove it")
 
+# The proxy's own /healthcheck answers {"status": "ok"} whatever its prefillers and decoders do
+# (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py, ProxyState.healthcheck), so a
+# Kubernetes proxy would be Ready, and get traffic, before any of them serves. Its readiness asks each one's
+# /health instead, with the interpreter the proxy runs on (the image's python3; its standard library only).
+PROXY_READINESS = (
+    "import sys, urllib.request\n"
+    "for url in sys.argv[1:]:\n"
+    "    try:\n"
+    "        urllib.request.urlopen(url, timeout=2).close()\n"
+    "    except Exception as error:\n"
+    "        sys.exit(f'not ready: {url}: {error}')\n"
+)
+BACKEND_FLAGS = (("--prefiller-hosts", "--prefiller-ports"), ("--decoder-hosts", "--decoder-ports"))
+
+
+def proxy_backends(command: tuple[str, ...]) -> list[str]:
+    """Each server's /health URL, from the proxy's own --prefiller-/--decoder- hosts and ports."""
+    def values(flag: str) -> list[str]:
+        start = command.index(flag) + 1
+        end = next((i for i in range(start, len(command)) if command[i].startswith("--")), len(command))
+        return list(command[start:end])
+
+    return [f"http://{host}:{port}/health" for hosts, ports in BACKEND_FLAGS
+            for host, port in zip(values(hosts), values(ports))]
+
+
 # `vllm serve MODEL ...` in the order vllm-ascend's tutorials write it: the model's arguments, the DP and TP flags,
 # the connector, the pass-through JSON, the profile's default flags for the role, the extra args.
 TABLE = (
@@ -71,6 +97,11 @@ class VllmAscend(Flavour):
         from deployctl.plan.upstream import upstream_container
 
         return upstream_container(spec, instance, networks)
+
+    def readiness_command(self, instance: "Instance", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+        if instance.role != "proxy":
+            return None
+        return ("python3", "-c", PROXY_READINESS, *proxy_backends(command))
 
     def health_path(self, instance: Optional["Instance"] = None) -> str:
         if instance is not None and instance.role == "proxy":

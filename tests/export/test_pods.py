@@ -74,11 +74,11 @@ def test_probes_give_the_model_ups_health_budget():
     for container in containers(exported(PD, "lws")):
         startup = container["startupProbe"]
         budget = startup["periodSeconds"] * startup["failureThreshold"]
-        if container["name"] == "proxy":
+        if container["name"] == "proxy":  # ready once its backends are: test_proxy_readiness.py
             assert startup["httpGet"]["path"] == "/healthcheck" and budget == 120
         else:
             assert startup["httpGet"] == {"path": "/health", "port": "http"} and budget == 1200
-        assert container["readinessProbe"]["httpGet"] == startup["httpGet"]
+            assert container["readinessProbe"]["httpGet"] == startup["httpGet"]
 
 
 def test_headless_workers_have_no_port_and_no_probe():
