@@ -256,8 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", metavar="NAME", help="the image to run instead of image.name (needed with image.build)")
     p.add_argument("--nic", default="eth0", metavar="NAME",
                    help="the pod's interface for GLOO/TP/HCCL_SOCKET_IFNAME (default %(default)s)")
-    p.add_argument("--npu-resource", default="huawei.com/Ascend910", metavar="NAME",
-                   help="the Ascend device plugin's resource name (default %(default)s)")
+    p.add_argument("--npu-stack", default="mindcluster", metavar="STACK",
+                   help="the cluster's NPU stack: mindcluster (Volcano: schedulerName volcano, the label "
+                        "ring-controller.atlas, the nodeSelector accelerator-type from requirements.cards), cce "
+                        "(Huawei Cloud CCE's huawei.com/ascend-1980) or plain (the device plugin and the default "
+                        "scheduler) (default %(default)s)")
+    p.add_argument("--npu-resource", metavar="NAME",
+                   help="the device plugin's resource name, over the stack's (mindcluster and plain: "
+                        "huawei.com/Ascend910; cce: huawei.com/ascend-1980)")
     p.add_argument("--namespace", metavar="NS", help="metadata.namespace of every object (default: none, kubectl's)")
     p.add_argument("--out", metavar="DIR", help="write one file per object there (default: one stream on stdout)")
 

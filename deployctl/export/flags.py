@@ -9,6 +9,7 @@ from typing import Callable, Optional
 from deployctl.errors import FlagError
 from deployctl.export import k8s_names
 from deployctl.export.options import ExportOptions
+from deployctl.export.stacks import stack_name
 from deployctl.spec.show import quoted
 
 # (flag, ExportOptions field, the rule of what it becomes in the manifests)
@@ -20,6 +21,7 @@ RULES: tuple[tuple[str, str, Callable[[str], Optional[str]]], ...] = (
     ("--nic", "nic", k8s_names.interface_name),  # GLOO/TP/HCCL_SOCKET_IFNAME: an interface in the pod
     ("--image", "image", k8s_names.image),  # containers[].image
     ("--npu-resource", "npu_resource", k8s_names.extended_resource_name),  # resources.limits key
+    ("--npu-stack", "npu_stack", stack_name),  # the scheduler, labels, selector and resource of NPU pods
 )
 
 

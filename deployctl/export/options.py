@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from deployctl.export.stacks import DEFAULT_STACK, STACKS, NpuStack
+
 TARGETS = ("k8s", "lws", "kthena")
-ASCEND_RESOURCE = "huawei.com/Ascend910"  # the Ascend device plugin's resource (MindCluster)
 GPU_RESOURCE = "nvidia.com/gpu"
 # A server's start-up probe gets `up`'s budget for a model load (deployctl/spec/startup.py); the proxy's:
 PROXY_STARTUP_BUDGET_S = 120  # the proxy loads no model
@@ -30,4 +31,14 @@ class ExportOptions:
     secret: Optional[str] = None  # the Secret whose keys are the spec's ${VAR} env names
     nic: str = "eth0"  # the pod's interface for GLOO/TP/HCCL_SOCKET_IFNAME (no host facts at export time)
     image: Optional[str] = None  # the pushed image, when the spec builds its own (image.build)
-    npu_resource: str = ASCEND_RESOURCE
+    npu_resource: Optional[str] = None  # --npu-resource: over the stack's resource name
+    npu_stack: str = DEFAULT_STACK  # --npu-stack: mindcluster | cce | plain (stacks.py)
+
+    @property
+    def stack(self) -> NpuStack:
+        return STACKS[self.npu_stack]
+
+    @property
+    def device_resource(self) -> str:
+        """The resource an NPU count is asked in: --npu-resource, else the stack's."""
+        return self.npu_resource or self.stack.resource

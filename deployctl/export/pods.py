@@ -168,7 +168,7 @@ def _devices(spec: Spec, container: Container, options: ExportOptions) -> dict:
     count = len(container.instance.devices)
     if not count:
         return {}
-    return {GPU_RESOURCE if spec.platform == "gpu" else options.npu_resource: str(count)}
+    return {GPU_RESOURCE if spec.platform == "gpu" else options.device_resource: str(count)}
 
 
 def _probes(path: str, port: str, budget_s: int, readiness: Optional[tuple[str, ...]] = None) -> dict:

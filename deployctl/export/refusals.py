@@ -28,7 +28,8 @@ def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
     if refused:
         return refused
     bad_name = list(_name(spec))
-    found = [*bad_name, *_image(spec, options), *_weights(spec, options), *_env(spec, options)]
+    found = [*bad_name, *_image(spec, options), *_weights(spec, options), *_env(spec, options),
+             *_stack(spec, options)]
     for gang in gangs(spec):
         found += [*_devices(spec, gang, options), *_gang(spec, gang, options)]
         if not bad_name:  # the names derived from a bad deployment name would only repeat its error
@@ -42,6 +43,17 @@ def _name(spec: Spec) -> Iterator[Problem]:
     if broken:
         yield Problem(("name",), f"{spec.name!r} names the Kubernetes Service of this deployment, and a Service "
                                  f"name {broken}", hint="start and end the name with a letter (or end with a digit)")
+
+
+def _stack(spec: Spec, options: ExportOptions) -> Iterator[Problem]:
+    """A stack that places NPU pods by node type must know the spec's: no guessed accelerator-type."""
+    stack = options.stack
+    if spec.platform == "ascend" and stack.refuses(spec.requirements.cards):
+        known = ", ".join(f"{cards} ({name})" for cards, name in stack.accelerator_types)
+        yield Problem(("requirements", "cards"), f"{spec.requirements.cards} NPUs a node: --npu-stack {stack.name} "
+                                                 f"places NPU pods by the node label accelerator-type, known for "
+                                                 f"{known} NPUs a node only",
+                      hint="set requirements.cards to the nodes' NPU count, or export with --npu-stack plain or cce")
 
 
 def _image(spec: Spec, options: ExportOptions) -> Iterator[Problem]:
@@ -96,7 +108,7 @@ def _devices(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem
             path = gang.path + (("dp",) if group else ("devices",))
             shown = (f"dp {group.dp} over {len(group.hosts)} host(s) x tp {group.tp} is {count} NPUs per pod"
                      if group else f"{list(instance.devices)} is {count} NPUs")
-            yield Problem(path, f"{shown}, and {options.npu_resource} is allocated to a container in counts of "
+            yield Problem(path, f"{shown}, and {options.device_resource} is allocated to a container in counts of "
                                 f"{', '.join(map(str, ASCEND_COUNTS))} only",
                           hint="choose a device count of 1, 2, 4, 8 or 16")
 

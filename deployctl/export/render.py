@@ -10,6 +10,7 @@ from deployctl.errors import ExportError
 from deployctl.export.flags import check_flags
 from deployctl.export.options import ExportOptions
 from deployctl.export.refusals import problems
+from deployctl.export.stacks import place
 from deployctl.export.targets import BUILDERS
 from deployctl.spec.model import Spec
 
@@ -38,6 +39,8 @@ def export(spec: Spec, options: ExportOptions) -> tuple[Manifest, ...]:
         source = str(spec.source) if spec.source else "spec"
         raise ExportError([replace(p, file=source) for p in found], options.target)
     bodies = BUILDERS[options.target](spec, options)
+    if spec.platform == "ascend":
+        place(bodies, options.stack, options.device_resource, spec.requirements.cards)
     return tuple(Manifest(body["kind"], body["metadata"]["name"], body) for body in bodies)
 
 

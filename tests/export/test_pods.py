@@ -106,7 +106,8 @@ def test_labels_match_deployctls():
     deployment = next(m.body for m in manifests if m.kind == "Deployment")
     assert deployment["spec"]["template"]["metadata"]["labels"] == {
         "deployctl.deployment": "qwen3-pd1", "deployctl.role": "prefill",
-        "deployctl.instance": "qwen3-pd1-prefill0-node1"}
+        "deployctl.instance": "qwen3-pd1-prefill0-node1",
+        "ring-controller.atlas": "ascend-910b"}  # the default stack's (MindCluster's), on NPU pods only
     endpoint = next(m.body for m in manifests if m.kind == "Service" and m.name == "qwen3-pd1")
     assert endpoint["spec"]["selector"] == {"deployctl.deployment": "qwen3-pd1", "deployctl.role": "proxy"}
     assert all(m.body["metadata"]["namespace"] == "serving" for m in manifests)

@@ -9,7 +9,10 @@ from functools import lru_cache
 
 import pytest
 
-from tests.export.cases import FIXTURES, exported, mapped_cases
+from dataclasses import replace
+
+from deployctl.export.render import export
+from tests.export.cases import FIXTURES, exported, load, mapped_cases, options
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 KUBERNETES = "1.31"
@@ -39,7 +42,17 @@ def validate_core(body: dict) -> None:
 
 @pytest.mark.parametrize("spec,target", mapped_cases())
 def test_every_object_validates(spec, target):
-    for manifest in exported(spec, target):
+    validate_all(exported(spec, target))
+
+
+@pytest.mark.parametrize("stack", ("cce", "plain"))  # the default, mindcluster, is every golden file's
+@pytest.mark.parametrize("spec,target", [c for c in mapped_cases() if load(c[0]).platform == "ascend"])
+def test_every_stack_validates(spec, target, stack):
+    validate_all(export(load(spec), replace(options(spec, target), npu_stack=stack)))
+
+
+def validate_all(manifests) -> None:
+    for manifest in manifests:
         body = manifest.body
         if body["kind"] in CRDS:
             errors = sorted(crd_validator(body["kind"]).iter_errors(body), key=lambda e: list(e.path))
