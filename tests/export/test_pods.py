@@ -182,4 +182,5 @@ def test_the_start_up_probe_covers_the_specs_budget_and_up_waits_as_long():
 def test_without_the_spec_saying_the_default_scales_with_the_weights():
     text = (ROOT / PD).read_text().replace("Qwen3-30B-A3B", "DeepSeek-R1-671B")
     manifests = export(load_spec_text(text, environ=ENVIRON), ExportOptions(target="k8s", weights_pvc="w", secret="s"))
-    assert {_probe_budget(c) for c in containers(manifests) if c["name"] == "server"} == {3290}  # 600 + 2 x 1342 GB, in whole periods
+    # 600 + 2 x 1342 GB, in whole periods
+    assert {_probe_budget(c) for c in containers(manifests) if c["name"] == "server"} == {3290}
