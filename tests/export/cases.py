@@ -1,10 +1,12 @@
-"""The exports the tests pin: every playbook x target that maps (with golden files), and those refused."""
+"""The exports the tests pin: every playbook x target (x NPU stack) that maps (with golden files), and those
+refused."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from deployctl.export.options import ExportOptions
+from deployctl.export.stacks import DEFAULT_STACK, STACK_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "export"
@@ -40,12 +42,19 @@ def mapped_cases() -> list[tuple[str, str]]:
     return [(spec, target) for spec, (_, targets) in MAPPED.items() for target in targets]
 
 
-def options(spec: str, target: str) -> ExportOptions:
-    return ExportOptions(target=target, **MAPPED[spec][0])
+def stacked_cases() -> list[tuple[str, str, str]]:
+    """Each mapped spec x target x NPU stack (a GPU spec's export is no stack's business: the default only)."""
+    return [(spec, target, stack) for spec, target in mapped_cases()
+            for stack in (STACK_NAMES if load(spec).platform == "ascend" else (DEFAULT_STACK,))]
 
 
-def golden_path(spec: str, target: str) -> Path:
-    return GOLDEN / target / (Path(spec).stem + ".yaml")
+def options(spec: str, target: str, stack: str = DEFAULT_STACK) -> ExportOptions:
+    return ExportOptions(target=target, npu_stack=stack, **MAPPED[spec][0])
+
+
+def golden_path(spec: str, target: str, stack: str = DEFAULT_STACK) -> Path:
+    """golden/<stack>/<target>/<spec>.yaml (a GPU spec's under the default stack)."""
+    return GOLDEN / stack / target / (Path(spec).stem + ".yaml")
 
 
 def load(spec: str):
@@ -54,7 +63,7 @@ def load(spec: str):
     return load_spec(ROOT / spec, environ=ENVIRON)
 
 
-def exported(spec: str, target: str):
+def exported(spec: str, target: str, stack: str = DEFAULT_STACK):
     from deployctl.export.render import export
 
-    return export(load(spec), options(spec, target))
+    return export(load(spec), options(spec, target, stack))

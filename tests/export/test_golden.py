@@ -1,4 +1,4 @@
-"""Golden files: each mapped playbook x target, byte for byte. Regenerate after a reviewed change with
+"""Golden files: each mapped playbook x target x NPU stack (golden/<stack>/<target>/<spec>.yaml), byte for byte. Regenerate after a reviewed change with
 DEPLOYCTL_REGEN_GOLDEN=1 python -m pytest tests/export/test_golden.py (then read the diff)."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import os
 import pytest
 
 from deployctl.export.render import stream
-from tests.export.cases import MAPPED, REFUSED, ROOT, exported, golden_path, mapped_cases
+from tests.export.cases import MAPPED, REFUSED, ROOT, exported, golden_path, mapped_cases, stacked_cases
 
 TARGETS = ("k8s", "lws", "kthena")
 
 
-@pytest.mark.parametrize("spec,target", mapped_cases())
-def test_export_matches_its_golden_file(spec, target):
-    text = stream(exported(spec, target))
-    path = golden_path(spec, target)
+@pytest.mark.parametrize("spec,target,stack", stacked_cases())
+def test_export_matches_its_golden_file(spec, target, stack):
+    text = stream(exported(spec, target, stack))
+    path = golden_path(spec, target, stack)
     if os.environ.get("DEPLOYCTL_REGEN_GOLDEN"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -37,5 +37,6 @@ def test_every_playbook_and_target_is_either_mapped_or_refused(playbook):
 
 
 def test_no_golden_file_is_left_over():
-    expected = {golden_path(spec, target) for spec, target in mapped_cases()}
-    assert set(golden_path("x", "k8s").parents[1].rglob("*.yaml")) == expected
+    expected = {golden_path(*case) for case in stacked_cases()}
+    assert len(expected) > len(mapped_cases())  # a golden per stack, not only the default's
+    assert set(golden_path("x", "k8s").parents[2].rglob("*.yaml")) == expected

@@ -10,11 +10,7 @@ from functools import lru_cache
 
 import pytest
 
-from dataclasses import replace
-
-from deployctl.export.render import export
-from deployctl.export.stacks import DEFAULT_STACK, STACK_NAMES
-from tests.export.cases import FIXTURES, exported, load, mapped_cases, options
+from tests.export.cases import FIXTURES, exported, stacked_cases
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 # the oldest release deployctl's objects are pinned to, and the newest the pinned kubernetes-validate knows (asked,
@@ -44,20 +40,14 @@ def validate_core(body: dict, version: str = KUBERNETES[0]) -> None:
     kubernetes_validate.validate(body, version, strict=True)
 
 
-def cases() -> list[tuple[str, str, str]]:
-    """Each mapped spec x target x stack (a GPU spec's export is no stack's business: the default only)."""
-    return [(spec, target, stack) for spec, target in mapped_cases()
-            for stack in (STACK_NAMES if load(spec).platform == "ascend" else (DEFAULT_STACK,))]
-
-
 def test_the_newest_version_is_newer_than_the_oldest():
     assert tuple(map(int, KUBERNETES[1].split(".")[:2])) > (1, 31)
 
 
 @pytest.mark.parametrize("version", KUBERNETES)
-@pytest.mark.parametrize("spec,target,stack", cases())
+@pytest.mark.parametrize("spec,target,stack", stacked_cases())
 def test_every_object_validates(spec, target, stack, version):
-    validate_all(export(load(spec), replace(options(spec, target), npu_stack=stack)), version)
+    validate_all(exported(spec, target, stack), version)
 
 
 def validate_all(manifests, version: str) -> None:
