@@ -24,7 +24,7 @@ HOST_FACTS = ("HCCL_IF_IP",)  # a host's address: a pod has its own (status.podI
 
 def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
     """Every reason this spec cannot become `options.target`'s objects, all at once."""
-    refused = list(flavour_of(spec).export_refusals(spec))
+    refused = list(flavour_of(spec).export_refusals(spec, options.npu_stack))
     if refused:
         return refused
     bad_name = list(_name(spec))

@@ -84,8 +84,9 @@ class Flavour:
         return "/v1/chat/completions"
 
     # --- export -----------------------------------------------------------------------------------------------
-    def export_refusals(self, spec: "Spec") -> Iterator["Problem"]:
-        """What no export target can express for this flavour's spec (said at its path)."""
+    def export_refusals(self, spec: "Spec", stack: str) -> Iterator["Problem"]:
+        """What no export target can express for this flavour's spec on the NPU stack `stack` (--npu-stack), said
+        at its path, each with what would make it exportable."""
         return iter(())
 
     def readiness_command(self, instance: "Instance", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from deployctl.cli import main
-from tests.export.cases import REFUSED, ROOT
+from deployctl.errors import ExportError
+from deployctl.export.options import ExportOptions
+from deployctl.export.render import export
+from deployctl.export.stacks import STACK_NAMES
+from deployctl.spec.load import load_spec
+from tests.export.cases import ENVIRON, REFUSED, ROOT
 
 PVC = ["--weights-pvc", "models"]
 IMAGE = ["--image", "registry.example/vllm-ascend:6.3.909"]
@@ -25,12 +31,12 @@ def edited(tmp_path, playbook: str, *swaps: tuple[str, str]) -> str:
 
 # (id, spec maker, flags, the spec path the one error names, a word of its message)
 BAD = [
-    ("ascendcloud-pd-k8s", lambda t: str(ROOT / "playbooks/demo-pd.yaml"), ["--to", "k8s", *PVC], "topology",
-     "ranktables"),
-    ("ascendcloud-pd-lws", lambda t: str(ROOT / "playbooks/disaggregated-2hosts-910b.yaml"), ["--to", "lws", *PVC],
-     "topology", "ranktables"),
-    ("ascendcloud-pd-kthena", lambda t: str(ROOT / "playbooks/pd-1host-910b.yaml"), ["--to", "kthena", *PVC],
-     "topology", "ranktables"),
+    ("ascendcloud-pd-k8s", lambda t: str(ROOT / "playbooks/demo-pd.yaml"), ["--to", "k8s", "--npu-stack", "plain",
+                                                                           *PVC], "topology", "ranktables"),
+    ("ascendcloud-pd-lws", lambda t: str(ROOT / "playbooks/disaggregated-2hosts-910b.yaml"),
+     ["--to", "lws", "--npu-stack", "cce", *PVC], "topology", "ranktables"),
+    ("ascendcloud-pd-kthena", lambda t: str(ROOT / "playbooks/pd-1host-910b.yaml"),
+     ["--to", "kthena", "--npu-stack", "plain", *PVC], "topology", "--npu-stack mindcluster"),
     ("multi-node-group-k8s", lambda t: str(ROOT / "playbooks/vllm-ascend-mixed-2hosts-internal.yaml"),
      ["--to", "k8s", *PVC], "topology.groups[0].hosts", "no gang"),
     ("external-ranks-kthena", lambda t: str(ROOT / "playbooks/vllm-ascend-pd-qwen3.yaml"), ["--to", "kthena", *PVC],
@@ -87,3 +93,46 @@ def test_json_failure_lists_every_problem_with_its_line(capsys):
     problems = json.loads(capsys.readouterr().out)["error"]["problems"]
     assert [p["path"] for p in problems] == ["image.build", "weights.dest"]
     assert all(p["line"] > 0 for p in problems)
+
+
+def refused_problems(spec: str, target: str, stack: str, **flags) -> list:
+    with pytest.raises(ExportError) as refused:
+        export(load_spec(spec, environ=ENVIRON), ExportOptions(target=target, npu_stack=stack, **flags))
+    return refused.value.problems
+
+
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_every_refusal_says_what_would_make_it_exportable(tmp_path, capsys, stack):
+    """Each refused case of the table and of BAD (its own flags, then this stack): every problem the command
+    reports carries a hint, what to change."""
+    runs = [[str(ROOT / playbook), "--to", target, *PVC] for playbook, target in REFUSED]
+    for n, (_, make, flags, _, _) in enumerate(BAD):  # each edited spec in its own directory
+        (tmp_path / str(n)).mkdir()
+        runs.append([make(tmp_path / str(n)), *flags])
+    for args in runs:
+        assert main(["export", *args, "--npu-stack", stack, "--output", "json"]) == 2
+        problems = json.loads(capsys.readouterr().out)["error"]["problems"]
+        assert problems and all(p.get("hint", "").strip() for p in problems), (args, problems)
+
+
+def test_the_ascendcloud_pd_flow_on_mindcluster_names_each_missing_piece():
+    """The seed's P/D playbook: the global merge (topology), each instance's local ranktable (its own path) and
+    the scheduler's NODE_PORTS addresses (topology.scheduler), each not built yet."""
+    for target in ("k8s", "lws", "kthena"):
+        problems = refused_problems(str(ROOT / "playbooks/pd-1host-910b.yaml"), target, "mindcluster",
+                                    weights_pvc="models")
+        by_path = {p.dotted_path: p for p in problems}
+        assert list(by_path) == ["topology", "topology.prefill[0]", "topology.decode[0]", "topology.scheduler"]
+        assert "GLOBAL_RANK_TABLE_FILE_PATH" in by_path["topology"].message
+        assert "init step" in by_path["topology"].hint and "ranktable merge" in by_path["topology"].hint
+        for path in ("topology.prefill[0]", "topology.decode[0]"):
+            assert "RANK_TABLE_FILE_PATH" in by_path[path].message and "Ascend operator" in by_path[path].hint
+        assert "NODE_PORTS (8088,8089)" in by_path["topology.scheduler"].message
+        assert all("not built yet" in p.hint for p in problems)
+
+
+def test_other_stacks_point_the_ascendcloud_pd_flow_to_mindcluster():
+    for stack in ("cce", "plain"):
+        (problem,) = refused_problems(str(ROOT / "playbooks/pd-1host-910b.yaml"), "lws", stack, weights_pvc="models")
+        assert problem.path == ("topology",) and f"--npu-stack {stack}" in problem.message
+        assert "--npu-stack mindcluster" in problem.hint and "mode: mixed" in problem.hint
