@@ -20,6 +20,7 @@ class NpuStack:
     scheduler: Optional[str] = None  # the pod's schedulerName (None: the cluster's default scheduler)
     labels: tuple[tuple[str, str], ...] = ()  # on every NPU pod
     accelerator_types: tuple[tuple[int, str], ...] = ()  # cards a node has -> its accelerator-type node label
+    whole_nodes: bool = False  # one NPU container per pod: a host's DP ranks as one internal-launch server
     about: str = ""  # the documentation the rules come from
 
     def node_selector(self, cards: int) -> dict:
@@ -39,9 +40,13 @@ STACKS = {
     # module-a3-16 on an Atlas 800I A3 (16): without it the plugin takes its old 8-NPU handler and a 16-NPU pod is
     # never placed. The Ascend Device Plugin's resource is huawei.com/Ascend910 (mind-cluster
     # component/ascend-device-plugin; vllm-ascend docs/source/user_guide/deployment_guide/using_volcano_kthena.md).
+    # One NPU container per pod: in Volcano mode the device plugin accepts a container only when the pod's
+    # annotation device list matches that container's request (mind-cluster
+    # component/ascend-device-plugin/pkg/server/plugin.go), and the vLLM guide schedules whole nodes; so a host's
+    # DP ranks run as one `vllm serve` (internal DP launch, export/whole_nodes.py).
     "mindcluster": NpuStack(
         "mindcluster", ASCEND_RESOURCE, scheduler="volcano", labels=(("ring-controller.atlas", "ascend-910b"),),
-        accelerator_types=((8, "module-910b-8"), (16, "module-a3-16")),
+        accelerator_types=((8, "module-910b-8"), (16, "module-a3-16")), whole_nodes=True,
         about="MindCluster: Ascend Device Plugin (Volcano mode), Ascend Docker Runtime, Volcano"),
     # Huawei Cloud CCE with the CCE AI Suite (Ascend NPU) add-on: it names the 910 resource huawei.com/ascend-1980
     # (vllm-ascend using_volcano_kthena.md; support.huaweicloud.com usermanual-cce cce_10_0239, NPU scheduling

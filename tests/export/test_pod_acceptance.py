@@ -4,8 +4,6 @@ to the NPUs the pod's ranks use on their host."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from deployctl.export.gangs import gangs
@@ -13,11 +11,12 @@ from deployctl.export.objects import pod_labels
 from deployctl.export.pods import SHM_VOLUME, shm_bytes
 from deployctl.export.render import export
 from deployctl.export.servers import networks
-from deployctl.export.stacks import STACK_NAMES, pod_templates
+from deployctl.export.stacks import pod_templates
+from deployctl.export.whole_nodes import one_container_per_pod
 from deployctl.plan.containers import LABEL_INSTANCE, container_for
-from tests.export.cases import load, mapped_cases, options
+from tests.export.cases import load, options, stacked_cases
 
-ASCEND = [(spec, target) for spec, target in mapped_cases() if load(spec).platform == "ascend"]
+ASCEND = [case for case in stacked_cases() if load(case[0]).platform == "ascend"]
 UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 
 
@@ -38,12 +37,11 @@ def expected_pods(spec, opts) -> dict[str, tuple[int, int]]:
     return out
 
 
-@pytest.mark.parametrize("stack", STACK_NAMES)
-@pytest.mark.parametrize("spec,target", ASCEND)
+@pytest.mark.parametrize("spec,target,stack", ASCEND)
 def test_every_npu_pod_has_its_shared_memory_and_its_npus(spec, target, stack):
     loaded = load(spec)
-    opts = replace(options(spec, target), npu_stack=stack)
-    expected = expected_pods(loaded, opts)
+    opts = options(spec, target, stack)
+    expected = expected_pods(one_container_per_pod(loaded, opts.stack), opts)
     seen = set()
     for manifest in export(loaded, opts):
         for template, _ in pod_templates(manifest.body):

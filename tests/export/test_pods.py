@@ -58,7 +58,9 @@ def test_shm_is_one_memory_volume_per_pod_as_large_as_its_containers_shm_togethe
     from deployctl.export.pods import quantity, shm_bytes
 
     assert shm_bytes("16g") == 16 << 30 and quantity(shm_bytes("512m")) == "512Mi" and quantity(3 << 30) == "3Gi"
-    body = next(m.body for m in exported("playbooks/vllm-ascend-pd-qwen3.yaml", "lws") if m.name == "qwen3-pd-decode0")
+    # plain keeps a container per rank (mindcluster runs a host's ranks as one: test_whole_nodes.py)
+    body = next(m.body for m in exported("playbooks/vllm-ascend-pd-qwen3.yaml", "lws", "plain")
+                if m.name == "qwen3-pd-decode0")
     pod = body["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
     assert len(pod["containers"]) == 4  # four ranks of 16g each share the pod's /dev/shm
     assert [v for v in pod["volumes"] if v["name"] == "dshm"] == [
@@ -88,12 +90,13 @@ def test_headless_workers_have_no_port_and_no_probe():
 
 
 def test_the_proxy_lists_each_server_as_the_cluster_reaches_it():
-    def proxy_argv(spec, target):
-        return next(c.get("command") or c["args"] for c in containers(exported(spec, target)) if c["name"] == "proxy")
+    def proxy_argv(spec, target, stack="mindcluster"):
+        return next(c.get("command") or c["args"] for c in containers(exported(spec, target, stack))
+                    if c["name"] == "proxy")
 
     argv = proxy_argv(PD, "k8s")
     assert argv[argv.index("--prefiller-hosts") + 1] == "qwen3-pd1-prefill0-node1"  # the Service of that pod
-    argv = proxy_argv("playbooks/vllm-ascend-pd-qwen3.yaml", "lws")
+    argv = proxy_argv("playbooks/vllm-ascend-pd-qwen3.yaml", "lws", "plain")  # a container per rank
     hosts = argv[argv.index("--decoder-hosts") + 1:argv.index("--decoder-ports")]
     ports = argv[argv.index("--decoder-ports") + 1:]
     # LWS pods by name under its headless Service: the leader, then worker 1; four ranks each

@@ -73,9 +73,10 @@ def test_internal_worker_starts_at_its_hosts_first_rank(fake_bin, target, leader
 
 
 def test_external_workers_each_run_their_rank(fake_bin):
-    """qwen3-pd's decode: dp 8 over 2 hosts, 4 ranks a host: worker 1's containers are ranks 4..7."""
+    """qwen3-pd's decode: dp 8 over 2 hosts, 4 ranks a host: worker 1's containers are ranks 4..7 (on a stack
+    that keeps a container per rank: plain)."""
     spec = "playbooks/vllm-ascend-pd-qwen3.yaml"
-    body = next(m.body for m in exported(spec, "lws") if m.name == "qwen3-pd-decode0")
+    body = next(m.body for m in exported(spec, "lws", "plain") if m.name == "qwen3-pd-decode0")
     containers = body["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]
     ranks = []
     for container in containers:

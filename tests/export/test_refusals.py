@@ -13,7 +13,7 @@ from deployctl.export.options import ExportOptions
 from deployctl.export.render import export
 from deployctl.export.stacks import STACK_NAMES
 from deployctl.spec.load import load_spec
-from tests.export.cases import ENVIRON, REFUSED, ROOT
+from tests.export.cases import ENVIRON, REFUSED, ROOT, STACK_REFUSED
 
 PVC = ["--weights-pvc", "models"]
 IMAGE = ["--image", "registry.example/vllm-ascend:6.3.909"]
@@ -39,8 +39,8 @@ BAD = [
      ["--to", "kthena", "--npu-stack", "plain", *PVC], "topology", "--npu-stack mindcluster"),
     ("multi-node-group-k8s", lambda t: str(ROOT / "playbooks/vllm-ascend-mixed-2hosts-internal.yaml"),
      ["--to", "k8s", *PVC], "topology.groups[0].hosts", "no gang"),
-    ("external-ranks-kthena", lambda t: str(ROOT / "playbooks/vllm-ascend-pd-qwen3.yaml"), ["--to", "kthena", *PVC],
-     "topology.decode[0].hosts", "no stable address"),
+    ("external-ranks-kthena", lambda t: str(ROOT / "playbooks/vllm-ascend-pd-qwen3.yaml"),
+     ["--to", "kthena", "--npu-stack", "cce", *PVC], "topology.decode[0].hosts", "no stable address"),
     ("secret-inlined", lambda t: edited(t, "playbooks/vllm-ascend-mixed-ep-1host.yaml",
                                         ("topology:", "env: {HF_TOKEN: hf_abcdefgh}\ntopology:")),
      ["--to", "lws", *PVC], "env.HF_TOKEN", "in the clear"),
@@ -83,6 +83,10 @@ def test_the_refused_table_names_each_error_as_the_cli_does(capsys):
         assert main(["export", str(ROOT / playbook), "--to", target, *PVC]) == 2
         err = capsys.readouterr().err
         assert f": {path}: " in err, (playbook, target, err)
+    for (playbook, target, stack), path in sorted(STACK_REFUSED.items()):
+        assert main(["export", str(ROOT / playbook), "--to", target, "--npu-stack", stack, *PVC]) == 2
+        err = capsys.readouterr().err
+        assert f": {path}: " in err, (playbook, target, stack, err)
 
 
 def test_json_failure_lists_every_problem_with_its_line(capsys):
@@ -103,14 +107,14 @@ def refused_problems(spec: str, target: str, stack: str, **flags) -> list:
 
 @pytest.mark.parametrize("stack", STACK_NAMES)
 def test_every_refusal_says_what_would_make_it_exportable(tmp_path, capsys, stack):
-    """Each refused case of the table and of BAD (its own flags, then this stack): every problem the command
+    """Each refused case of the table on this stack, and of BAD (with its own flags): every problem the command
     reports carries a hint, what to change."""
-    runs = [[str(ROOT / playbook), "--to", target, *PVC] for playbook, target in REFUSED]
+    runs = [[str(ROOT / playbook), "--to", target, "--npu-stack", stack, *PVC] for playbook, target in REFUSED]
     for n, (_, make, flags, _, _) in enumerate(BAD):  # each edited spec in its own directory
         (tmp_path / str(n)).mkdir()
         runs.append([make(tmp_path / str(n)), *flags])
     for args in runs:
-        assert main(["export", *args, "--npu-stack", stack, "--output", "json"]) == 2
+        assert main(["export", *args, "--output", "json"]) == 2
         problems = json.loads(capsys.readouterr().out)["error"]["problems"]
         assert problems and all(p.get("hint", "").strip() for p in problems), (args, problems)
 

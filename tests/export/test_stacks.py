@@ -12,9 +12,9 @@ from deployctl.export.options import ExportOptions
 from deployctl.export.render import export
 from deployctl.export.stacks import DEFAULT_STACK, STACK_NAMES, pod_templates
 from deployctl.spec.load import load_spec_text
-from tests.export.cases import ENVIRON, MAPPED, ROOT, load, mapped_cases, options
+from tests.export.cases import ENVIRON, MAPPED, ROOT, load, options, stacked_cases
 
-ASCEND = [(spec, target) for spec, target in mapped_cases() if load(spec).platform == "ascend"]
+ASCEND = [case for case in stacked_cases() if load(case[0]).platform == "ascend"]
 EXPECTED = {  # stack -> resource, scheduler (k8s, lws), labels, accelerator-type by cards
     "mindcluster": ("huawei.com/Ascend910", "volcano", {"ring-controller.atlas": "ascend-910b"},
                     {8: "module-910b-8", 16: "module-a3-16"}),
@@ -28,8 +28,7 @@ def test_the_default_is_mindcluster():
     assert set(STACK_NAMES) == set(EXPECTED)
 
 
-@pytest.mark.parametrize("stack", STACK_NAMES)
-@pytest.mark.parametrize("spec,target", ASCEND)
+@pytest.mark.parametrize("spec,target,stack", ASCEND)
 def test_every_pod_template_follows_its_stacks_rules(spec, target, stack):
     resource, scheduler, labels, types = EXPECTED[stack]
     loaded = load(spec)
