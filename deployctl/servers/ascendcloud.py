@@ -20,8 +20,9 @@ FAMILY = Deployctl("family", "the model table's minimum cards and longest max_mo
 ASCEND_QUANTIZATION = ("quantization 'ascend' is vllm-ascend's (w8a8 weights); server vllm takes awq, smoothquant "
                        "or gptq")
 
-# The vLLM OpenAI server's flags, in the order the runbook writes them (the scheduler runs with the P/D TP).
-TABLE = (
+# The vLLM OpenAI server's flags, in the order the runbook writes them (the scheduler runs with the P/D TP);
+# vLLM on GPU starts the same server with the same flags (servers/vllm_gpu.py).
+OPENAI_SERVER = (
     Flag("@model", "--model"),
     Flag("@tp", "--tensor-parallel-size"),
     Flag("max_model_len", "--max-model-len"),
@@ -31,6 +32,9 @@ TABLE = (
     Flag("@port", "--port"),
     Flag("served_name", "--served-model-name"),
     Flag("quantization", "--quantization"),
+)
+TABLE = (
+    *OPENAI_SERVER,
     Refused("quantization", ASCEND_QUANTIZATION, hint="use server: vllm-ascend for these weights", values=("ascend",)),
     Flag("kv_cache_dtype", "--kv-cache-dtype"),  # AscendCloud's vLLM takes int8 with a scales file
     Flag("quantization_param_path", "--quantization-param-path", after="kv_cache_dtype"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Optional
 
-from deployctl.servers.ascendcloud import FAMILY, AscendCloudVllm
+from deployctl.servers.ascendcloud import FAMILY, OPENAI_SERVER, AscendCloudVllm
 from deployctl.servers.fields import VERBATIM, Flag, Refused
 
 if TYPE_CHECKING:
@@ -26,15 +26,7 @@ NO_ASCEND = Refused("quantization", "quantization 'ascend' is vllm-ascend's (w8a
                                     "on GPU takes awq or gptq", hint="use awq or gptq weights", values=("ascend",))
 
 TABLE = (
-    Flag("@model", "--model"),
-    Flag("@tp", "--tensor-parallel-size"),
-    Flag("max_model_len", "--max-model-len"),
-    Flag("max_num_seqs", "--max-num-seqs"),
-    Flag("max_num_batched_tokens", "--max-num-batched-tokens"),
-    Flag("@host", "--host"),
-    Flag("@port", "--port"),
-    Flag("served_name", "--served-model-name"),
-    Flag("quantization", "--quantization"),
+    *OPENAI_SERVER,
     NO_SMOOTHQUANT,
     NO_ASCEND,
     NO_INT8_KV,
