@@ -3,7 +3,7 @@ the scheduler, the labels and the node selector its documentation requires."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator, Optional
 
 STACK_NAMES = ("mindcluster", "cce", "plain")

@@ -14,7 +14,6 @@ What is checked, per argv, the way `vllm serve` itself does it (vllm/entrypoints
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import io
@@ -52,7 +51,7 @@ def _plain(value):
     return value
 
 
-def _same(written: str, parsed, action) -> bool:
+def _same(written: str, parsed) -> bool:
     """Whether vLLM's parsed value is what the written word means."""
     if written.startswith("{"):
         meant = json.loads(written)
@@ -118,17 +117,18 @@ def check(argv: list[str]) -> list[str]:
             continue
         value = inline if inline else words[i + 1]
         parsed = getattr(args, action.dest)
-        if not _same(value, parsed, action):
+        if not _same(value, parsed):
             problems.append(f"{flag} {value}: vLLM parsed {parsed!r}")
         i += 1 if inline else 2
     kv = getattr(args, "kv_transfer_config", None)
     if kv is not None:
         from vllm.config import KVTransferConfig
 
-        try:
-            KVTransferConfig(**_plain(kv)) if not isinstance(kv, KVTransferConfig) else None
-        except Exception as error:
-            problems.append(f"KVTransferConfig: {error}")
+        if not isinstance(kv, KVTransferConfig):  # the parser hands over a dict where it does not build one
+            try:
+                KVTransferConfig(**_plain(kv))
+            except Exception as error:
+                problems.append(f"KVTransferConfig: {error}")
     return problems
 
 
