@@ -13,12 +13,16 @@ from tests.export.cases import exported
 from tests.export.test_expansion import expand as kubelet_expand
 
 
-def worker_container(spec: str, target: str, index: int = 0) -> dict:
-    body = exported(spec, target)[0].body
+def worker_container(spec: str, target: str, index: int = 0, role: str = "") -> dict:
+    """The worker template's container `index` of the LWS named <deployment>-<role>, or of Kthena's role `role`
+    (the first object / role when none is named)."""
+    manifests = exported(spec, target)
     if target == "lws":
+        body = next(m.body for m in manifests if m.name.endswith(role) and m.body["kind"] == "LeaderWorkerSet")
         template = body["spec"]["leaderWorkerTemplate"]["workerTemplate"]
     else:
-        template = body["spec"]["template"]["roles"][0]["workerTemplate"]
+        roles = manifests[0].body["spec"]["template"]["roles"]
+        template = next(r for r in roles if r["name"] == role or not role)["workerTemplate"]
     return template["spec"]["containers"][index]
 
 
@@ -94,6 +98,21 @@ def test_a_worker_waits_for_a_leader_that_appears_after_30_s(fake_bin, target, l
     assert flag(done.stdout.splitlines(), "--data-parallel-address") == "10.0.0.7"  # exec'd, with the address
     assert clock(fake_bin) == 30  # it tried every LEADER_RETRY_S until the name resolved, and no longer
     assert f"waiting for the leader leader.svc to resolve (try {30 // LEADER_RETRY_S} of" in done.stderr
+
+
+@pytest.mark.parametrize("target,leader,index", [("lws", "LWS_LEADER_ADDRESS", "LWS_WORKER_INDEX"),
+                                                 ("kthena", "ENTRY_ADDRESS", "WORKER_INDEX")])
+def test_a_whole_node_worker_waits_for_a_late_leader_too(fake_bin, target, leader, index):
+    """qwen3-pd's decode on mindcluster: a container per rank rewritten to one per pod (whole_nodes.py); its
+    worker pod runs host 2's four ranks headless from start rank 4, once the leader's name resolves at 30 s."""
+    role = "decode0" if target == "lws" else "decode"
+    container = worker_container("playbooks/vllm-ascend-pd-qwen3.yaml", target, role=role)
+    done = run(container, {leader: "leader.svc", index: "1"}, fake_bin, appears_at=30)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert flag(lines, "--data-parallel-start-rank") == "4" and flag(lines, "--data-parallel-size-local") == "4"
+    assert flag(lines, "--data-parallel-address") == "10.0.0.7" and "--headless" in lines
+    assert clock(fake_bin) == 30
 
 
 def test_an_unresolvable_leader_stops_the_worker_after_the_bound(fake_bin):
