@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from standin.app import listen, log
+from standin.main import serve_until_stopped
 from standin.config import Refusal
 from standin.generation import ApiError
-from standin.httpio import BadRequest, Request, json_response, response_bytes, serve_keep_alive
+from standin.drain import Connections, StopPolicy
+from standin.httpio import BadRequest, Request, json_response, response_bytes
 from standin.proxy_pool import AdjustError, Pools, rules_for
 from standin.scheduler import answer_failure, relay
 from standin.trace import TraceLog
@@ -149,6 +151,7 @@ class ProxyApp:
         self.pools = pools
         self.trace = TraceLog()
         self._count = 0
+        self.connections = Connections()
 
     @property
     def prefill(self) -> List[Upstream]:
@@ -159,7 +162,7 @@ class ProxyApp:
         return [m.backend for m in self.pools.members["decode"]]
 
     async def serve_connection(self, reader, writer) -> None:
-        await serve_keep_alive(reader, writer, self.handle, "detail")
+        await self.connections.serve(reader, writer, self.handle, "detail")
 
     async def handle(self, req: Request, writer: asyncio.StreamWriter) -> None:
         if req.path == "/healthcheck" and req.method == "GET":
@@ -356,13 +359,14 @@ async def _run(args: ProxyArgs, wait_s: float, release: str) -> int:
         if app.pools.rules.instances_api:  # the NodeListener thread starts with the proxy state
             listener = asyncio.ensure_future(app.pools.listen(args.waiting_retry_interval))
         try:
-            async with server:
-                await server.serve_forever()
+            # uvicorn.run(app) (v0.23.0 :1203-1212): uvicorn's own signal handlers, so a second signal forces
+            await serve_until_stopped(server, app, StopPolicy("uvicorn", second_signal_forces=True))
         finally:
             if listener is not None:
                 listener.cancel()
     except asyncio.CancelledError:
-        log("shutting down")
+        pass
+    log("shutting down")
     return 0
 
 
