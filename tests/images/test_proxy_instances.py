@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import signal
 import threading
 import time
 
@@ -193,3 +194,15 @@ def test_releases_before_the_instances_api_answer_404(servers, start, version):
             404, {"detail": "Not Found"})
     assert proxy.json("GET", "/healthcheck") == (200, {"status": "ok", "prefill_instances": 1,
                                                        "decode_instances": 2})
+
+
+def test_sigterm_stops_the_proxy_as_uvicorn_does_after_the_relays_in_flight(servers, start):
+    prefill, decodes = servers
+    proxy = run_proxy(start, prefill, decodes)
+    stream = in_flight(proxy, decodes[0])
+    proxy.proc.send_signal(signal.SIGTERM)
+    proxy.wait_line("standin: waiting for 1 connection(s) to close")
+    assert not proxy.listening()  # uvicorn closed its listening socket: new connections are refused
+    assert completed(stream)
+    assert proxy.proc.wait(timeout=EVENT_TIMEOUT_S) == 0
+    assert proxy.output().splitlines()[-1] == "standin: shutting down"
