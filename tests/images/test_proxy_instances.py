@@ -23,10 +23,14 @@ RETRY = ["--waiting-retry-interval", "0.05"]  # the node listener's period (upst
 def servers(start):
     """One prefill and two decode servers, each its own engine (dp 1, tp 1); the decoders stream a token each
     10 ms, so a request of 400 tokens is in flight for about 4 s."""
+    return make_servers(start)
+
+
+def make_servers(start, prefill_env=None):  # noqa: F811
     p_api, d0, d1 = free_ports(3)
     sizes = {"prefill": (1, 1), "decode": (1, 1)}
     prefill = start(serve_args(p_api, kv=kv_config("kv_producer", free_run(1), "dep-prefill0", **sizes)), [0],
-                    port=p_api)
+                    port=p_api, env=prefill_env)
     decodes = [start(serve_args(api, kv=kv_config("kv_consumer", free_run(1), f"dep-decode{i}", **sizes)), [1 + i],
                      port=api, env={"STANDIN_TPOT_MS": "10"}) for i, api in enumerate((d0, d1))]
     for proc in (prefill, *decodes):
@@ -206,3 +210,30 @@ def test_sigterm_stops_the_proxy_as_uvicorn_does_after_the_relays_in_flight(serv
     assert completed(stream)
     assert proxy.proc.wait(timeout=EVENT_TIMEOUT_S) == 0
     assert proxy.output().splitlines()[-1] == "standin: shutting down"
+
+
+@pytest.mark.parametrize("version, picked_again", [("v0.18.0", True), ("v0.23.0", False)])
+def test_before_v0_21_a_tainted_decoder_is_picked_again_once_a_request_on_it_ends(start, version, picked_again):
+    # every prefill takes 1 s, so a request counts in request_num for that long even on v0.18.0
+    prefill, decodes = make_servers(start, {"STANDIN_TTFT_MS": "1000"})
+    d0, d1 = (d.port for d in decodes)
+    # a listener that never runs in this test: the tainted instance stays listed
+    proxy = run_proxy(start, prefill, decodes, version=version, extra=["--waiting-retry-interval", "1000"])
+    stream = in_flight(proxy, decodes[0])  # decoding on d0
+    in_prefill = threading.Thread(target=lambda: proxy.request("POST", "/v1/completions",
+                                                               {"model": "qwen", "prompt": "x", "max_tokens": 1}))
+    in_prefill.start()
+    wait_running(prefill)
+    assert adjust(proxy, "remove", "decode", [f"{LOOP}:{d0}"])["message"].endswith(
+        "are isolated and waiting to be removed.")
+    in_prefill.join(EVENT_TIMEOUT_S)
+    assert completed(stream)  # its end rewrites d0's heap entry on v0.18.0 (_update_decoder_priority)
+    assert (d0 in where(proxy)) is picked_again
+    assert proxy.json("GET", "/healthcheck")[1]["decode_instances"] == 2
+
+
+def wait_running(server) -> None:
+    deadline = time.monotonic() + EVENT_TIMEOUT_S
+    while metric(server, "vllm:num_requests_running") != 1:
+        assert time.monotonic() < deadline, "the prefill never started"
+        time.sleep(0.01)  # a poll interval

@@ -18,6 +18,8 @@ Two behaviours, by what upstream runs:
   :427-433), so tokenizing raises RuntimeError("cannot schedule new futures after shutdown"), answered 500 by the
   app's catch-all handler (entrypoints/serve/exception_handling/register.py:42, error_response.py: a RuntimeError
   is an InternalServerError). /health stays 200 meanwhile (the engine is not dead). Then uvicorn's shutdown as above.
+  vLLM's own test accepts a 503, a 500 or a closed connection for such a request
+  (tests/entrypoints/launchers/test_shutdown.py, test_wait_timeout_completes_requests).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from standin.config import Refusal
 from standin.generation import ApiError
 from standin.drain import Connections, StopPolicy
 from standin.httpio import BadRequest, Request, json_response, response_bytes
-from standin.proxy_pool import AdjustError, Pools, rules_for
+from standin.proxy_pool import AdjustError, Member, Pools, rules_for
 from standin.scheduler import answer_failure, relay
 from standin.trace import TraceLog
 from standin.upstream import Upstream
@@ -210,12 +210,11 @@ class ProxyApp:
                                         response.headers.get("content-type", "application/json")))
         await writer.drain()
 
-    def _pick(self) -> Tuple[Upstream, Upstream]:
-        prefill, decode = self.pools.pick("prefill"), self.pools.pick("decode")
-        if prefill is None or decode is None:  # upstream: RuntimeError("No available ... servers"), a 500
-            raise ApiError(500, f"No available {'prefill' if prefill is None else 'decode'} servers",
-                           "InternalServerError")
-        return prefill.backend, decode.backend
+    def _pick(self, role: str) -> Member:
+        member = self.pools.pick(role)
+        if member is None:  # upstream: RuntimeError("No available ... servers"), a 500
+            raise ApiError(500, f"No available {role} servers", "InternalServerError")
+        return member
 
     async def _forward(self, req: Request, writer: asyncio.StreamWriter) -> None:
         """Count the request as the release does while it runs (Pools.request_num gates removals)."""
@@ -239,6 +238,7 @@ class ProxyApp:
         rid = req.headers.get("x-request-id") or f"proxy-{os.getpid()}-{self._count}"
         record = self.trace.start(rid, req.path, "proxy", req.arrival_ns)
         extra = (("x-request-id", rid),)
+        decode_member: Optional[Member] = None
         try:
             try:
                 body = json.loads(req.body)
@@ -246,17 +246,29 @@ class ProxyApp:
                     raise ValueError("not an object")
             except ValueError as exc:
                 raise ApiError(400, f"request body is not a JSON object: {exc}", "BadRequestError") from None
-            prefill, decode = self._pick()
-            record.backends = [prefill.name, decode.name]
             record.stream = bool(body.get("stream"))
+            # the decoder is picked once the prefill answered (v0.18.0 :659-696, v0.23.0 :896-946)
+            prefill_member = self._pick("prefill")
+            prefill = prefill_member.backend
+            record.backends = [prefill.name]
+            try:
+                params = await self._prefill(prefill, req.path, body, extra)
+            finally:
+                self.pools.release("prefill", prefill_member)
+            decode_member = self._pick("decode")
+            decode = decode_member.backend
+            record.backends = [prefill.name, decode.name]
             log(f"proxy {rid} {req.path} prefill={prefill.name} decode={decode.name} stream={record.stream}")
-            params = await self._prefill(prefill, req.path, body, extra)
             try:
                 response = await decode.request("POST", req.path, _json({**body, "kv_transfer_params": params}),
                                                 extra)
             except (OSError, asyncio.IncompleteReadError, BadRequest) as exc:
                 raise ApiError(502, f"decoder {decode.name} failed: {exc}", "BadGatewayError") from None
-        except ApiError as exc:
+        except BaseException as exc:
+            if decode_member is not None:
+                self.pools.release("decode", decode_member)
+            if not isinstance(exc, ApiError):
+                raise
             await answer_failure(exc, req, writer, extra, record, f"proxy {rid}")
             return
         yield
@@ -267,6 +279,8 @@ class ProxyApp:
                 record.aborted = True
                 record.finish(499)
             raise
+        finally:
+            self.pools.release("decode", decode_member)
 
     async def _prefill(self, prefill: Upstream, path: str, body: dict, extra) -> dict:
         prefill_body = {k: v for k, v in body.items() if k != "stream_options"}

@@ -68,6 +68,8 @@ class Pools:
     max_waiting_retries: int = 3  # --max-waiting-retries (v0.23.0 :654-656)
     members: Dict[str, List[Member]] = field(default_factory=lambda: {role: [] for role in ROLES})
     tainted: Dict[str, Set[str]] = field(default_factory=lambda: {role: set() for role in ROLES})
+    # before #9645: tainted instances whose heap entry lost its taint (see release()), pickable again
+    retainted: Dict[str, Set[str]] = field(default_factory=lambda: {role: set() for role in ROLES})
     waiting: Dict[str, Tuple[str, str, int, int]] = field(default_factory=dict)  # key -> (role, host, port, tries)
     request_num: int = 0  # requests the proxy counts as in flight (see ListRules.shared_scheduler)
     _turn: Dict[str, int] = field(default_factory=lambda: {role: 0 for role in ROLES})
@@ -84,15 +86,31 @@ class Pools:
         return True
 
     def pick(self, role: str) -> Optional[Member]:
-        """Round robin over the untainted members; tainted ones only when no other is left (upstream gives them
-        TAINT_PRIORITY = 1e15 in its load heap, v0.23.0 :166, :276-281); None for an empty list."""
+        """Round robin over the members not tainted; None for an empty list. Upstream's load heap gives a tainted
+        instance TAINT_PRIORITY = 1e15 (v0.23.0 :166, :276-281; v0.18.0 :429-445), so with every member tainted
+        the tie goes to the lowest ordinal, the first listed. v0.23.0 keeps that priority whatever the load; before
+        #9645 picking it rewrites its heap entry with its load (v0.18.0 :226-232, :293-306), which lifts the
+        taint (see release())."""
         listed = self.members[role]
-        usable = [m for m in listed if server_key(m.host, m.port) not in self.tainted[role]] or listed
+        blocked = self.tainted[role] - self.retainted[role]
+        usable = [m for m in listed if server_key(m.host, m.port) not in blocked]
         if not usable:
-            return None
+            if not listed:
+                return None
+            self.release(role, listed[0])
+            return listed[0]
         member = usable[self._turn[role] % len(usable)]
         self._turn[role] += 1
         return member
+
+    def release(self, role: str, member: Member) -> None:
+        """A request on `member` picked or done. Before #9645 the heap entry of that instance is rewritten with its
+        load (v0.18.0 _update_decoder_priority :226-232, called by select_decoder and release_decoder; the
+        prefiller's likewise), so a tainted instance becomes pickable again though it still waits for removal.
+        v0.23.0 recomputes TAINT_PRIORITY (:276-281): nothing changes."""
+        key = server_key(member.host, member.port)
+        if not self.rules.shared_scheduler and key in self.tainted[role]:
+            self.retainted[role].add(key)
 
     def names(self, role: str) -> List[str]:
         return [m.name for m in self.members[role]]
@@ -159,6 +177,7 @@ class Pools:
         self.waiting.pop(key, None)
         if key in self.tainted[role]:  # re-adding a tainted instance takes the taint off (v0.18.0 :342-349)
             self.tainted[role].discard(key)
+            self.retainted[role].discard(key)
             return
         self._append(role, host, port)
 
@@ -169,12 +188,14 @@ class Pools:
             return False
         if self.rules.taint and self.request_num > 0:
             self.tainted[role].update(keys)
+            self.retainted[role] -= keys  # the heap entries get TAINT_PRIORITY again
             return True
         self.members[role] = [m for m in self.members[role] if server_key(m.host, m.port) not in keys]
         for key in keys:
             if self.rules.shared_scheduler:
                 self.waiting.pop(key, None)
             self.tainted[role].discard(key)
+            self.retainted[role].discard(key)
         return False
 
     async def listen(self, interval_s: float) -> None:
@@ -201,4 +222,5 @@ class Pools:
                         self.members[role] = [m for m in self.members[role]
                                               if server_key(m.host, m.port) not in gone]
                         self.tainted[role] = set()
+                        self.retainted[role] = set()
             await asyncio.sleep(interval_s)
