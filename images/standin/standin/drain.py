@@ -11,8 +11,8 @@ Two behaviours, by what upstream runs:
   `timeout_graceful_shutdown`, which vLLM never sets (None: for ever; `docker stop -t N`'s SIGKILL ends it).
 - `vllm` (vLLM >= 0.18, `--shutdown-timeout T`, vllm #34730/#36666; read in 0.33.0): the API server stops the engine
   client first and the HTTP server after (vllm/entrypoints/launchers/launcher.py:264-289). T = 0 (the default):
-  every request in flight is aborted at once (v1/engine/core.py:1713-1725, finish_reason "abort"). T > 0: requests
-  in flight run on for up to T seconds (core.py:1726-1737; the process manager kills the engine at T,
+  every request in flight is aborted at once (v1/engine/core.py:1718-1728, finish_reason "abort"). T > 0: requests
+  in flight run on for up to T seconds (core.py:1729-1737; the process manager kills the engine at T,
   v1/utils.py:605-660), while the listener stays open and every new generation request fails: AsyncLLM.shutdown
   shuts the renderer's tokenizer pool down first (v1/engine/async_llm.py:305-313, renderers/base.py:144-145,
   :427-433), so tokenizing raises RuntimeError("cannot schedule new futures after shutdown"), answered 500 by the

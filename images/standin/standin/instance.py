@@ -42,7 +42,7 @@ class InstanceEngine(Engine):
 
     def abort_all(self) -> None:
         """What vLLM's engine core does to its unfinished requests on shutdown without a drain timeout (or when the
-        timeout ran out): finish them with FinishReason.ABORT (0.33.0 v1/engine/core.py:1713-1725)."""
+        timeout ran out): finish them with FinishReason.ABORT (0.33.0 v1/engine/core.py:1718-1728)."""
         self.aborting = True
         for sleeper in list(self._sleepers):
             if not sleeper.done():
@@ -167,7 +167,7 @@ class InstanceEngine(Engine):
             sent += 1
             record.chunk_written()
         # aborted: vLLM's last chunk has no text and finish_reason "abort" (0.33.0
-        # vllm/entrypoints/openai/completion/serving.py:392-399 sends it because finish_reason is set)
+        # vllm/entrypoints/openai/completion/serving.py:393-400 sends it because finish_reason is set)
         tail = chunk(token_event(gen, rid, created, "", True, ABORT)) if sent < len(words) else b""
         if gen.include_usage:
             tail += chunk(usage_event(gen, rid, created, sent))

@@ -30,7 +30,7 @@ POLL_S = 0.2
 DEFAULT_WAIT_S = 30.0
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
 ADJUST_PATHS = {"/instances/add": "add", "/instances/remove": "remove"}
-CHECK_TIMEOUT_S = 5.0  # the listener's httpx timeout (v0.23.0 :602)
+CHECK_TIMEOUT_S = 5.0  # the listener's httpx timeout (v0.23.0 :603)
 ROLES = (("prefiller", "kv_producer", "prefill"), ("decoder", "kv_consumer", "decode"))
 
 
