@@ -79,6 +79,9 @@ class ServerProfile:
     flags: Mapping[str, tuple[str, ...]]  # role -> default `vllm serve` flags
     shm_size: str
     start_rank_on_head_is_hybrid_lb: bool
+    # the first release whose P/D proxy example serves POST /instances/add|remove (None: none in this line), so
+    # whether a front of kind proxy can change its list while serving (older proxies answer 404)
+    proxy_instances_api_from: Optional[str]
     requires: Mapping[str, Optional[str]]  # cann, torch, torch_npu, python, driver
     sources: Mapping[str, str]
 
@@ -92,6 +95,12 @@ class ServerProfile:
         if self.mooncake_from is None:
             return False
         return version is None or version >= parse_version(self.mooncake_from)
+
+    def has_proxy_instances_api(self, version: Optional[Version]) -> bool:
+        """Whether this version's proxy can add and remove instances at run time (unknown version: the line's last)."""
+        if self.proxy_instances_api_from is None:
+            return False
+        return version is None or version >= parse_version(self.proxy_instances_api_from)
 
     def flags_for(self, role: str) -> tuple[str, ...]:
         return self.flags.get(role, ())
@@ -118,6 +127,7 @@ def parse_profiles(text: str) -> tuple[ServerProfile, ...]:
             env={role: dict(values) for role, values in row.get("env", {}).items()},
             flags={role: tuple(values) for role, values in row.get("flags", {}).items()},
             shm_size=row["shm_size"], start_rank_on_head_is_hybrid_lb=bool(row["start_rank_on_head_is_hybrid_lb"]),
+            proxy_instances_api_from=row.get("proxy_instances_api_from"),
             requires=dict(row.get("requires", {})), sources=dict(row.get("sources", {})),
         ))
     return tuple(sorted(rows, key=lambda r: r.first))
@@ -165,6 +175,11 @@ class ProfileChoice:
     @property
     def has_mooncake(self) -> bool:
         return self.profile.has_mooncake(self.version)
+
+    @property
+    def has_proxy_instances_api(self) -> bool:
+        """Whether the P/D proxy of this version serves /instances/add|remove (a front that can change its list)."""
+        return self.profile.has_proxy_instances_api(self.version)
 
     @property
     def warning(self) -> Optional[str]:

@@ -395,7 +395,7 @@ def test_proxy_routes_prefill_then_decode_end_to_end(pd, start):
     proxy = start(proxy_args(port, [prefill], decodes), command=PROXY, port=port)
     proxy.wait_line("startup complete: proxy serving on")
     assert proxy.json("GET", "/healthcheck") == (200, {"status": "ok", "prefill_instances": 1,
-                                                       "decode_instances": 2})
+                                                       "decode_instances": 2, "request_num": 0})
     assert [m["id"] for m in proxy.json("GET", "/v1/models")[1]["data"]] == ["qwen"]
     body = {"model": "qwen", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 4,
             "stream": True}

@@ -81,3 +81,19 @@ def test_the_table_has_every_line_the_issue_names_and_the_newest_upstream_tag():
 
 def test_the_table_is_read_once():
     assert profiles() is profiles()
+
+
+@pytest.mark.parametrize("version, has_it", [
+    ("0.11.0", False), ("0.11.0rc1", False),  # v0.11's proxy example has no /instances routes: 404
+    ("0.12.0rc1", False),  # the 0.13 line starts before the API came (vllm-ascend #5063, first in v0.13.0rc1)
+    ("0.13.0rc1", True), ("0.13.0", True), ("0.14.0rc1", True), ("0.18.0", True), ("0.23.0", True),
+    ("0.25.1rc1", True),
+])
+def test_the_profile_says_whether_the_proxy_can_change_its_list(version, has_it):
+    assert select_profile(version).has_proxy_instances_api is has_it
+
+
+def test_an_unknown_version_of_a_line_is_taken_as_its_last_release_for_the_instances_api():
+    rows = {row.line: row for row in profiles()}
+    assert rows["0.13"].has_proxy_instances_api(None) and not rows["0.11"].has_proxy_instances_api(None)
+    assert rows["0.13"].proxy_instances_api_from == "0.13.0rc1" and rows["0.11"].proxy_instances_api_from is None

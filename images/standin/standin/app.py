@@ -11,8 +11,9 @@ from typing import Optional, Tuple
 from urllib.parse import parse_qs
 
 from standin.config import Config
+from standin.drain import DRAIN_ERROR, Connections
 from standin.generation import ApiError, GenRequest, parse_request
-from standin.httpio import Request, json_response, response_bytes, serve_keep_alive
+from standin.httpio import Request, json_response, response_bytes
 from standin.kvcache import KvCache
 from standin.metrics import CONTENT_TYPE, render
 from standin.trace import TraceLog, TraceRecord
@@ -54,6 +55,8 @@ class App:
         self._generations = 0
         self._created = int(time.time())
         self.version = "0.0.0+standin"  # GET /version; vLLM answers its own version there
+        self.connections = Connections()
+        self.draining = False  # vLLM >= 0.18 stopping: new generation requests fail (standin/drain.py)
 
     def _next_id(self) -> str:
         self._count += 1
@@ -61,7 +64,7 @@ class App:
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Requests one after the other on a keep-alive connection."""
-        await serve_keep_alive(reader, writer, self.handle, "detail")
+        await self.connections.serve(reader, writer, self.handle, "detail")
 
     async def handle(self, req: Request, writer: asyncio.StreamWriter) -> None:
         methods = ROUTES.get(req.path)
@@ -103,6 +106,8 @@ class App:
             knobs = self.config.knobs
             gen = parse_request(body, chat, self.config.args.served_names, self.config.max_model_len,
                                 knobs.default_max_tokens, knobs.eos_after)
+            if self.draining:  # the tokenizer pool is shut down: vLLM's catch-all handler answers 500
+                raise ApiError(500, DRAIN_ERROR, "InternalServerError")
         except ApiError as exc:
             writer.write(json_response(exc.status, exc.body(), req.keep_alive, extra))
             await writer.drain()

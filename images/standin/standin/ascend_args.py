@@ -16,6 +16,8 @@ _DP_INT_FLAGS = {
     "--data-parallel-size-local": "local", "-dpl": "local",
     "--data-parallel-start-rank": "start", "-dpr": "start",
     "--data-parallel-rpc-port": "rpc_port", "-dpp": "rpc_port",
+    # vLLM >= 0.18 (vllm #34730); older versions' parsers refuse it (serve_flags.check) before this runs
+    "--shutdown-timeout": "shutdown_timeout",
 }
 _DP_TEXT_FLAGS = {
     "--data-parallel-address": "address", "-dpa": "address",
@@ -44,6 +46,7 @@ class AscendArgs:
     kv_transfer_config: Optional[dict]
     additional_config: Optional[dict]
     compilation_config: Optional[dict]
+    shutdown_timeout: int = 0  # seconds a SIGTERM lets requests in flight finish (0: abort them), standin/drain.py
 
     @property
     def external(self) -> bool:
@@ -93,7 +96,7 @@ def parse_serve(argv, vllm_version: Optional[str] = None) -> AscendArgs:
         raise ArgsError("vllm serve: give the model once, as the positional MODEL, not with --model")
     server = parse_vllm_args(("--model", model, *passed))
     ints = {}
-    for name in ("dp", "rank", "local", "start", "rpc_port"):
+    for name in ("dp", "rank", "local", "start", "rpc_port", "shutdown_timeout"):
         if name in values:
             flag, text = values[name]
             try:
@@ -111,6 +114,8 @@ def parse_serve(argv, vllm_version: Optional[str] = None) -> AscendArgs:
             if not isinstance(doc, dict):
                 raise ArgsError(f"{flag}: expected a JSON object, got {text!r}")
             docs[name] = doc
+    if ints.get("shutdown_timeout", 0) < 0:  # pydantic's Field(ge=0), vllm/config/vllm.py:454 in 0.33.0
+        raise ArgsError(f"--shutdown-timeout: {ints['shutdown_timeout']} must be at least 0")
     dp = ints.get("dp", 1)
     if dp < 1:
         raise ArgsError(f"--data-parallel-size: {dp} must be at least 1")
@@ -137,4 +142,5 @@ def parse_serve(argv, vllm_version: Optional[str] = None) -> AscendArgs:
         headless=flags["headless"],
         port_given=port_given, kv_transfer_config=docs.get("kv_transfer_config"),
         additional_config=docs.get("additional_config"), compilation_config=docs.get("compilation_config"),
+        shutdown_timeout=ints.get("shutdown_timeout", 0),
     )

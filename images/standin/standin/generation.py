@@ -108,23 +108,28 @@ def finish_reason(req: GenRequest) -> str:
     return "length" if req.completion_tokens == req.max_tokens else "stop"
 
 
-def usage(req: GenRequest) -> dict:
-    return {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.completion_tokens,
-            "completion_tokens": req.completion_tokens}
+ABORT = "abort"  # vLLM's finish reason for a request aborted by the engine (e.g. on SIGTERM, standin/drain.py)
 
 
-def full_body(req: GenRequest, rid: str, created: int, text: str) -> dict:
-    """The non-streaming answer."""
+def usage(req: GenRequest, completion_tokens: Optional[int] = None) -> dict:
+    """`completion_tokens`: fewer than planned when the request was aborted."""
+    done = req.completion_tokens if completion_tokens is None else completion_tokens
+    return {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + done,
+            "completion_tokens": done}
+
+
+def full_body(req: GenRequest, rid: str, created: int, text: str, aborted_after: Optional[int] = None) -> dict:
+    """The non-streaming answer; `aborted_after`: the tokens generated before an abort (finish_reason "abort")."""
+    reason = finish_reason(req) if aborted_after is None else ABORT
     if req.chat:
         choice = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
-                  "logprobs": None, "finish_reason": finish_reason(req), "stop_reason": None}
+                  "logprobs": None, "finish_reason": reason, "stop_reason": None}
         kind, prefix = "chat.completion", "chatcmpl-"
     else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason(req),
-                  "stop_reason": None}
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None}
         kind, prefix = "text_completion", "cmpl-"
     return {"id": prefix + rid, "object": kind, "created": created, "model": req.model,
-            "choices": [choice], "usage": usage(req)}
+            "choices": [choice], "usage": usage(req, aborted_after)}
 
 
 def _event(doc: dict) -> bytes:
@@ -141,9 +146,9 @@ def role_event(req: GenRequest, rid: str, created: int) -> bytes:
     return _event(doc)
 
 
-def token_event(req: GenRequest, rid: str, created: int, text: str, last: bool) -> bytes:
-    """One content chunk; the last one carries the finish reason."""
-    reason = finish_reason(req) if last else None
+def token_event(req: GenRequest, rid: str, created: int, text: str, last: bool, reason: Optional[str] = None) -> bytes:
+    """One content chunk; the last one carries the finish reason (`reason` overrides it: "abort")."""
+    reason = reason or (finish_reason(req) if last else None)
     if req.chat:
         doc = {"id": "chatcmpl-" + rid, "object": "chat.completion.chunk", "created": created, "model": req.model,
                "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": reason}]}
@@ -156,14 +161,14 @@ def token_event(req: GenRequest, rid: str, created: int, text: str, last: bool) 
     return _event(doc)
 
 
-def usage_event(req: GenRequest, rid: str, created: int) -> bytes:
+def usage_event(req: GenRequest, rid: str, created: int, completion_tokens: Optional[int] = None) -> bytes:
     """The extra last chunk of `stream_options.include_usage`: no choices, only usage."""
     if req.chat:
         rid, kind = "chatcmpl-" + rid, "chat.completion.chunk"
     else:
         rid, kind = "cmpl-" + rid, "text_completion"
     return _event({"id": rid, "object": kind, "created": created, "model": req.model, "choices": [],
-                   "usage": usage(req)})
+                   "usage": usage(req, completion_tokens)})
 
 
 DONE_EVENT = b"data: [DONE]\n\n"

@@ -148,8 +148,10 @@ def chunk(data: bytes) -> bytes:
 LAST_CHUNK = b"0\r\n\r\n"
 
 
-async def serve_keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handle, error_key: str) -> None:
-    """Requests one after the other on a keep-alive connection; `handle(req, writer)` answers each."""
+async def serve_keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handle, error_key: str,
+                           closing=lambda: False) -> None:
+    """Requests one after the other on a keep-alive connection; `handle(req, writer)` answers each. Once `closing()`
+    is true the connection closes after the response in progress (uvicorn's graceful shutdown)."""
     loop = asyncio.get_running_loop()
     try:
         while True:
@@ -161,7 +163,7 @@ async def serve_keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamW
             if req is None:
                 break
             await handle(req, writer)
-            if not req.keep_alive:
+            if not req.keep_alive or closing():
                 break
     except (ConnectionError, asyncio.IncompleteReadError):
         pass  # the client went away; nothing to answer

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Iterator, Optional, Sequence, Set, Tuple
 
 from standin.app import Engine
 from standin.config import Knobs
-from standin.generation import (DONE_EVENT, GenRequest, finish_reason, full_body, role_event, token_event,
-                                tokens, usage_event)
+from standin.generation import (ABORT, DONE_EVENT, GenRequest, finish_reason, full_body, role_event,
+                                token_event, tokens, usage_event)
 from standin.httpio import LAST_CHUNK, Request, chunk, json_response, stream_head
 from standin.kvcache import KvCache
 from standin.trace import TraceRecord
@@ -33,6 +33,34 @@ class InstanceEngine(Engine):
         # (engine index as vLLM labels it, that engine's KV cache): each DP engine has its own cache
         self.caches: Tuple[Tuple[str, KvCache], ...] = tuple(
             (index, KvCache(knobs.capacity, knobs.load_slowdown, max_num_seqs)) for index in engines)
+        self._in_flight = 0  # generation requests inside run(): queued for a slot or generating
+        self.aborting = False  # set by abort_all(): every request in flight ends now with finish_reason "abort"
+        self._sleepers: Set[asyncio.Future] = set()
+
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def abort_all(self) -> None:
+        """What vLLM's engine core does to its unfinished requests on shutdown without a drain timeout (or when the
+        timeout ran out): finish them with FinishReason.ABORT (0.33.0 v1/engine/core.py:1718-1728)."""
+        self.aborting = True
+        for sleeper in list(self._sleepers):
+            if not sleeper.done():
+                sleeper.set_result(None)
+
+    async def pause_until(self, loop: asyncio.AbstractEventLoop, deadline: float) -> bool:
+        """Sleep until `deadline` (absolute, see sleep_until); True, possibly early, once abort_all() was called."""
+        if self.aborting or deadline <= loop.time():
+            return self.aborting
+        waker = loop.create_future()
+        timer = loop.call_at(deadline, lambda: waker.done() or waker.set_result(None))
+        self._sleepers.add(waker)
+        try:
+            await waker
+        finally:
+            timer.cancel()
+            self._sleepers.discard(waker)
+        return self.aborting
 
     @property
     def cache(self) -> KvCache:
@@ -55,17 +83,23 @@ class InstanceEngine(Engine):
         TTFT (stretched by the load) after the slot was granted, so time spent in the queue adds to it."""
         loop = asyncio.get_running_loop()
         cache = self.place()
-        waited = await cache.admit()
+        self._in_flight += 1
+        try:
+            waited = await cache.admit()
+        except BaseException:
+            self._in_flight -= 1
+            raise
         try:
             cache.prompt_tokens += gen.prompt_tokens
-            await answer(self.first_deadline(cache, loop.time() if waited else req.arrival_mono), cache, req, gen,
-                         *args)
-            cache.finished[finish_reason(gen)] += 1
+            reason = await answer(self.first_deadline(cache, loop.time() if waited else req.arrival_mono), cache,
+                                  req, gen, *args)
+            cache.finished[reason or finish_reason(gen)] += 1
         except (ConnectionError, asyncio.IncompleteReadError):
             cache.finished["abort"] += 1  # the client went away
             raise
         finally:
             cache.release()
+            self._in_flight -= 1
 
     def first_deadline(self, cache: KvCache, start: float) -> float:
         return start + self.ttft_s * cache.factor()
@@ -83,13 +117,23 @@ class InstanceEngine(Engine):
                 due += self.tpot_s * cache.factor()
             yield due
 
-    async def whole_answer_due(self, loop, cache: KvCache, first: float, count: int) -> None:
-        """Wait until the last of `count` tokens is due (token by token when the load can change meanwhile)."""
+    async def whole_answer_due(self, loop, cache: KvCache, first: float, count: int, abortable: bool = False) -> int:
+        """Wait until the last of `count` tokens is due (token by token when the load can change meanwhile); the
+        number of tokens generated: `count`, or (`abortable`) those due before abort_all()."""
         if cache.capacity is None:
-            await sleep_until(loop, first + self.tpot_s * (count - 1))
-            return
-        for due in self.deadlines(cache, first, count):
-            await sleep_until(loop, due)
+            last = first + self.tpot_s * (count - 1)
+            if not abortable:
+                await sleep_until(loop, last)
+            elif await self.pause_until(loop, last):
+                now = loop.time()
+                return sum(1 for i in range(count) if first + i * self.tpot_s <= now)
+            return count
+        for i, due in enumerate(self.deadlines(cache, first, count)):
+            if not abortable:
+                await sleep_until(loop, due)
+            elif await self.pause_until(loop, due):
+                return i
+        return count
 
     async def _answer(self, first: float, cache: KvCache, req: Request, gen: GenRequest, rid: str,
                       record: TraceRecord, writer: asyncio.StreamWriter, garbled: bool) -> None:
@@ -98,26 +142,36 @@ class InstanceEngine(Engine):
         words = tokens(gen.prompt, gen.completion_tokens, self.garbled or garbled)
         extra = (("x-request-id", rid),)
         if not gen.stream:
-            await self.whole_answer_due(loop, cache, first, len(words))
-            writer.write(json_response(200, full_body(gen, rid, created, "".join(words)), req.keep_alive, extra))
+            done = await self.whole_answer_due(loop, cache, first, len(words), abortable=True)
+            aborted = done if self.aborting and done < len(words) else None
+            body = full_body(gen, rid, created, "".join(words[:done]), aborted)
+            writer.write(json_response(200, body, req.keep_alive, extra))
             await writer.drain()
-            cache.generation_tokens += len(words)
+            cache.generation_tokens += done
             record.chunk_written()
             record.finish(200)
-            return
+            return ABORT if aborted is not None else None
         head = stream_head(200, req.keep_alive, extra)
         if gen.chat:
             head += chunk(role_event(gen, rid, created))  # sent at once: the role chunk is not the first token
         writer.write(head)
         await writer.drain()
         last = len(words) - 1
+        sent = 0
         for i, (word, due) in enumerate(zip(words, self.deadlines(cache, first, len(words)))):
-            await sleep_until(loop, due)
+            if await self.pause_until(loop, due):
+                break
             writer.write(chunk(token_event(gen, rid, created, word, i == last)))
             await writer.drain()
             cache.generation_tokens += 1
+            sent += 1
             record.chunk_written()
-        tail = chunk(usage_event(gen, rid, created)) if gen.include_usage else b""
+        # aborted: vLLM's last chunk has no text and finish_reason "abort" (0.33.0
+        # vllm/entrypoints/openai/completion/serving.py:393-400 sends it because finish_reason is set)
+        tail = chunk(token_event(gen, rid, created, "", True, ABORT)) if sent < len(words) else b""
+        if gen.include_usage:
+            tail += chunk(usage_event(gen, rid, created, sent))
         writer.write(tail + chunk(DONE_EVENT) + LAST_CHUNK)
         await writer.drain()
         record.finish(200)
+        return ABORT if sent < len(words) else None

@@ -10,6 +10,7 @@ import time
 
 from standin.app import App, listen, log
 from standin.config import Config, Refusal, hccn_conf_readable, load_config
+from standin.drain import StopPolicy, Stopper, stop_gracefully
 from standin.instance import InstanceEngine
 from standin.scheduler import SchedulerEngine
 
@@ -44,7 +45,8 @@ async def _run(config: Config, started: float) -> int:
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        # PID 1 ignores signals without a handler, so `docker stop` would wait for its SIGKILL.
+        # PID 1 ignores signals without a handler, so `docker stop` would wait for its SIGKILL. Until it serves,
+        # a signal ends it at once; once serving, it stops gracefully (serve_until_stopped).
         loop.add_signal_handler(signum, task.cancel)
     knobs = config.knobs
     if knobs.crash_after_s is not None:
@@ -67,12 +69,34 @@ async def _run(config: Config, started: float) -> int:
             return 1
         log(f"startup complete: serving on http://{args.host}:{args.port}"
             + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))
-        async with server:
-            await server.serve_forever()
+        # the vendor image's vLLM version is not known: it stops as vLLM without --shutdown-timeout does
+        await serve_until_stopped(server, app, StopPolicy("uvicorn"))
     except asyncio.CancelledError:
-        log("shutting down")
-        return 0
+        pass
+    log("shutting down")
     return 0
+
+
+async def serve_until_stopped(server: asyncio.AbstractServer, app, policy: StopPolicy, engine=None,
+                              fatal: "asyncio.Future | None" = None):
+    """Serve until SIGTERM/SIGINT, then stop as `policy` says (standin/drain.py); `fatal` (an exit code) ends it
+    at once. Returns `fatal`'s result, or None after a stop."""
+    loop = asyncio.get_running_loop()
+    stopper = Stopper(policy)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopper.signal)
+    async with server:
+        waits = {asyncio.ensure_future(stopper.requested.wait())}
+        if fatal is not None:
+            waits.add(fatal)
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in pending:
+            if waiter is not fatal:
+                waiter.cancel()
+        if fatal is not None and fatal.done():
+            return fatal.result()
+        await stop_gracefully(server, app.connections, stopper, log, engine, app)
+    return None
 
 
 def _engine(config: Config):

@@ -14,7 +14,8 @@ from standin.ascend_config import AscendConfig, bind_kv_ports, load_ascend
 from standin.ascend_engine import AscendApp, serve_kv_ports
 from standin.config import Refusal
 from standin.dpgroup import DpMaster, Registration, register, rejoin
-from standin.main import LOAD_STEPS, _crash
+from standin.drain import StopPolicy
+from standin.main import LOAD_STEPS, _crash, serve_until_stopped
 from standin.serve_flags import USAGE as ARGPARSE_USAGE, UsageError
 
 USAGE = """usage: vllm serve MODEL [--served-model-name NAME] [--host H] [--port P] [--max-model-len N]
@@ -122,11 +123,21 @@ async def _run(config: AscendConfig, kv_sockets, started: float) -> int:
             return 1
         log(f"startup complete: serving on http://{server.host}:{server.port}"
             + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))
-        async with http:
-            return await fatal
+        code = await serve_until_stopped(http, app, stop_policy(config), app.engine, fatal)
+        if code is not None:
+            return code
     except asyncio.CancelledError:
-        log("shutting down")
-        return 0
+        pass
+    log("shutting down")
+    return 0
+
+
+def stop_policy(config: AscendConfig) -> StopPolicy:
+    """vLLM >= 0.18 drains or aborts by --shutdown-timeout (vllm #34730, first in v0.18.0); older ones stop as
+    uvicorn does (standin/drain.py)."""
+    if config.version is not None and config.version.vllm_tuple >= (0, 18):
+        return StopPolicy("vllm", config.args.shutdown_timeout)
+    return StopPolicy("uvicorn")
 
 
 if __name__ == "__main__":
