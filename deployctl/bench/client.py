@@ -72,6 +72,9 @@ def request_bytes(base: BaseUrl, path: str, body: dict, request_id: str) -> byte
     return head.encode("latin-1") + payload
 
 
+_FAILED_FINISH = ("abort", "error")
+
+
 class _Exchange:
     """The state of the one request in flight on a connection."""
 
@@ -144,6 +147,12 @@ class StreamConnection(asyncio.Protocol):
         choices = doc.get("choices")
         if choices:
             choice = choices[0]
+            # vLLM ends a request it aborted (a server stopping under SIGTERM with --shutdown-timeout 0, the
+            # default from 0.18: vllm #34730) with finish_reason "abort" in a 200 stream; "error" is a request-level
+            # failure (vllm/v1/engine/__init__.py FinishReason). Neither is an answer.
+            reason = choice.get("finish_reason")
+            if reason in _FAILED_FINISH:
+                exchange.error = exchange.error or f"the server ended the request: finish_reason {reason}"
             text = (choice.get("delta") or {}).get("content") if exchange.chat else choice.get("text")
             if text:
                 exchange.chunks.append(now)
