@@ -23,6 +23,10 @@ HANG_AFTER_S = 15  # a one-token generate on an idle server takes milliseconds; 
 def health_path(spec: Spec, instance: Optional[Instance] = None) -> str:
     """What answers 200 once an instance serves, as its server flavour says: vLLM's /health; Triton's readiness;
     the vllm-ascend proxy's /healthcheck. `up` waits on it and `status` reads it."""
+    if instance is not None and instance.role == "router":
+        from deployctl.plan.front import ROUTER_HEALTH_PATH
+
+        return ROUTER_HEALTH_PATH
     return flavour_of(spec).health_path(instance)
 
 

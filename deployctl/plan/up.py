@@ -203,6 +203,8 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
         instance = container.instance
         host_facts = facts[instance.host]
         image_id = (images[instance.host] if images is not None else host_facts.image_id) or ""
+        if instance.role == "router":  # its own image, pulled by `docker run`: the server image does not concern it
+            image_id = f"image:{container.image}"
         digest = digest_of(container, image_id, ranktables, spec)
         current = host_facts.container(container.name)
         wave = instance.role if instance is front else "workers"
@@ -308,9 +310,9 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
 def reach_addresses(spec: Spec, networks: Optional[Mapping[str, HostNetwork]]) -> dict[str, str]:
     """How one host reaches another's servers: vllm-ascend's derived address (what its proxy lists), else the
     spec's address."""
-    if networks is not None:
-        return {name: network.address for name, network in networks.items()}
-    return {h.name: "127.0.0.1" if h.is_local else h.address for h in spec.hosts}
+    from deployctl.plan.front import reach
+
+    return reach(spec, networks)
 
 
 def plan_checks(spec: Spec) -> Stage:
