@@ -99,4 +99,22 @@ class AnswerCheck:
         return {"type": "answers", "tokens": self.tokens, "paths": [p.to_json() for p in self.paths]}
 
 
-Action = Union[Build, Ship, Fetch, AnswerCheck]
+@dataclass(frozen=True)
+class Drain:
+    """Wait, from the step's host, until none of `servers` (name, /metrics URL) runs or queues a request
+    (vLLM's `vllm:num_requests_running` + `vllm:num_requests_waiting` = 0), at most `timeout` seconds; then say
+    what remained, by server, and go on (the graceful stop gives them its own timeout)."""
+
+    servers: tuple[tuple[str, str], ...]
+    timeout: float
+
+    def display(self) -> str:
+        names = ", ".join(name for name, _ in self.servers)
+        return f"wait until {names} run(s) no request (GET /metrics), at most {self.timeout:g} s"
+
+    def to_json(self) -> dict:
+        return {"type": "drain", "servers": [{"name": n, "metrics": u} for n, u in self.servers],
+                "timeout_s": self.timeout}
+
+
+Action = Union[Build, Ship, Fetch, AnswerCheck, Drain]

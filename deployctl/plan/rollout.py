@@ -1,0 +1,223 @@
+"""Drain-and-replace as plan data (issue 31, pure): when `up` replaces serving containers behind a front that can
+change its list, each instance (a vllm-ascend DP group: all its ranks, which fail together) is taken out of the
+front, drained, stopped gracefully, replaced on the same devices, checked (contract, answers) and put back, in
+waves of `rollout.max_unavailable` per role. The executor runs the waves as stages; a wave's last stage commits it.
+
+Without such a front (none, the AscendCloud scheduler, a proxy before v0.13) the replacement is `recreate`: every
+changed container stops, then every new one starts; the plan says that it leaves a gap and how long."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Mapping, Optional
+
+from deployctl.facts.deployed import DeployedState
+from deployctl.plan.actions import AnswerCheck, Drain
+from deployctl.plan.front import Backend, Front, add_commands, backends, front_of, remove_commands
+from deployctl.plan.model import Stage, Step
+from deployctl.spec.model import Instance, Spec
+
+DEFAULT_DRAIN_TIMEOUT = 120.0  # seconds a drained instance may take to finish its requests (--drain-timeout)
+WAVE_STAGES = ("stop", "workers", "contract")  # a replaced unit's steps in these move into its wave
+
+
+@dataclass(frozen=True)
+class RolloutOptions:
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
+    answer_tokens: int = 8  # 0: no answer check per wave
+    answer_timeout: float = 120.0
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What goes out of the front together: one instance, or one DP group (every rank)."""
+
+    role: str
+    label: str
+    containers: tuple[str, ...]  # the containers replaced
+    backends: tuple[Backend, ...]  # the API servers the front routes to
+
+
+def strategy_of(spec: Spec, front: Optional[Front]) -> str:
+    """`rollout.strategy`, else drain where the front can change its list, else recreate."""
+    if spec.rollout.strategy:
+        return spec.rollout.strategy
+    return "drain" if front is not None and front.changes_list else "recreate"
+
+
+def units_of(spec: Spec, address_of: Mapping[str, str]) -> dict[str, list]:
+    """Every unit of the spec by its key (an instance's name, or `role group N`), with its instances."""
+    out: dict[str, list] = {}
+    for instance in spec.instances:
+        if instance.role not in ("mixed", "prefill", "decode"):
+            continue
+        group = instance.server.group if instance.server is not None else None
+        key = f"{group.role} group {group.number}" if group is not None else instance.name
+        out.setdefault(key, []).append(instance)
+    return out
+
+
+def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, DeployedState],
+                 address_of: Mapping[str, str], options: RolloutOptions = RolloutOptions(),
+                 answer_paths=None) -> tuple[tuple[Stage, ...], Optional[dict]]:
+    """The container stages with each replaced serving unit moved into drain waves (or unchanged for recreate),
+    and the rollout's summary for `plan` (None when no serving container is replaced)."""
+    front = front_of(spec)
+    strategy = strategy_of(spec, front)
+    by_name = {i.name: i for i in spec.instances}
+    replaced = _replaced_serving(stages, deployed, by_name)
+    if not replaced:
+        return stages, None
+    summary: dict = {"strategy": strategy, "front": front.kind if front else None}
+    why_not = _why_not_drain(spec, stages, front, strategy)
+    if why_not:
+        summary.update(strategy="recreate", gap=why_not)
+        return stages, summary
+    all_backends = {b.name: b for b in backends(spec, address_of)}
+    units = []
+    for key, members in units_of(spec, address_of).items():
+        changed = tuple(i.name for i in members if i.name in replaced)
+        if changed:
+            units.append(Unit(members[0].role, key, changed,
+                              tuple(all_backends[i.name] for i in members if i.name in all_backends)))
+    waves, gaps = _waves(spec, units, address_of)
+    moved = {name for unit in units for name in unit.containers}
+    kept = tuple(Stage(s.name, tuple(step for step in s.steps if not (s.name in WAVE_STAGES and step.container in moved)),
+                       s.summary, s.counts_bytes) for s in stages if s.name in WAVE_STAGES)
+    after = tuple(s for s in stages if s.name not in WAVE_STAGES)
+    steps_of = {(s.name, step.container): step for s in stages if s.name in WAVE_STAGES for step in s.steps}
+    planned: list[Stage] = list(kept)
+    for number, wave in enumerate(waves, 1):
+        planned.extend(_wave_stages(number, len(waves), wave, front, steps_of, options, answer_paths))
+    summary["waves"] = [{"wave": n, "units": [u.label for u in wave],
+                         "containers": [c for u in wave for c in u.containers]} for n, wave in enumerate(waves, 1)]
+    summary["drain_timeout_s"] = options.drain_timeout
+    if gaps:
+        summary["gap"] = "; ".join(gaps)
+    return tuple(planned) + after, summary
+
+
+def _replaced_serving(stages, deployed, by_name) -> set[str]:
+    """Workers this plan replaces while they run (a stopped one has nothing to drain)."""
+    out = set()
+    for stage in stages:
+        if stage.name != "stop":
+            continue
+        for step in stage.steps:
+            instance = by_name.get(step.container or "")
+            current = deployed.get(step.host, DeployedState()).container(step.container or "")
+            if (step.action == "replace" and instance is not None and instance.role in ("mixed", "prefill", "decode")
+                    and current is not None and current.running):
+                out.add(instance.name)
+    return out
+
+
+def _why_not_drain(spec: Spec, stages, front: Optional[Front], strategy: str) -> str:
+    """Why this update cannot drain through its front ("" when it can)."""
+    if strategy == "recreate":
+        return ("strategy recreate: every replaced server stops before its replacement starts; requests in flight "
+                "on them fail and new ones fail until they serve again")
+    if front is None:
+        return "no front: clients address the instances directly"
+    if not front.changes_list:
+        return f"the {front.kind} cannot take a server out while serving ({front.why_fixed})"
+    step = next((s for stage in stages for s in stage.steps if s.container == front.instance.name), None)
+    if step is not None and step.action != "keep":
+        return f"the front itself is {'replaced' if step.action == 'replace' else 'created'} ({step.reason})"
+    return ""
+
+
+def _waves(spec: Spec, units: list[Unit], address_of) -> tuple[list[list[Unit]], list[str]]:
+    """Waves of at most max_unavailable units per role, never a role's last serving unit beside another of it:
+    a role with one unit goes out alone, and that leaves a gap (said)."""
+    total = {}
+    for key, members in units_of(spec, address_of).items():
+        total[members[0].role] = total.get(members[0].role, 0) + 1
+    per_role: dict[str, list[Unit]] = {}
+    for unit in units:
+        per_role.setdefault(unit.role, []).append(unit)
+    gaps = []
+    size = {}
+    for role, changed in per_role.items():
+        size[role] = max(1, min(spec.rollout.max_unavailable, total[role] - 1))
+        if total[role] == 1:
+            gaps.append(f"{role}: its one {'group' if spec.upstream else 'instance'} goes out of the front while "
+                        f"it is replaced (no other {role} server answers meanwhile)")
+    count = max(math.ceil(len(changed) / size[role]) for role, changed in per_role.items())
+    waves = [[u for role, changed in per_role.items() for u in changed[k * size[role]:(k + 1) * size[role]]]
+             for k in range(count)]
+    return waves, gaps
+
+
+def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_of, options: RolloutOptions,
+                 answer_paths) -> list[Stage]:
+    out_of_front = tuple(b for u in wave for b in u.backends)
+    names = ", ".join(u.label for u in wave)
+    tag = f"wave {number}/{total}"
+    drain = Step(front.host, "drain", "drain", f"{tag}: take {names} out of the {front.kind}, wait for their requests",
+                 commands=remove_commands(front, out_of_front),
+                 actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in out_of_front), options.drain_timeout),),
+                 late_undo=add_commands(front, out_of_front), wave=number)
+    stages = [Stage("drain", (drain,), wave=number)]
+    for stage in WAVE_STAGES:
+        steps = tuple(replace(steps_of[(stage, c)], wave=number) for u in wave for c in u.containers
+                      if (stage, c) in steps_of)
+        if steps:
+            stages.append(Stage(stage, steps, wave=number))
+    if answer_paths is not None and options.answer_tokens:
+        paths = _wave_paths(answer_paths, {c for u in wave for c in u.containers}, front.instance.name)
+        if paths:
+            check = AnswerCheck(paths, options.answer_tokens, options.answer_timeout)
+            stages.append(Stage("answers", (Step(front.host, "answers", "run", f"{tag}: the replaced servers answer "
+                                                 f"as the others do", actions=(check,), wave=number),), wave=number))
+    route = Step(front.host, "route", "add", f"{tag}: put {names} back into the {front.kind}",
+                 commands=add_commands(front, out_of_front), wave=number)
+    stages.append(Stage("route", (route,), wave=number, commit=True))
+    return stages
+
+
+def _wave_paths(paths, replaced: set[str], front_name: str) -> tuple:
+    """The serving paths through the wave's servers, and one through servers it left alone to compare with."""
+    def touches(path) -> bool:
+        return any(part.strip() in replaced for part in path.name.split("->"))
+
+    mine = tuple(p for p in paths if touches(p) and p.name != front_name)
+    others = [p for p in paths if not touches(p) and p.name != front_name]
+    return mine + tuple(others[:1]) if mine else ()
+
+
+
+DRAIN_SCRIPT = ('for u; do printf "== %s\\n" "$u"; curl --silent --max-time 2 --fail "$u" || printf "!! no answer\\n"; '
+                'done')
+MARK = "== "
+
+
+def in_flight(text: str, servers: tuple[tuple[str, str], ...]) -> dict[str, Optional[float]]:
+    """The answers to DRAIN_SCRIPT: requests each server runs or queues (None: its /metrics did not answer or has
+    neither of vLLM's gauges)."""
+    from deployctl.bench.telemetry import parse_engine
+
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith(MARK):
+            current = sections.setdefault(line[len(MARK):].strip(), [])
+        elif current is not None:
+            current.append(line)
+    out: dict[str, Optional[float]] = {}
+    for name, url in servers:
+        lines = sections.get(url)
+        engine = parse_engine(name, "\n".join(lines)) if lines and lines != ["!! no answer"] else None
+        if engine is None or (engine.running is None and engine.waiting is None):
+            out[name] = None
+        else:
+            out[name] = (engine.running or 0.0) + (engine.waiting or 0.0)
+    return out
+
+
+def drain_left(counts: Mapping[str, Optional[float]]) -> str:
+    """What a drain leaves at its deadline, by server ("" when nothing)."""
+    parts = [f"{name}: {int(n)} request(s)" for name, n in counts.items() if n]
+    parts += [f"{name}: its /metrics did not answer" for name, n in counts.items() if n is None]
+    return "; ".join(parts)
