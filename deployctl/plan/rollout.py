@@ -73,7 +73,7 @@ def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, D
     why_not = _why_not_drain(spec, stages, front, strategy)
     if why_not:
         summary.update(strategy="recreate", gap=why_not)
-        return stages, summary
+        return _refreshed(spec, stages, front, replaced, address_of), summary
     all_backends = {b.name: b for b in backends(spec, address_of)}
     units = []
     for key, members in units_of(spec, address_of).items():
@@ -96,6 +96,25 @@ def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, D
     if gaps:
         summary["gap"] = "; ".join(gaps)
     return tuple(planned) + after, summary
+
+
+def _refreshed(spec: Spec, stages: tuple[Stage, ...], front: Optional[Front], replaced: set[str],
+               address_of) -> tuple[Stage, ...]:
+    """Recreate behind a front that keeps running and can change its list: once the new servers serve, each is
+    taken out and put back, so the front forgets the failures it saw while they were down (vllm-router keeps a
+    dead worker unhealthy until its next health check, 60 s by default, and answers 503 meanwhile)."""
+    if front is None or not front.changes_list or _front_changes(stages, front):
+        return stages
+    again = tuple(b for b in backends(spec, address_of) if b.name in replaced)
+    step = Step(front.host, "route", "add", f"put the restarted servers back into the {front.kind}",
+                commands=remove_commands(front, again) + add_commands(front, again))
+    at = max(i for i, s in enumerate(stages) if s.name in WAVE_STAGES) + 1
+    return stages[:at] + (Stage("route", (step,)),) + stages[at:]
+
+
+def _front_changes(stages, front: Front) -> bool:
+    step = next((s for stage in stages for s in stage.steps if s.container == front.instance.name), None)
+    return step is not None and step.action != "keep"
 
 
 def _replaced_serving(stages, deployed, by_name) -> set[str]:

@@ -66,8 +66,11 @@ def test_max_unavailable_takes_more_a_wave_but_never_the_last_of_a_role():
 def test_recreate_keeps_todays_order_and_says_the_gap():
     before = mixed()
     plan = plan_up(mixed("rollout: {strategy: recreate}\n", seqs=16), running(before), UpInputs())
-    assert [n for n, _ in shape(plan)] == ["stop", "workers", "contract", "router", "answers", "verify"]
+    assert [n for n, _ in shape(plan)] == ["stop", "workers", "contract", "route", "router", "answers", "verify"]
     assert plan.rollout["strategy"] == "recreate" and "requests in flight on them fail" in plan.rollout["gap"]
+    (route,) = [s for s in plan.steps if s.stage == "route"]  # the router forgets what it saw while they were down
+    assert [c.argv[-1].split("?")[0].rsplit("/", 1)[1] for c in route.commands] == ["remove_worker"] * 2 + [
+        "add_worker"] * 2
 
 
 def test_a_rerun_or_a_replaced_front_plans_no_drain():
