@@ -69,6 +69,12 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
             probes += [addresses_probe(), layout_probe()]
             if spec.image.name:  # the version its image was built with picks the server profile
                 probes.append(image_version_probe(spec.image.name))
+    if ("containers" in stages and spec.rollout.max_surge and spec.platform == "ascend" and host in used
+            and not flavour_of(spec).reads_host_networks):  # a surge needs the host's free cards and ports
+        from deployctl.facts.host_layout import layout_probe
+        from deployctl.facts.listening import listening_probe
+
+        probes += [layout_probe(), listening_probe()]
     if "files" in stages:
         from deployctl.facts.deployed import existing_paths_probe
 

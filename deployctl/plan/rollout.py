@@ -27,6 +27,19 @@ class RolloutOptions:
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     answer_tokens: int = 8  # 0: no answer check per wave
     answer_timeout: float = 120.0
+    shutdown_timeout: int = 30
+
+
+@dataclass(frozen=True)
+class Spare:
+    """What a host has free for surge: cards no container holds and the spec does not use, ports in use."""
+
+    cards: tuple[int, ...] = ()
+    ports: frozenset[int] = frozenset()
+
+
+SURGE_SUFFIX = "-surge"
+SURGE_PORT_OFFSET = 1000  # a surge server listens above its instance's port, on the first port free there
 
 
 @dataclass(frozen=True)
@@ -60,7 +73,8 @@ def units_of(spec: Spec, address_of: Mapping[str, str]) -> dict[str, list]:
 
 def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, DeployedState],
                  address_of: Mapping[str, str], options: RolloutOptions = RolloutOptions(),
-                 answer_paths=None) -> tuple[tuple[Stage, ...], Optional[dict]]:
+                 answer_paths=None, spare: Optional[Mapping[str, Spare]] = None,
+                 surge_container=None) -> tuple[tuple[Stage, ...], Optional[dict]]:
     """The container stages with each replaced serving unit moved into drain waves (or unchanged for recreate),
     and the rollout's summary for `plan` (None when no serving container is replaced)."""
     front = front_of(spec)
@@ -88,10 +102,20 @@ def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, D
     after = tuple(s for s in stages if s.name not in WAVE_STAGES)
     steps_of = {(s.name, step.container): step for s in stages if s.name in WAVE_STAGES for step in s.steps}
     planned: list[Stage] = list(kept)
+    surges = _surges(spec, waves, spare or {}, address_of, by_name) if surge_container is not None else {}
     for number, wave in enumerate(waves, 1):
-        planned.extend(_wave_stages(number, len(waves), wave, front, steps_of, options, answer_paths))
+        surge = tuple(surges[u.label] for u in wave if u.label in surges)
+        planned.extend(_wave_stages(number, len(waves), wave, front, steps_of, options, answer_paths,
+                                    surge, surge_container, address_of))
     summary["waves"] = [{"wave": n, "units": [u.label for u in wave],
-                         "containers": [c for u in wave for c in u.containers]} for n, wave in enumerate(waves, 1)]
+                         "containers": [c for u in wave for c in u.containers],
+                         **({"surge": [f"{surges[u.label].name} on {surges[u.label].host} devices "
+                                       f"{','.join(map(str, surges[u.label].devices))} port {surges[u.label].port}"
+                                       for u in wave if u.label in surges]}
+                            if any(u.label in surges for u in wave) else {})}
+                        for n, wave in enumerate(waves, 1)]
+    if surges:
+        gaps = [g for g in gaps if not any(g.startswith(f"{surges[k].role}:") for k in surges)]
     summary["drain_timeout_s"] = options.drain_timeout
     if gaps:
         summary["gap"] = "; ".join(gaps)
@@ -169,11 +193,77 @@ def _waves(spec: Spec, units: list[Unit], address_of) -> tuple[list[list[Unit]],
     return waves, gaps
 
 
+def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) -> dict[str, Instance]:
+    """Up to max_surge units per wave get a surge server: the same instance on free cards of its host and a free
+    port, started and put into the front before the instance is drained (instances only: a vllm-ascend DP group's
+    ranks, ports and KV engine ids are the group's own)."""
+    if spec.rollout.max_surge < 1 or spec.upstream is not None:
+        return {}
+    free = {host: list(s.cards) for host, s in spare.items()}
+    taken = {host: set(s.ports) | {p for i in spec.instances if i.host == host for p in _ports_of(i)}
+             for host, s in spare.items()}
+    out: dict[str, Instance] = {}
+    for wave in waves:
+        for unit in wave[:spec.rollout.max_surge]:
+            if len(unit.containers) != 1:
+                continue
+            instance = by_name[unit.containers[0]]
+            cards = free.get(instance.host, [])
+            if len(cards) < len(instance.devices) or instance.port is None:
+                continue
+            port = next(p for p in range(instance.port + SURGE_PORT_OFFSET, 65536) if p not in taken[instance.host])
+            taken[instance.host].add(port)
+            devices, free[instance.host] = tuple(cards[:len(instance.devices)]), cards[len(instance.devices):]
+            out[unit.label] = replace(instance, devices=devices, port=port, name=instance.name + SURGE_SUFFIX)
+    return out
+
+
+def _ports_of(instance: Instance) -> tuple[int, ...]:
+    return tuple(p for p in (instance.port, instance.grpc_port, instance.metrics_port) if p is not None)
+
+
+def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Front, surge_container,
+                  address_of: Mapping[str, str], options: RolloutOptions) -> tuple[list[Stage], list[Stage]]:
+    """Before the wave: each surge server started on its free cards and put into the front. After it: taken out,
+    drained and removed (the spec's instance serves on its own devices again)."""
+    from deployctl.core import Command
+    from deployctl.plan.model import HealthCheck
+
+    started, route_in, route_out, stopped = [], [], [], []
+    for instance in surge:
+        run, health = surge_container(instance)
+        backend = Backend(instance.role, instance.name, address_of[instance.host], instance.port)
+        started.append(Step(instance.host, "surge", "create", f"{tag}: {instance.name} on free devices "
+                                                               f"{','.join(map(str, instance.devices))} first",
+                            container=instance.name, wave=number,
+                            commands=(Command(("docker", "rm", "--force", instance.name), check=False), run),
+                            undo=(Command(("docker", "rm", "--force", instance.name), check=False),),
+                            health=health))
+        route_in.append(Step(front.host, "route", "add", f"{tag}: put {instance.name} into the {front.kind}",
+                             commands=add_commands(front, (backend,)), undo=remove_commands(front, (backend,)),
+                             wave=number))
+        route_out.append(Step(front.host, "drain", "drain", f"{tag}: take {instance.name} out, wait for its "
+                                                            f"requests", commands=remove_commands(front, (backend,)),
+                              actions=(Drain(((instance.name, f"{backend.url}/metrics"),), options.drain_timeout),),
+                              wave=number))
+        stopped.append(Step(instance.host, "stop", "remove", f"{tag}: {instance.name} served its turn",
+                            container=instance.name, wave=number,
+                            commands=(Command(("docker", "stop", "--time", str(options.shutdown_timeout),
+                                               instance.name)),
+                                      Command(("docker", "rm", "--force", instance.name), check=False))))
+    before = [Stage("surge", tuple(started), wave=number), Stage("route", tuple(route_in), wave=number)]
+    after = [Stage("drain", tuple(route_out), wave=number), Stage("stop", tuple(stopped), wave=number, commit=True)]
+    return before, after
+
+
 def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_of, options: RolloutOptions,
-                 answer_paths) -> list[Stage]:
+                 answer_paths, surge: tuple[Instance, ...] = (), surge_container=None,
+                 address_of: Mapping[str, str] = {}) -> list[Stage]:
     out_of_front = tuple(b for u in wave for b in u.backends)
     names = ", ".join(u.label for u in wave)
     tag = f"wave {number}/{total}"
+    before, after = (_surge_stages(number, tag, surge, front, surge_container, address_of, options) if surge
+                     else ([], []))
     drain = Step(front.host, "drain", "drain", f"{tag}: take {names} out of the {front.kind}, wait for their requests",
                  commands=remove_commands(front, out_of_front),
                  actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in out_of_front), options.drain_timeout),),
@@ -192,8 +282,8 @@ def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_
                                                  f"as the others do", actions=(check,), wave=number),), wave=number))
     route = Step(front.host, "route", "add", f"{tag}: put {names} back into the {front.kind}",
                  commands=add_commands(front, out_of_front), wave=number)
-    stages.append(Stage("route", (route,), wave=number, commit=True))
-    return stages
+    stages.append(Stage("route", (route,), wave=number, commit=not after))
+    return before + stages + after
 
 
 def _wave_paths(paths, replaced: set[str], front_name: str) -> tuple:

@@ -9,7 +9,7 @@ before any new container starts, so an NPU is never held by two containers, and 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from deployctl.errors import PlanError
@@ -305,7 +305,7 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
         containers = tuple(s for s in plan_containers(spec, deployed, inputs.ranktables, images, desired,
                                                       inputs.shutdown_timeout)
                            if not (s.name == "contract" and "contract" in skip))
-        containers, rollout = _rollout(spec, containers, deployed, networks, inputs, skip)
+        containers, rollout = _rollout(spec, containers, deployed, networks, inputs, skip, facts)
         planned.extend(containers)
         image_changes = {s.host for stage in image_stages for s in stage.steps if s.changes}
         pending = tuple(sorted(h for h, identity in images.items() if identity is None and h in image_changes))
@@ -320,15 +320,42 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
     return plan
 
 
-def _rollout(spec: Spec, stages: tuple[Stage, ...], deployed, networks, inputs: UpInputs, skip):
+def _rollout(spec: Spec, stages: tuple[Stage, ...], deployed, networks, inputs: UpInputs, skip, facts):
     """The container stages as the rollout replaces serving containers (plan/rollout.py), and its summary."""
     from deployctl.plan.answers import answer_paths, asking_host
-    from deployctl.plan.rollout import RolloutOptions, plan_rollout
+    from deployctl.plan.rollout import SURGE_SUFFIX, RolloutOptions, plan_rollout
 
     address_of = reach_addresses(spec, networks)
     tokens = 0 if "answers" in skip else inputs.answer_tokens
     paths = answer_paths(spec, asking_host(spec), address_of, tokens) if tokens else None
-    return plan_rollout(spec, stages, deployed, address_of, RolloutOptions(inputs.drain_timeout, tokens), paths)
+    options = RolloutOptions(inputs.drain_timeout, tokens, shutdown_timeout=inputs.shutdown_timeout)
+
+    def surge_container(instance):
+        """A surge server: the instance's new container on other cards and port, its env file shared."""
+        original = container_for(spec, spec_instance[instance.name[: -len(SURGE_SUFFIX)]], inputs.ranktables, networks)
+        container = replace(container_for(spec, instance, inputs.ranktables, networks), env_file=original.env_file)
+        return (Command(docker_run(container, "surge")),
+                HealthCheck(container.name, instance.port, health_path(spec, instance)))
+
+    spec_instance = {i.name: i for i in spec.instances}
+    return plan_rollout(spec, stages, deployed, address_of, options, paths, spare_of(spec, facts), surge_container)
+
+
+def spare_of(spec: Spec, facts: Mapping[str, HostFacts]) -> dict:
+    """Each serving host's cards no running container holds and the spec does not use, and its ports in use
+    (the surge of a rollout; known where the layout and listening probes ran)."""
+    from deployctl.plan.rollout import Spare
+
+    out = {}
+    for host in spec.used_hosts:
+        found = facts.get(host.name)
+        if found is None or found.layout is None:
+            continue
+        held = {n for c in (found.deployed.containers if found.deployed else ()) if c.running for n in c.npu_ids}
+        mine = {d for i in spec.instances if i.host == host.name for d in i.devices}
+        cards = tuple(n for n in found.layout.npus if n not in held and n not in mine)
+        out[host.name] = Spare(cards, found.listening.ports if found.listening else frozenset())
+    return out
 
 
 def reach_addresses(spec: Spec, networks: Optional[Mapping[str, HostNetwork]]) -> dict[str, str]:

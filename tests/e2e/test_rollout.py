@@ -76,3 +76,44 @@ def test_a_drain_rollout_through_the_real_router_drops_no_request_and_recreate_d
     finally:
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0 and container_ids(bed, "tb1", "e2e-roll") == {}
+
+
+ONE = """image: {name: deployctl/standin-vllm:latest}
+weights: {dest: /srv/weights/tiny}
+model: {served_name: tiny, max_model_len: 2048, max_num_seqs: %d, max_num_batched_tokens: 2048}
+env: {STANDIN_TPOT_MS: 100, STANDIN_STARTUP_S: 0.5}
+topology:
+  mode: mixed
+  front: {kind: vllm-router, host: tb2, port: 8400, image: "%s"}
+  instances:
+    - {host: tb2, devices: [0], port: 8401}
+rollout: {max_surge: 1}
+"""
+
+
+@pytest.mark.testbed
+def test_a_single_instance_with_a_free_card_updates_through_surge_with_no_failed_request(bed, deployctl):
+    path = deployctl.write(bed.spec_yaml("e2e-surge", ONE % (8, router_image.IMAGE), hosts_used=["tb2"]))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        path = deployctl.write(bed.spec_yaml("e2e-surge", ONE % (16, router_image.IMAGE), hosts_used=["tb2"]))
+        code, plan = deployctl.json("plan", path, "--skip", "weights")
+        assert plan["rollout"]["waves"][0]["surge"][0].startswith("e2e-surge-mixed-0-surge on tb2 devices 1 ")
+        before = container_ids(bed, "tb2", "e2e-surge")
+        load = bench("http://10.200.0.12:8400", prompts=100)
+        try:
+            code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
+            updated = time.monotonic()
+        finally:
+            out, err = load.communicate(timeout=300)
+        assert code == 0, doc
+        assert time.monotonic() > updated
+        (run,) = json.loads(out)["runs"]
+        assert run["failed"] == 0 and run["requests"] == 100, run.get("errors")
+        after = container_ids(bed, "tb2", "e2e-surge")
+        assert set(after) == {"e2e-surge-mixed-0", "e2e-surge-router"}  # the surge server is gone
+        assert after["e2e-surge-mixed-0"] != before["e2e-surge-mixed-0"]
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0 and container_ids(bed, "tb2", "e2e-surge") == {}

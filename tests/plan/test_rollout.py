@@ -153,3 +153,31 @@ def test_plan_says_the_strategy_each_wave_and_the_gap():
                                            "  wave 2: mix2-mixed-1"]
     recreate = plan_up(mixed("rollout: {strategy: recreate}\n", seqs=16), running(mixed()), UpInputs()).rollout
     assert rollout_lines(recreate)[0] == "rollout: recreate" and rollout_lines(recreate)[1].startswith("  gap: ")
+
+
+ONE = MIXED.replace("    - {host: tb1, devices: [1], port: 9002}\n", "")
+
+
+def test_a_single_instance_with_a_free_card_surges_so_something_always_serves():
+    from dataclasses import replace
+
+    from deployctl.facts.host_layout import HostLayout
+    from deployctl.facts.listening import Listening
+
+    before = load_spec_text(ONE % ROUTER)
+    after = load_spec_text((ONE % ROUTER).replace("max_num_seqs: 8", "max_num_seqs: 16") + "rollout: {max_surge: 1}\n")
+    facts = running(before)
+    facts["tb1"] = replace(facts["tb1"], layout=HostLayout(tuple(range(8)), False),
+                           listening=Listening(frozenset({8000, 9001, 10001}), (32768, 60999)))
+    plan = plan_up(after, facts, UpInputs())
+    assert shape(plan)[:10] == [(s, 1) for s in ("surge", "route", "drain", "stop", "workers", "contract", "answers",
+                                                 "route", "drain", "stop")]
+    (surge,) = [s for s in plan.steps if s.stage == "surge"]
+    run = surge.commands[-1].argv
+    assert surge.container == "mix2-mixed-0-surge" and run[run.index("--device") + 1] == "/dev/davinci1"
+    assert "10002" in run and surge.health.port == 10002  # 10001 is taken on the host
+    assert [s.commit for s in plan.stages if s.wave] == [False] * 9 + [True]
+    wave = plan.rollout["waves"][0]
+    assert wave["surge"] == ["mix2-mixed-0-surge on tb1 devices 1 port 10002"] and "gap" not in plan.rollout
+    assert plan_up(after.__class__(**{**after.__dict__, "rollout": before.rollout}), facts, UpInputs()).rollout[
+        "gap"].startswith("mixed: its one instance goes out of the front")
