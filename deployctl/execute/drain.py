@@ -32,3 +32,32 @@ def run_drain(transport: Transport, drain: Drain, *, poll_interval: float, cance
         on_progress(f"draining: {sum(n or 0 for n in counts.values()):.0f} request(s) in flight")
         if cancel.wait(poll_interval):
             raise Cancelled
+
+
+def await_listed(transport: Transport, item, *, poll_interval: float, cancel: threading.Event,
+                 on_progress: Callable[[str], None]) -> None:
+    """Poll the front's list until it holds every key; HostError at the deadline, naming what it lacks."""
+    from deployctl.errors import HostError
+    from deployctl.plan.front import parse_list
+
+    deadline = time.monotonic() + item.timeout
+    missing = set(item.keys)
+    while True:
+        if cancel.is_set():
+            raise Cancelled
+        result = transport.run(item.command, timeout=30)
+        try:
+            missing = set(item.keys) - parse_list(item.front_kind, result.stdout)
+        except (ValueError, KeyError, TypeError):
+            pass  # not the front's answer yet: ask again
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            raise HostError(transport.name, f"the {item.front_kind} does not list {', '.join(sorted(missing))} "
+                                            f"{item.timeout:g} s after it was put back", address=transport.address,
+                            stderr_tail=(result.stdout or result.stderr)[-2000:],
+                            hint="its log says why it refused the backend (`deployctl logs`)")
+        on_progress(f"waiting for the {item.front_kind} to list {', '.join(sorted(missing))}")
+        if cancel.wait(poll_interval):
+            raise Cancelled
+

@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Optional
 from deployctl.core import Command
 from deployctl.errors import DeployctlError, HostError
 from deployctl.execute.health import Cancelled, wait_healthy
-from deployctl.plan.actions import AnswerCheck, Build, Drain, Fetch, Ship
+from deployctl.plan.actions import AnswerCheck, AwaitListed, Build, Drain, Fetch, Ship
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.transport import Result, Transport
 
@@ -206,6 +206,11 @@ class Executor:
                 said = f"still in flight after {item.timeout:g} s, stopped gracefully: {left}"
                 self.drain_left.append(f"wave {step.wave}: {said}")
                 self.on_event("warning", step, said)
+        elif isinstance(item, AwaitListed):
+            from deployctl.execute.drain import await_listed
+
+            await_listed(transport, item, poll_interval=self.poll_interval, cancel=self.stop_stage,
+                         on_progress=lambda line: self.on_event("progress", step, line))
         elif isinstance(item, AnswerCheck):
             from deployctl.execute.answers import run_answer_check
 

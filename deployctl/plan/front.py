@@ -80,11 +80,30 @@ def front_of(spec: Spec) -> Optional[Front]:
                                                  "(NODE_PORTS)")
     if instance.role == "router":
         return Front(ROUTER, instance, True)
-    line = _profile_line(spec)
-    if line is not None and line < PROXY_CHANGES_FROM:
-        return Front(PROXY, instance, False, f"vllm-ascend's proxy adds and removes instances from v0.13.0rc1 "
-                                             f"(vllm-ascend #5063); this image runs the {line[0]}.{line[1]} line")
+    if not _proxy_changes(spec):
+        return Front(PROXY, instance, False, "vllm-ascend's proxy adds and removes instances from v0.13.0rc1 "
+                                             f"(vllm-ascend #5063); this image runs {_release(spec)}")
     return Front(PROXY, instance, True)
+
+
+def _proxy_changes(spec: Spec) -> bool:
+    """Whether the image's proxy serves /instances/add|remove: its server profile says (proxy_instances_api_from),
+    else (a profile table without that key) its release line."""
+    choice = spec.profile
+    if choice is None:
+        return True
+    said = getattr(choice, "has_proxy_instances_api", None)
+    if said is not None:
+        return bool(said)
+    line = _profile_line(spec)
+    return line is None or line >= PROXY_CHANGES_FROM
+
+
+def _release(spec: Spec) -> str:
+    version = getattr(spec.profile, "version", None)
+    line = _profile_line(spec)
+    return (f"v{version.major}.{version.minor}.{version.micro}" if version is not None
+            else f"the {line[0]}.{line[1]} line" if line else "an older release")
 
 
 def _profile_line(spec: Spec) -> Optional[tuple[int, int]]:
@@ -140,10 +159,10 @@ def list_command(front: Front) -> Command:
     return _post(front, "/instances/add", {"type": "prefill", "instances": []})
 
 
-def parse_list(front: Front, text: str) -> frozenset[str]:
-    """The backends a front's answer names, as `address:port` (ValueError: not the front's answer)."""
+def parse_list(kind: str, text: str) -> frozenset[str]:
+    """The backends the answer of a front of `kind` names, as `address:port` (ValueError: not its answer)."""
     doc = json.loads(text)
-    if front.kind == ROUTER:
+    if kind == ROUTER:
         return frozenset(url.split("://", 1)[-1].rstrip("/") for url in doc["urls"])
     return frozenset(doc["current_prefill_instances"]) | frozenset(doc["current_decode_instances"])
 

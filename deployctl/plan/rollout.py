@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from deployctl.facts.deployed import DeployedState
-from deployctl.plan.actions import AnswerCheck, Drain
-from deployctl.plan.front import Backend, Front, add_commands, backends, front_of, remove_commands
+from deployctl.plan.actions import AnswerCheck, AwaitListed, Drain
+from deployctl.plan.front import Backend, Front, add_commands, backends, front_of, list_command, remove_commands
 from deployctl.plan.model import Stage, Step
 from deployctl.spec.model import Instance, Spec
 
@@ -241,7 +241,7 @@ def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Fro
                             health=health))
         route_in.append(Step(front.host, "route", "add", f"{tag}: put {instance.name} into the {front.kind}",
                              commands=add_commands(front, (backend,)), undo=remove_commands(front, (backend,)),
-                             wave=number))
+                             actions=(listed(front, (backend,), options.drain_timeout),), wave=number))
         route_out.append(Step(front.host, "drain", "drain", f"{tag}: take {instance.name} out, wait for its "
                                                             f"requests", commands=remove_commands(front, (backend,)),
                               actions=(Drain(((instance.name, f"{backend.url}/metrics"),), options.drain_timeout),),
@@ -281,9 +281,15 @@ def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_
             stages.append(Stage("answers", (Step(front.host, "answers", "run", f"{tag}: the replaced servers answer "
                                                  f"as the others do", actions=(check,), wave=number),), wave=number))
     route = Step(front.host, "route", "add", f"{tag}: put {names} back into the {front.kind}",
-                 commands=add_commands(front, out_of_front), wave=number)
+                 commands=add_commands(front, out_of_front), wave=number,
+                 actions=(listed(front, out_of_front, options.drain_timeout),))
     stages.append(Stage("route", (route,), wave=number, commit=not after))
     return before + stages + after
+
+
+def listed(front: Front, back: tuple[Backend, ...], timeout: float) -> AwaitListed:
+    """Wait until the front lists what was put back (a proxy may take it only at its next tick)."""
+    return AwaitListed(front.kind, list_command(front), tuple(b.key for b in back), timeout)
 
 
 def _wave_paths(paths, replaced: set[str], front_name: str) -> tuple:

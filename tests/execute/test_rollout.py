@@ -69,3 +69,19 @@ def test_a_failed_wave_is_rolled_back_and_put_back_after_it_serves_the_done_wave
     assert "waves 1 of 2 done" in error.message and error.rollout == {"waves": 2, "waves_done": [1],
                                                                        "wave_failed": 2}
     assert error.exit_status == 1 and isinstance(error, HostError)
+
+
+def test_a_wave_waits_until_the_front_lists_what_it_put_back_and_fails_naming_what_it_lacks():
+    from deployctl.plan.actions import AwaitListed
+
+    answers = iter(['{"urls": []}', "not json", '{"urls": ["http://h:1"]}'])
+    fake = FakeTransport("h", {"list_workers": lambda c: Result(c.argv, 0, next(answers), "")})
+    wait = AwaitListed("vllm-router", Command(("curl", "http://127.0.0.1:8000/list_workers")), ("h:1",), 30)
+    plan = Plan("d", (Stage("route", (Step("h", "route", "add", actions=(wait,)),)),))
+    assert not Executor({"h": fake}, poll_interval=0.001).execute(plan).failed
+    assert sum(1 for c in fake.ran if "list_workers" in c.argv[-1]) == 3
+    never = FakeTransport("h", {"list_workers": '{"urls": []}'})
+    report = Executor({"h": never}, poll_interval=0.001).execute(
+        Plan("d", (Stage("route", (Step("h", "route", "add", actions=(AwaitListed(
+            "vllm-router", wait.command, ("h:1",), 0),)),)),)))
+    assert report.failed and "the vllm-router does not list h:1 0 s after it was put back" in report.error.message

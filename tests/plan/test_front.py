@@ -38,7 +38,7 @@ def test_the_router_front_lists_every_mixed_server_and_changes_by_url():
     (add,) = add_commands(front, found[1:])
     assert add.argv[-1].endswith("/add_worker?url=http%3A%2F%2F10.200.0.11%3A9002")
     assert list_command(front).argv[-1] == "http://127.0.0.1:8000/list_workers"
-    assert parse_list(front, '{"urls": ["http://10.200.0.11:9001"]}') == {"10.200.0.11:9001"}
+    assert parse_list(front.kind, '{"urls": ["http://10.200.0.11:9001"]}') == {"10.200.0.11:9001"}
 
 
 def test_the_proxy_front_changes_by_role_with_one_call_per_role():
@@ -55,7 +55,7 @@ def test_the_proxy_front_changes_by_role_with_one_call_per_role():
     assert {c.argv[-1] for c in calls} == {"http://127.0.0.1:8000/instances/remove"}
     assert add_commands(front, found[:1])[0].argv[-1] == "http://127.0.0.1:8000/instances/add"
     answer = '{"message": "", "current_prefill_instances": ["a:1"], "current_decode_instances": ["b:2"]}'
-    assert parse_list(front, answer) == {"a:1", "b:2"}
+    assert parse_list(front.kind, answer) == {"a:1", "b:2"}
 
 
 def test_a_proxy_before_0_13_and_the_ascendcloud_scheduler_cannot_change_their_list():
