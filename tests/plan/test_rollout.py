@@ -181,3 +181,19 @@ def test_a_single_instance_with_a_free_card_surges_so_something_always_serves():
     assert wave["surge"] == ["mix2-mixed-0-surge on tb1 devices 1 port 10002"] and "gap" not in plan.rollout
     assert plan_up(after.__class__(**{**after.__dict__, "rollout": before.rollout}), facts, UpInputs()).rollout[
         "gap"].startswith("mixed: its one instance goes out of the front")
+
+
+def test_the_ascendcloud_scheduler_flow_says_its_update_has_a_gap_and_how_long():
+    from tests.spec.test_front_rules import ASCENDCLOUD_PD
+
+    text = ASCENDCLOUD_PD.replace("  front: {kind: vllm-router, host: tb1, image: r}\n", "")
+    before, after = load_spec_text(text), load_spec_text(text.replace("max_num_seqs: 8", "max_num_seqs: 16"))
+    from deployctl.plan.model import Stage, Step
+    from deployctl.plan.rollout import plan_rollout
+
+    facts = running(before)["tb1"].deployed
+    stop = Stage("stop", tuple(Step("tb1", "stop", "replace", container=i.name) for i in after.instances
+                               if i.role in ("prefill", "decode")))
+    planned, summary = plan_rollout(after, (stop,), {"tb1": facts}, {"tb1": "10.200.0.11"})
+    assert planned == (stop,) and summary["strategy"] == "recreate" and summary["front"] == "scheduler"
+    assert "NODE_PORTS" in summary["gap"] and "at most 1200 s" in summary["gap"] and "test bed" in summary["gap"]
