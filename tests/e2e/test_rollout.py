@@ -117,3 +117,65 @@ def test_a_single_instance_with_a_free_card_updates_through_surge_with_no_failed
     finally:
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0 and container_ids(bed, "tb2", "e2e-surge") == {}
+
+
+PD = """server: vllm-ascend
+image: {name: deployctl/standin-vllm:latest}
+weights: {dest: /srv/weights/tiny}
+model: {served_name: tiny, max_model_len: 2048, max_num_seqs: %d, max_num_batched_tokens: 2048}
+env: {STANDIN_TPOT_MS: 100, STANDIN_STARTUP_S: 0.5}
+topology:
+  mode: disaggregated
+  connector: mooncake
+  dp_launch: external
+  front: {kind: proxy, host: tb3, port: 8450}
+  prefill:
+    - {hosts: [tb3], dp: 1, tp: 1, port: 9400, devices: [0]}
+    - {hosts: [tb3], dp: 1, tp: 1, port: 9410, devices: [1]}
+  decode:
+    - {hosts: [tb3], dp: 1, tp: 1, port: 9500, devices: [2]}
+    - {hosts: [tb3], dp: 1, tp: 1, port: 9510, devices: [3]}
+rollout: {strategy: %s}
+"""
+
+
+@pytest.mark.testbed
+def test_the_vllm_ascend_pd_shape_updates_through_its_proxy_with_no_failed_request(bed, deployctl):
+    """Two prefill and two decode groups behind vllm-ascend's proxy (its /instances/add|remove, v0.13.0rc1 on):
+    each wave takes a prefill and a decode group out, so the P:D ratio stays 1:1 and both roles keep serving."""
+    path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (8, "drain"), hosts_used=["tb3"]))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["endpoint"] == "http://10.200.0.13:8450", doc
+        path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (16, "drain"), hosts_used=["tb3"]))
+        code, plan = deployctl.json("plan", path, "--skip", "weights")
+        assert [w["units"] for w in plan["rollout"]["waves"]] == [["prefill group 0", "decode group 0"],
+                                                                  ["prefill group 1", "decode group 1"]]
+        before = container_ids(bed, "tb3", "e2e-pdroll")
+        load = bench("http://10.200.0.13:8450", prompts=160)
+        try:
+            code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
+            updated = time.monotonic()
+        finally:
+            out, err = load.communicate(timeout=600)
+        assert code == 0, doc
+        assert time.monotonic() > updated, "the bench ended before the update did"
+        (run,) = json.loads(out)["runs"]
+        assert run["failed"] == 0 and run["requests"] == 160, run.get("errors")
+        after = container_ids(bed, "tb3", "e2e-pdroll")
+        servers = [name for name in before if name != "e2e-pdroll-proxy"]
+        assert len(servers) == 4 and all(after[s] != before[s] for s in servers)
+        assert after["e2e-pdroll-proxy"] == before["e2e-pdroll-proxy"]
+
+        path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (24, "recreate"), hosts_used=["tb3"]))
+        load = bench("http://10.200.0.13:8450", prompts=160)
+        try:
+            code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
+        finally:
+            out, err = load.communicate(timeout=600)
+        assert code == 0, doc
+        (run,) = json.loads(out)["runs"]
+        assert run["failed"] > 0, "recreate stops every server at once: requests must fail"
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0 and container_ids(bed, "tb3", "e2e-pdroll") == {}
