@@ -352,3 +352,25 @@ def drain_left(counts: Mapping[str, Optional[float]]) -> str:
     parts = [f"{name}: {int(n)} request(s)" for name, n in counts.items() if n]
     parts += [f"{name}: its /metrics did not answer" for name, n in counts.items() if n is None]
     return "; ".join(parts)
+
+
+def front_steps(spec: Spec, names: tuple[str, ...], address_of: Mapping[str, str],
+                drain_timeout: float = DEFAULT_DRAIN_TIMEOUT) -> Optional[tuple[Step, Step]]:
+    """The seam for anything that restarts servers outside `up` (`deployctl watch`): (take out and drain, put back
+    and wait until listed) for the units holding the containers `names` (a DP group goes whole), on the front's
+    host; None when the spec has no front that can change its list."""
+    front = front_of(spec)
+    if front is None or not front.changes_list:
+        return None
+    wanted = set(names)
+    members = [i.name for unit in units_of(spec, address_of).values() if wanted & {i.name for i in unit}
+               for i in unit]
+    chosen = tuple(b for b in backends(spec, address_of) if b.name in members)
+    label = ", ".join(b.name for b in chosen)
+    out = Step(front.host, "drain", "drain", f"take {label} out of the {front.kind}, wait for their requests",
+               commands=remove_commands(front, chosen),
+               actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in chosen), drain_timeout),),
+               late_undo=add_commands(front, chosen))
+    back = Step(front.host, "route", "add", f"put {label} back into the {front.kind}",
+                commands=add_commands(front, chosen), actions=(listed(front, chosen, drain_timeout),))
+    return out, back

@@ -197,3 +197,17 @@ def test_the_ascendcloud_scheduler_flow_says_its_update_has_a_gap_and_how_long()
     planned, summary = plan_rollout(after, (stop,), {"tb1": facts}, {"tb1": "10.200.0.11"})
     assert planned == (stop,) and summary["strategy"] == "recreate" and summary["front"] == "scheduler"
     assert "NODE_PORTS" in summary["gap"] and "at most 1200 s" in summary["gap"] and "test bed" in summary["gap"]
+
+
+def test_the_front_seam_drains_a_whole_unit_for_a_restart_outside_up():
+    from deployctl.plan.front import reach
+    from deployctl.plan.rollout import front_steps
+
+    spec = mixed()
+    out, back = front_steps(spec, ("mix2-mixed-1",), reach(spec), 10)
+    assert out.commands[0].argv[-1].endswith("remove_worker?url=http%3A%2F%2F10.200.0.11%3A9002")
+    assert out.actions[0].servers == (("mix2-mixed-1", "http://10.200.0.11:9002/metrics"),)
+    assert back.commands[0].argv[-1].endswith("add_worker?url=http%3A%2F%2F10.200.0.11%3A9002")
+    assert back.actions[0].keys == ("10.200.0.11:9002",)
+    no_front = load_spec_text(MIXED.replace("  front: %s\n", ""))
+    assert front_steps(no_front, ("mix2-mixed-1",), reach(no_front)) is None
