@@ -2,7 +2,8 @@
 
 Run as root, serialised with other test-bed users: flock /tmp/dctl-bed.lock python benchmarks/rollout.py
 Brings up a 2-host test bed. For each strategy (drain, recreate, and drain with surge for one instance), deploys a
-mixed deployment of the stand-in behind the real vllm-router (tests/testbed/router_image.py), then runs
+mixed deployment of the stand-in behind the real vllm-router (tests/testbed/router_image.py) — and the vllm-ascend
+P/D shape (2 prefill + 2 decode groups) behind vllm-ascend's proxy, for drain and recreate — then runs
 `deployctl bench dynamic` (Poisson, constant rate, 16-token streams of ~1.6 s) through the router while `up`
 applies a changed max_num_seqs. Prints, per strategy: failed requests, TTFT p99 during the rollout, the update's
 time and, for drain, the sum of each wave's drain and start times it is compared with (target: update <= (drain +
@@ -38,6 +39,12 @@ ONE = ("topology:\n  mode: mixed\n  front: {kind: vllm-router, host: tb1, port: 
        "  instances:\n    - {host: tb1, devices: [0], port: 8501}\nrollout: {strategy: drain, max_surge: 1}\n")
 SCHEDULER = ("topology:\n  mode: disaggregated\n  scheduler: {host: tb2, port: 8600}\n"
              "  prefill: [{host: tb2, devices: [0], port: 8601}]\n  decode: [{host: tb2, devices: [1], port: 8602}]\n")
+PD = ("server: vllm-ascend\ntopology:\n  mode: disaggregated\n  connector: mooncake\n  dp_launch: external\n"
+      "  front: {kind: proxy, host: tb1, port: 8550}\n"
+      "  prefill:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9400, devices: [0]}\n"
+      "    - {hosts: [tb1], dp: 1, tp: 1, port: 9410, devices: [1]}\n"
+      "  decode:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9500, devices: [2]}\n"
+      "    - {hosts: [tb1], dp: 1, tp: 1, port: 9510, devices: [3]}\nrollout: {strategy: %s}\n")
 RATE, PROMPTS = 4.0, 160
 
 
@@ -160,7 +167,8 @@ def scheduler_gap(bed: Testbed, tmp: Path) -> dict:
 
 
 def main() -> None:
-    only = sys.argv[1:]  # e.g. `drain`: only these scenarios (drain, recreate, surge, scheduler)
+    only = sys.argv[1:]  # e.g. `drain`: only these scenarios (drain, recreate, surge, pd-drain, pd-recreate,
+    # scheduler)
     bed = Testbed(2).up(2)
     try:
         for host in bed.hosts:
@@ -175,6 +183,10 @@ def main() -> None:
                     for strategy in ("drain", "recreate") if not only or strategy in only}
             if not only or "surge" in only:
                 rows["surge (1 instance)"] = rollout_run(bed, "bench-surge", ONE % router_image.IMAGE, url, tmp)
+            for strategy in ("drain", "recreate"):  # vllm-ascend P/D behind its proxy (/instances/add|remove)
+                if not only or f"pd-{strategy}" in only:
+                    rows[f"P/D {strategy}"] = rollout_run(bed, f"bench-pd-{strategy}", PD % strategy,
+                                                          "http://10.200.0.11:8550", tmp)
             for strategy, row in rows.items():
                 parts = sum(w["drain_s"] + w["start_s"] for w in row["waves"].values())
                 compare = (f", its waves {row['rollout_s']:.1f} s against drain+start {parts:.1f} s "
