@@ -55,6 +55,16 @@ def _answer_tokens_flag(parser: argparse.ArgumentParser) -> None:
                              "0 leaves the check out)")
 
 
+def _rollout_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--drain-timeout", type=number("--drain-timeout"), default=None, metavar="SECONDS",
+                        help="how long a drain rollout waits for a server taken out of the front to finish its "
+                             "requests (vLLM /metrics: none running or waiting) before it stops it gracefully; what "
+                             "remained is said (default 120)")
+    parser.add_argument("--shutdown-timeout", type=number("--shutdown-timeout"), default=None, metavar="SECONDS",
+                        help="`docker stop --time`: how long a replaced server may take to finish after SIGTERM "
+                             "(default 30)")
+
+
 def _spec_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
     parser.add_argument("spec", metavar="SPEC", nargs=None if required else "?", help="deployment spec (YAML)")
 
@@ -111,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan as `up --skip` would run: stages to leave out: checks, image, weights, contract, "
                         "answers (comma separated; default: none)")
     _answer_tokens_flag(p)
+    _rollout_flags(p)
 
     p = _verb(sub, "up", "deployctl.commands.up:run",
               "bring the deployment up: checks, image, weights, ranktables, containers, health, smoke test",
@@ -124,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stages to skip: checks, image, weights, contract (the check from inside each new "
                         "container), answers (the all-pairs answer check) (comma separated; default: none)")
     _answer_tokens_flag(p)
+    _rollout_flags(p)
     p.add_argument("--lock-wait", type=number("--lock-wait"), default=0.0, metavar="SECONDS",
                    help="wait this long for another deploy's lock (default %(default)g: refuse at once)")
     p.add_argument("--health-timeout", type=number("--health-timeout"), default=None, metavar="SECONDS",

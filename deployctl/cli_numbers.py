@@ -83,6 +83,8 @@ _TABLE = (
     # up, status, logs, diagnose
     Number("--lock-wait", float, 0, DAY_S),  # 0: refuse at once
     Number("--health-timeout", float, 0, DAY_S, above=True),
+    Number("--drain-timeout", float, 0, DAY_S),  # 0: take the server out and stop it at once
+    Number("--shutdown-timeout", int, 0, HOUR_S),  # docker stop --time
     Number("--hang-timeout", float, 0, HOUR_S, above=True),
     Number("--tail", int, 0, MAX_LINES),  # 0: only what comes next (with -f)
     Number("--lines", int, 1, MAX_LINES),

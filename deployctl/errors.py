@@ -175,3 +175,22 @@ class ChecksFailed(DeployctlError):
     """A host check failed; nothing was changed."""
 
     exit_status = ExitStatus.CHECKS
+
+
+class RolloutFailed(HostError):
+    """A drain rollout stopped at a wave: that wave was rolled back (its previous containers restored and back in
+    the front); the waves before it stay done. The cause is the first error of the failed wave."""
+
+    def __init__(self, cause: DeployctlError, waves: int, done: list[int], failed: int) -> None:
+        host = cause.host if isinstance(cause, HostError) else ""
+        kept = (f"waves {', '.join(map(str, done))} of {waves} done (their servers run the new configuration)"
+                if done else "no wave done")
+        super().__init__(host, f"rollout stopped in wave {failed} of {waves}: {cause.message}; {kept}; wave "
+                               f"{failed} rolled back (its previous containers restored and put back into the front)",
+                         hint=cause.hint or "fix the cause and run `up` again: it replaces only what still differs")
+        self.message = self.message.lstrip(": ")
+        self.address = cause.address if isinstance(cause, HostError) else None
+        self.stderr_tail = cause.stderr_tail if isinstance(cause, HostError) else ""
+        self.command = cause.command if isinstance(cause, HostError) else None
+        self.cause = cause
+        self.rollout = {"waves": waves, "waves_done": list(done), "wave_failed": failed}

@@ -33,7 +33,8 @@ class Prepared:
 
 def prepare(spec: Spec, transports: Mapping[str, Transport], *, skip: frozenset[str] = frozenset(),
             stages: frozenset[str] = ALL_STAGES, on_wait: Optional[Callable[[str], None]] = None,
-            allow_unlisted: bool = True, build_inputs=None, answer_tokens: int = DEFAULT_ANSWER_TOKENS) -> Prepared:
+            allow_unlisted: bool = True, build_inputs=None, answer_tokens: int = DEFAULT_ANSWER_TOKENS,
+            drain_timeout: Optional[float] = None, shutdown_timeout: Optional[int] = None) -> Prepared:
     """Gather every host (one round trip each) while the control machine reads the package and lists the
     weights source; render ranktables; plan. Nothing changes anywhere."""
     from deployctl.gather import check_answers, gather_state
@@ -50,7 +51,9 @@ def prepare(spec: Spec, transports: Mapping[str, Transport], *, skip: frozenset[
     check_answers(spec, transports, facts, skip=skip, stages=stages)
     from deployctl.execute.weights import fetcher_program
 
-    inputs = UpInputs(ranktables, build, listing, fetcher_program()[1] if syncing else "", answer_tokens)
+    rollout = {key: value for key, value in (("drain_timeout", drain_timeout), ("shutdown_timeout", shutdown_timeout))
+               if value is not None}
+    inputs = UpInputs(ranktables, build, listing, fetcher_program()[1] if syncing else "", answer_tokens, **rollout)
     plan = plan_up(spec, facts, inputs, skip=skip, stages=stages)
     return Prepared(plan, facts, inputs, presign=_presigner(client) if client is not None else None)
 

@@ -70,7 +70,7 @@ class Sample:
 def engines_on(spec: Spec, host: str) -> tuple[tuple[str, int], ...]:
     """(instance, port) of every serving engine on `host`: not the scheduler or the proxy, which have no engine."""
     return tuple((i.name, i.port) for i in spec.api_servers
-                 if i.host == host and i.role not in ("scheduler", "proxy") and i.port is not None)
+                 if i.host == host and i.role not in ("scheduler", "proxy", "router") and i.port is not None)
 
 
 def telemetry_commands(spec: Spec, host: str) -> tuple[Command, ...]:

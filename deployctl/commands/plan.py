@@ -17,6 +17,8 @@ def run(args, ui) -> int:
     spec = load_spec(args.spec)
     require_runnable(spec)
     with connected(spec, options=connect_options(args, ui)) as transports:
-        plan = prepare(spec, transports, skip=skip, on_wait=ui.info, answer_tokens=args.answer_tokens).plan
+        from deployctl.commands.up import plan_options
+
+        plan = prepare(spec, transports, skip=skip, on_wait=ui.info, **plan_options(args)).plan
     render_plan(ui, plan)
     return ExitStatus.OK

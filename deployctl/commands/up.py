@@ -29,6 +29,12 @@ def confirm(plan, args) -> None:
         confirm_or_refuse(names, getattr(args, "yes", False))
 
 
+def plan_options(args) -> dict:
+    """The flags that shape the plan beyond the spec: the answer check's tokens, the rollout's timeouts."""
+    return {"answer_tokens": args.answer_tokens, "drain_timeout": getattr(args, "drain_timeout", None),
+            "shutdown_timeout": getattr(args, "shutdown_timeout", None)}
+
+
 def require_runnable(spec) -> None:
     """`up` starts containers: it needs an image and the model directory."""
     missing = [key for key, value in (("image.name", spec.image.name), ("weights.dest", spec.weights.dest))
@@ -55,7 +61,7 @@ def run(args, ui) -> int:
     with connected(spec, options=connect_options(args, ui)) as transports:
         if args.dry_run:
             render_plan(ui, prepare(spec, transports, skip=skip, on_wait=ui.info,
-                                    answer_tokens=args.answer_tokens).plan)
+                                    **plan_options(args)).plan)
             return ExitStatus.OK
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait) as lock:
@@ -63,7 +69,7 @@ def run(args, ui) -> int:
             try:
                 for stage in sorted(skip):
                     ui.info(f"skipped stage: {stage} (--skip)")
-                prepared = prepare(spec, transports, skip=skip, on_wait=ui.info, answer_tokens=args.answer_tokens)
+                prepared = prepare(spec, transports, skip=skip, on_wait=ui.info, **plan_options(args))
                 if prepared.plan.changed and "checks" not in skip:
                     _checks(spec, transports, ui)  # any FAIL stops here, before a change
                 confirm(prepared.plan, args)
@@ -76,6 +82,10 @@ def run(args, ui) -> int:
                     if report.interrupted:
                         raise KeyboardInterrupt
                     error = report.error or HostError(spec.first_host.name, "deploy failed")
+                    if report.wave_failed:
+                        from deployctl.errors import RolloutFailed
+
+                        error = RolloutFailed(error, report.waves, report.waves_done, report.wave_failed)
                     from deployctl.commands.diagnose import bundle_after_failure
 
                     bundle_after_failure(spec, transports, error, ui)  # never raises: the error below is the news
@@ -123,7 +133,7 @@ def _execute(spec, prepared, transports, skip, args, ui):
                 return report, plan
             plan = prepare(spec, transports, skip=skip | {"image", "weights"},
                            stages=frozenset({"image", "ranktables", "containers"}),
-                           answer_tokens=args.answer_tokens).plan
+                           **plan_options(args)).plan
             later = executor.execute(plan)
             later.outcomes[:0] = report.outcomes
             return later, plan

@@ -14,19 +14,19 @@ from typing import Callable, Mapping, Optional
 from deployctl.core import Command
 from deployctl.errors import DeployctlError, HostError
 from deployctl.execute.health import Cancelled, wait_healthy
-from deployctl.plan.actions import AnswerCheck, Build, Fetch, Ship
+from deployctl.plan.actions import AnswerCheck, AwaitListed, Build, Drain, Fetch, Ship
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.transport import Result, Transport
 
 # (kind, step, message); kinds: start, progress, transfer (a fetcher's progress line), done, failed, undo,
-# stage (a stage finished; message: its summary)
+# stage (a stage finished; message: its summary), warning (said, the run goes on: a drain that timed out)
 Event = Callable[[str, Step, str], None]
 
 
 @dataclass
 class StepOutcome:
     step: Step
-    status: str = "pending"  # pending | done | failed | undone | skipped
+    status: str = "pending"  # pending | done | failed | undone | skipped | committed (a finished rollout wave's)
     error: Optional[object] = None
     results: list[Result] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # builds and ships: seconds per host
@@ -42,6 +42,10 @@ class Report:
     error: Optional[DeployctlError] = None
     # restored by the rollback but not serving again, each naming host and container (the rollback is not whole)
     not_restored: list[str] = field(default_factory=list)
+    waves: int = 0  # a drain rollout's waves in the plan
+    waves_done: list[int] = field(default_factory=list)  # committed: they stay even when a later one fails
+    wave_failed: int = 0  # the wave that failed and was rolled back (0: none)
+    drain_left: list[str] = field(default_factory=list)  # what a drain left in flight at its deadline, per wave
 
     def results_of(self, stage: str) -> list[StepOutcome]:
         return [o for o in self.outcomes if o.step.stage == stage]
@@ -49,7 +53,8 @@ class Report:
     @property
     def executed(self) -> int:
         """How many steps actually ran something (0 on a no-op re-run)."""
-        return sum(1 for o in self.outcomes if o.status in ("done", "failed", "undone") and o.step.changes)
+        return sum(1 for o in self.outcomes
+                   if o.status in ("done", "failed", "undone", "committed") and o.step.changes)
 
 
 def run_checked(transport: Transport, command: Command, *, timeout: Optional[float] = None) -> Result:
@@ -76,9 +81,10 @@ class Executor:
         # Set when Ctrl-C arrives or a step of the running stage fails: its siblings stop waiting on health
         # (a DP group whose rank 0 died never gets healthy) and the rollback starts at once.
         self.stop_stage = threading.Event()
+        self.drain_left: list[str] = []  # what each drain left in flight at its deadline
 
     def execute(self, plan: Plan) -> Report:
-        report = Report([])
+        report = Report([], waves=max((stage.wave for stage in plan.stages), default=0))
         try:
             for stage in plan.stages:
                 outcomes = [StepOutcome(step) for step in stage.steps]
@@ -94,18 +100,31 @@ class Executor:
                 if failed:
                     report.failed = True
                     report.error = _first_error(failed)
+                    report.wave_failed = stage.wave
                     break
                 self._stage_done(stage, outcomes)
+                if stage.commit:
+                    self._commit(report, stage.wave)
         except KeyboardInterrupt:
             self.cancel.set()
             report.failed = report.interrupted = True
+            report.wave_failed = next((o.step.wave for o in reversed(report.outcomes) if o.status != "pending"), 0)
         if report.failed:
             self.cancel.clear()  # the interrupt stopped the forward path; the rollback must run to the end
             self._undo(report)
             report.rolled_back = True
         else:
             self._finalize(report)
+        report.drain_left = list(self.drain_left)
         return report
+
+    def _commit(self, report: Report, wave: int) -> None:
+        """A rollout wave passed: what ran so far is kept; a later failure rolls back only from here on."""
+        self._finalize(report)
+        for outcome in report.outcomes:
+            if outcome.status == "done":
+                outcome.status = "committed"
+        report.waves_done.append(wave)
 
     def _stage_done(self, stage: Stage, outcomes: list[StepOutcome]) -> None:
         if stage.summary:
@@ -178,6 +197,20 @@ class Executor:
             outcome.transferred += run_fetch(transport, item, self.presign,
                                              lambda line: self.on_event("transfer", step, line))
             outcome.seconds[step.host] = time.monotonic() - started
+        elif isinstance(item, Drain):
+            from deployctl.execute.drain import run_drain
+
+            left = run_drain(transport, item, poll_interval=self.poll_interval, cancel=self.stop_stage,
+                             on_progress=lambda line: self.on_event("progress", step, line))
+            if left:
+                said = f"still in flight after {item.timeout:g} s, stopped gracefully: {left}"
+                self.drain_left.append(f"wave {step.wave}: {said}")
+                self.on_event("warning", step, said)
+        elif isinstance(item, AwaitListed):
+            from deployctl.execute.drain import await_listed
+
+            await_listed(transport, item, poll_interval=self.poll_interval, cancel=self.stop_stage,
+                         on_progress=lambda line: self.on_event("progress", step, line))
         elif isinstance(item, AnswerCheck):
             from deployctl.execute.answers import run_answer_check
 
@@ -194,9 +227,9 @@ class Executor:
     def _undo(self, report: Report) -> None:
         """Undo in reverse order, then wait for what was restored: a scheduler's health needs its workers back
         first, so waiting step by step would spend the whole health timeout on it."""
-        restored = []
+        restored, late = [], []
         for outcome in reversed(report.outcomes):
-            if outcome.status not in ("done", "failed") or not outcome.step.undo:
+            if outcome.status not in ("done", "failed") or not (outcome.step.undo or outcome.step.late_undo):
                 continue
             transport = self.transports[outcome.step.host]
             self.on_event("undo", outcome.step, "rolling back")
@@ -209,6 +242,8 @@ class Executor:
                     transport.run(command, timeout=120)
                 if outcome.step.undo_health and outcome.status == "done":
                     restored.append((transport, outcome.step))
+                if outcome.step.late_undo:
+                    late.append((transport, outcome.step))
             except (HostError, Cancelled):
                 pass  # best effort: the status table after rollback shows what each host runs
             outcome.status = "undone"
@@ -221,6 +256,13 @@ class Executor:
                 self.on_event("failed", step, f"restored, but {error.message}")
             except Cancelled:
                 report.not_restored.append(f"{step.host}: {step.container} interrupted while waiting to serve again")
+        # Then what had to wait for them: a restored server goes back into the front only once it serves.
+        for transport, step in late:
+            for command in step.late_undo:
+                try:
+                    run_checked(transport, command, timeout=120)
+                except HostError as error:
+                    report.not_restored.append(f"{step.host}: {error.message}")
 
     def _finalize(self, report: Report) -> None:
         for outcome in report.outcomes:

@@ -24,7 +24,7 @@ HOST_FACTS = ("HCCL_IF_IP",)  # a host's address: a pod has its own (status.podI
 
 def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
     """Every reason this spec cannot become `options.target`'s objects, all at once."""
-    refused = list(flavour_of(spec).export_refusals(spec, options.npu_stack))
+    refused = list(flavour_of(spec).export_refusals(spec, options.npu_stack)) + list(_front(spec))
     if refused:
         return refused
     bad_name = list(_name(spec))
@@ -35,6 +35,16 @@ def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
         if not bad_name:  # the names derived from a bad deployment name would only repeat its error
             found += _names(spec, gang, options)
     return found
+
+
+def _front(spec: Spec) -> Iterator[Problem]:
+    """vLLM's router in front of mixed servers is deployctl's own front on hosts; a cluster fronts them with the
+    Service every target makes."""
+    if spec.front_spec is not None and spec.front_spec.kind == "vllm-router":
+        yield Problem(("topology", "front"), "the vllm-router front (topology.front) is not exported: on a cluster "
+                                             "the deployment's Service balances its servers, and a rollout drains "
+                                             "them by readiness",
+                      hint="remove topology.front from a copy of the spec to export it")
 
 
 def _name(spec: Spec) -> Iterator[Problem]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Optional, Union
 
 if TYPE_CHECKING:
+    from deployctl.core import Command
     from deployctl.image.inputs import BuildInputs
     from deployctl.plan.answers import AnswerPath
     from deployctl.weights.manifest import SourceObject
@@ -99,4 +100,41 @@ class AnswerCheck:
         return {"type": "answers", "tokens": self.tokens, "paths": [p.to_json() for p in self.paths]}
 
 
-Action = Union[Build, Ship, Fetch, AnswerCheck]
+@dataclass(frozen=True)
+class Drain:
+    """Wait, from the step's host, until none of `servers` (name, /metrics URL) runs or queues a request
+    (vLLM's `vllm:num_requests_running` + `vllm:num_requests_waiting` = 0), at most `timeout` seconds; then say
+    what remained, by server, and go on (the graceful stop gives them its own timeout)."""
+
+    servers: tuple[tuple[str, str], ...]
+    timeout: float
+
+    def display(self) -> str:
+        names = ", ".join(name for name, _ in self.servers)
+        return f"wait until {names} run(s) no request (GET /metrics), at most {self.timeout:g} s"
+
+    def to_json(self) -> dict:
+        return {"type": "drain", "servers": [{"name": n, "metrics": u} for n, u in self.servers],
+                "timeout_s": self.timeout}
+
+
+@dataclass(frozen=True)
+class AwaitListed:
+    """Wait, on the step's host, until the front lists every backend of `keys` (`address:port`), at most
+    `timeout` seconds: a front may take a backend back only later (vllm-ascend's proxy from v0.21 adds on its
+    listener's next tick), and the next wave must not take another out before."""
+
+    front_kind: str
+    command: "Command"  # plan/front.py list_command; plan/front.py parse_list reads its answer
+    keys: tuple[str, ...]
+    timeout: float
+
+    def display(self) -> str:
+        return f"wait until the {self.front_kind} lists {', '.join(self.keys)} (at most {self.timeout:g} s)"
+
+    def to_json(self) -> dict:
+        return {"type": "listed", "argv": list(self.command.argv), "backends": list(self.keys),
+                "timeout_s": self.timeout}
+
+
+Action = Union[Build, Ship, Fetch, AnswerCheck, Drain, AwaitListed]

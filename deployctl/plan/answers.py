@@ -74,6 +74,9 @@ def answer_paths(spec: Spec, asker: str, address_of: Mapping[str, str], tokens: 
     front = spec.front
     if front is None:
         return tuple(AnswerPath(i.name, url(i, completions), body) for i in spec.api_servers)
+    if front.role == "router":  # vLLM's router in front of mixed servers: each of them, then the router
+        return tuple(AnswerPath(i.name, url(i, completions), body) for i in spec.api_servers if i is not front) + (
+            AnswerPath(front.name, url(front, completions), body),)
     if front.role == "proxy":
         prefills = [i for i in spec.api_servers if i.role == "prefill"]
         decodes = [i for i in spec.api_servers if i.role == "decode"]

@@ -89,6 +89,10 @@ def container_for(spec: Spec, instance: Instance, ranktables: Optional[Ranktable
     NIC, for the flavours that read them)."""
     from deployctl.servers import flavour_of
 
+    if instance.role == "router":  # vLLM's router fronts any OpenAI server the same way (plan/front.py)
+        from deployctl.plan.front import reach, router_container
+
+        return router_container(spec, instance, reach(spec, networks))
     return flavour_of(spec).container(spec, instance, ranktables, networks)
 
 

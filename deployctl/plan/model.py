@@ -52,6 +52,9 @@ class Step:
     container: Optional[str] = None
     undo_health: Optional[HealthCheck] = None  # what `undo` restores, waited for so rollback ends serving
     actions: tuple[Action, ...] = ()  # builds, ships, weight transfers (after puts and commands)
+    wave: int = 0  # a drain rollout's wave (1, 2, ...); 0: not part of one
+    # undone after what the rollback restored serves again (a backend put back into the front only then)
+    late_undo: tuple[Command, ...] = ()
 
     @property
     def changes(self) -> bool:
@@ -71,6 +74,9 @@ class Stage:
     steps: tuple[Step, ...]
     summary: str = ""  # said once the stage ran (`weights: 2 host(s) hold 3 files`)
     counts_bytes: bool = False  # the summary goes on with the bytes the stage moved
+    wave: int = 0  # a drain rollout's wave (1, 2, ...); 0: not part of one
+    # a rollout wave ends here: what ran so far is kept (finalized) even if a later wave fails
+    commit: bool = False
 
     def summary_after(self, moved: int) -> str:
         if not self.counts_bytes:
@@ -86,6 +92,7 @@ class Plan:
     # pulled): `up` runs the image stages, gathers again and plans the rest
     pending: tuple[str, ...] = ()
     profile: Optional[str] = None  # vllm-ascend: which server profile applies, and why
+    rollout: Optional[dict] = None  # how the serving containers are replaced: strategy, waves, gap (plan/rollout.py)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -100,6 +107,8 @@ class Plan:
         entries = []
         for step in self.steps:
             base = {"host": step.host, "stage": step.stage, "action": step.action, "reason": step.reason}
+            if step.wave:
+                base["wave"] = step.wave
             if step.container:
                 base["container"] = step.container
             if not step.puts and not step.commands and not step.actions:
@@ -111,7 +120,8 @@ class Plan:
             for action in step.actions:
                 entries.append({**base, "argv": [], **action.to_json()})
         return {"deployment": self.deployment, "changed": self.changed, "steps": entries,
-                "moves": self.moves(), **({"server_profile": self.profile} if self.profile else {})}
+                "moves": self.moves(), **({"server_profile": self.profile} if self.profile else {}),
+                **({"rollout": self.rollout} if self.rollout else {})}
 
     def moves(self) -> list[dict]:
         """Bytes each host receives: image builds' contexts and ships, weight transfers (None: known later)."""

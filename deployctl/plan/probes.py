@@ -23,6 +23,10 @@ HANG_AFTER_S = 15  # a one-token generate on an idle server takes milliseconds; 
 def health_path(spec: Spec, instance: Optional[Instance] = None) -> str:
     """What answers 200 once an instance serves, as its server flavour says: vLLM's /health; Triton's readiness;
     the vllm-ascend proxy's /healthcheck. `up` waits on it and `status` reads it."""
+    if instance is not None and instance.role == "router":
+        from deployctl.plan.front import ROUTER_HEALTH_PATH
+
+        return ROUTER_HEALTH_PATH
     return flavour_of(spec).health_path(instance)
 
 
@@ -65,6 +69,12 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
             probes += [addresses_probe(), layout_probe()]
             if spec.image.name:  # the version its image was built with picks the server profile
                 probes.append(image_version_probe(spec.image.name))
+    if ("containers" in stages and spec.rollout.max_surge and spec.platform == "ascend" and host in used
+            and not flavour_of(spec).reads_host_networks):  # a surge needs the host's free cards and ports
+        from deployctl.facts.host_layout import layout_probe
+        from deployctl.facts.listening import listening_probe
+
+        probes += [layout_probe(), listening_probe()]
     if "files" in stages:
         from deployctl.facts.deployed import existing_paths_probe
 

@@ -9,7 +9,7 @@ before any new container starts, so an NPU is never held by two containers, and 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from deployctl.errors import PlanError
@@ -36,11 +36,15 @@ from deployctl.plan.image_stage import plan_image_stages
 from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS, plan_answers
 from deployctl.plan.contract import contract_step
 from deployctl.plan.upstream import HostNetwork, host_networks, with_host_facts
+from deployctl.plan.rollout import DEFAULT_DRAIN_TIMEOUT
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
 from deployctl.servers import flavour_of
 from deployctl.image.inputs import BuildInputs
 from deployctl.spec.model import Spec
+
+DEFAULT_SHUTDOWN_TIMEOUT = 30  # seconds `docker stop` gives a server to finish before SIGKILL (--shutdown-timeout)
+
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -168,14 +172,14 @@ def _content_bytes(put: PutFile) -> bytes:
 
 
 def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[int] = None,
-               path: str = "/health") -> Step:
+               path: str = "/health", grace: int = DEFAULT_SHUTDOWN_TIMEOUT) -> Step:
     previous = name + PREVIOUS_SUFFIX
     return Step(
         host, "stop", action, reason, container=name,
         undo_health=HealthCheck(name, port, path) if port else None,
         commands=(
             Command(("docker", "rm", "--force", previous), check=False),
-            Command(("docker", "stop", "--time", "30", name)),
+            Command(("docker", "stop", "--time", str(grace), name)),
             Command(("docker", "rename", name, previous)),
         ),
         undo=(
@@ -189,7 +193,8 @@ def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[in
 
 def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: Optional[RanktableFiles],
                     images: Optional[Mapping[str, Optional[str]]] = None,
-                    desired: Optional[tuple[Container, ...]] = None) -> tuple[Stage, ...]:
+                    desired: Optional[tuple[Container, ...]] = None,
+                    shutdown_timeout: int = DEFAULT_SHUTDOWN_TIMEOUT) -> tuple[Stage, ...]:
     """stop (replaced and retired) -> workers (prefill+decode or mixed, in parallel) -> contract (each new
     worker checked from inside) -> scheduler or proxy.
     `images`: each host's image identity once the image stages ran (default: the image ID there now)."""
@@ -203,6 +208,8 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
         instance = container.instance
         host_facts = facts[instance.host]
         image_id = (images[instance.host] if images is not None else host_facts.image_id) or ""
+        if instance.role == "router":  # its own image, pulled by `docker run`: the server image does not concern it
+            image_id = f"image:{container.image}"
         digest = digest_of(container, image_id, ranktables, spec)
         current = host_facts.container(container.name)
         wave = instance.role if instance is front else "workers"
@@ -215,7 +222,7 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
         if action == "replace":
             stops.append(_stop_step(instance.host, container.name, "replace", reason,
                                     port=instance.port if current and current.running else None,
-                                    path=health_path(spec, instance)))
+                                    path=health_path(spec, instance), grace=shutdown_timeout))
         starts[wave].append(Step(
             instance.host, wave, action, reason, container=container.name,
             commands=(Command(docker_run(container, digest)),),
@@ -230,7 +237,8 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
         owned = owned_containers(spec, facts.get(host.name, DeployedState()))
         for current in owned:
             if not current.name.endswith(PREVIOUS_SUFFIX) and (host.name, current.name) not in wanted:
-                stops.append(_stop_step(host.name, current.name, "remove", "no longer in the spec"))
+                stops.append(_stop_step(host.name, current.name, "remove", "no longer in the spec",
+                                        grace=shutdown_timeout))
         # A stop step removes an old `.previous` itself before renaming; a leftover beside a container that
         # stays (or is only created now) is removed here — never both, they would race in one stage.
         stopping = {step.container for step in stops if step.host == host.name}
@@ -270,6 +278,8 @@ class UpInputs:
     listing: Optional[Listing] = None
     fetcher_digest: str = ""
     answer_tokens: int = DEFAULT_ANSWER_TOKENS  # 0: no all-pairs answer check
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT  # a drain rollout's wait for a server's requests (--drain-timeout)
+    shutdown_timeout: int = DEFAULT_SHUTDOWN_TIMEOUT  # `docker stop --time` (--shutdown-timeout)
 
 
 def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInputs(), *,
@@ -283,6 +293,7 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
     if "weights" in stages and inputs.listing is not None and "weights" not in skip:
         planned.append(plan_weights(spec, facts, inputs.listing, inputs.fetcher_digest))
     pending: tuple[str, ...] = ()
+    rollout = None
     if "containers" in stages:
         networks = host_networks(spec, facts) if flavour_of(spec).reads_host_networks else None
         if networks is not None:  # default kv ports for the hosts' own NPU counts; the version the image names
@@ -291,26 +302,68 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
             spec = with_host_facts(spec, networks, probed)
         desired = desired_containers(spec, inputs.ranktables, networks)
         planned.append(plan_files(spec, deployed, inputs.ranktables, desired))
-        planned.extend(s for s in plan_containers(spec, deployed, inputs.ranktables, images, desired)
-                       if not (s.name == "contract" and "contract" in skip))
+        containers = tuple(s for s in plan_containers(spec, deployed, inputs.ranktables, images, desired,
+                                                      inputs.shutdown_timeout)
+                           if not (s.name == "contract" and "contract" in skip))
+        containers, rollout = _rollout(spec, containers, deployed, networks, inputs, skip, facts)
+        planned.extend(containers)
         image_changes = {s.host for stage in image_stages for s in stage.steps if s.changes}
         pending = tuple(sorted(h for h, identity in images.items() if identity is None and h in image_changes))
     profile = spec.profile.describe() if spec.profile is not None else None
-    plan = Plan(spec.name, tuple(planned), pending=pending, profile=profile)
+    plan = Plan(spec.name, tuple(planned), pending=pending, profile=profile, rollout=rollout)
     if plan.changed and "containers" in stages:
         checks = () if "checks" in skip else (plan_checks(spec),)
         answers = () if "answers" in skip or not inputs.answer_tokens else (
             plan_answers(spec, reach_addresses(spec, networks), inputs.answer_tokens),)
-        plan = Plan(spec.name, checks + plan.stages + answers + (plan_verify(spec),), pending=pending, profile=profile)
+        plan = Plan(spec.name, checks + plan.stages + answers + (plan_verify(spec),), pending=pending, profile=profile,
+                    rollout=rollout)
     return plan
+
+
+def _rollout(spec: Spec, stages: tuple[Stage, ...], deployed, networks, inputs: UpInputs, skip, facts):
+    """The container stages as the rollout replaces serving containers (plan/rollout.py), and its summary."""
+    from deployctl.plan.answers import answer_paths, asking_host
+    from deployctl.plan.rollout import SURGE_SUFFIX, RolloutOptions, plan_rollout
+
+    address_of = reach_addresses(spec, networks)
+    tokens = 0 if "answers" in skip else inputs.answer_tokens
+    paths = answer_paths(spec, asking_host(spec), address_of, tokens) if tokens else None
+    options = RolloutOptions(inputs.drain_timeout, tokens, shutdown_timeout=inputs.shutdown_timeout)
+
+    def surge_container(instance):
+        """A surge server: the instance's new container on other cards and port, its env file shared."""
+        original = container_for(spec, spec_instance[instance.name[: -len(SURGE_SUFFIX)]], inputs.ranktables, networks)
+        container = replace(container_for(spec, instance, inputs.ranktables, networks), env_file=original.env_file)
+        return (Command(docker_run(container, "surge")),
+                HealthCheck(container.name, instance.port, health_path(spec, instance)))
+
+    spec_instance = {i.name: i for i in spec.instances}
+    return plan_rollout(spec, stages, deployed, address_of, options, paths, spare_of(spec, facts), surge_container)
+
+
+def spare_of(spec: Spec, facts: Mapping[str, HostFacts]) -> dict:
+    """Each serving host's cards no running container holds and the spec does not use, and its ports in use
+    (the surge of a rollout; known where the layout and listening probes ran)."""
+    from deployctl.plan.rollout import Spare
+
+    out = {}
+    for host in spec.used_hosts:
+        found = facts.get(host.name)
+        if found is None or found.layout is None:
+            continue
+        held = {n for c in (found.deployed.containers if found.deployed else ()) if c.running for n in c.npu_ids}
+        mine = {d for i in spec.instances if i.host == host.name for d in i.devices}
+        cards = tuple(n for n in found.layout.npus if n not in held and n not in mine)
+        out[host.name] = Spare(cards, found.listening.ports if found.listening else frozenset())
+    return out
 
 
 def reach_addresses(spec: Spec, networks: Optional[Mapping[str, HostNetwork]]) -> dict[str, str]:
     """How one host reaches another's servers: vllm-ascend's derived address (what its proxy lists), else the
     spec's address."""
-    if networks is not None:
-        return {name: network.address for name, network in networks.items()}
-    return {h.name: "127.0.0.1" if h.is_local else h.address for h in spec.hosts}
+    from deployctl.plan.front import reach
+
+    return reach(spec, networks)
 
 
 def plan_checks(spec: Spec) -> Stage:

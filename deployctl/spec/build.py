@@ -13,8 +13,8 @@ from deployctl.core import Secret
 from deployctl.spec.locate import Document
 from deployctl.spec.references import is_env_value
 from deployctl.spec.model import (
-    EnvVar, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Spec, SshSettings, UpstreamTopology,
-    WeightsSpec,
+    EnvVar, FrontSpec, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Rollout, Spec, SshSettings,
+    UpstreamTopology, WeightsSpec,
 )
 from deployctl.spec.dp_groups import DpGroup, default_kv_port, servers_of
 from deployctl.spec.profiles import select_profile
@@ -40,6 +40,10 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
     instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards, document.references,
                                      shm_size, container)
                  if upstream else _instances(data["name"], data["topology"], model, dict(flavour.extra_ports)))
+    front = _front(data["topology"], upstream is not None)
+    if front is not None and front.kind == "vllm-router":
+        instances += (Instance(role="router", index=0, host=front.host, devices=(), port=front.port,
+                               name=f"{data['name']}-router", tp=0, path=("topology", "front")),)
     return Spec(
         version=data["version"],
         name=data["name"],
@@ -56,6 +60,8 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         source=source,
         digest=_digest(data, document.references),
         upstream=upstream,
+        front_spec=front,
+        rollout=Rollout(**data.get("rollout", {})),
         server_version=data.get("server_version"),
         shm_size=shm_size,
         cpu=_quantity(container.get("cpu")),
@@ -63,6 +69,18 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         startup_timeout=data.get("health", {}).get("startup_timeout"),
         profile=select_profile(data.get("server_version"), data.get("image", {}).get("name")) if upstream else None,
     )
+
+
+def _front(topology: dict, upstream: bool) -> Optional[FrontSpec]:
+    """`topology.front`; for vllm-ascend P/D, `topology.proxy` is the same front as kind proxy."""
+    entry = topology.get("front")
+    if entry is not None:
+        return FrontSpec(entry["kind"], entry["host"], entry.get("port", DEFAULT_PROXY_PORT), entry.get("image"),
+                         entry.get("policy"))
+    proxy = topology.get("proxy")
+    if upstream and proxy is not None and topology["mode"] == "disaggregated":
+        return FrontSpec("proxy", proxy["host"], proxy.get("port", DEFAULT_PROXY_PORT))
+    return None
 
 
 def _hosts(defaults: dict, hosts: dict) -> tuple[Host, ...]:
@@ -173,11 +191,11 @@ def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopol
                 server=server, env=env, json_args=json_args, shm_size=group_shm,
                 cpu=_quantity(own_container.get("cpu")), memory=own_container.get("memory"),
             ))
-    proxy = topology.get("proxy")
-    if proxy is not None and topology["mode"] == "disaggregated":
-        out.append(Instance(role="proxy", index=0, host=proxy["host"], devices=(),
-                            port=proxy.get("port", DEFAULT_PROXY_PORT), name=f"{deployment}-proxy", tp=0,
-                            path=("topology", "proxy")))
+    front = _front(topology, True)
+    if front is not None and front.kind == "proxy" and topology["mode"] == "disaggregated":
+        out.append(Instance(role="proxy", index=0, host=front.host, devices=(), port=front.port,
+                            name=f"{deployment}-proxy", tp=0,
+                            path=("topology", "front" if "front" in topology else "proxy")))
     return tuple(out)
 
 

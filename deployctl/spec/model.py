@@ -94,7 +94,7 @@ class ModelArgs:
 class Instance:
     """One container to run, with everything derived for it."""
 
-    role: str  # mixed | prefill | decode | scheduler | proxy
+    role: str  # mixed | prefill | decode | scheduler | proxy | router
     index: int  # position in its list (scheduler, proxy: 0; vllm-ascend: among its role's servers)
     host: str  # a key of Spec.hosts
     devices: tuple[int, ...]  # physical NPU/GPU ids; () for the scheduler and the proxy
@@ -138,6 +138,26 @@ class UpstreamTopology:
 
 
 @dataclass(frozen=True)
+class FrontSpec:
+    """`topology.front` (or vllm-ascend's `topology.proxy`, kind proxy): the router in front of the workers."""
+
+    kind: str  # proxy | vllm-router
+    host: str
+    port: int
+    image: Optional[str] = None  # vllm-router: the image holding its command
+    policy: Optional[str] = None  # vllm-router: --policy (None: the router's default)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """`rollout`: how `up` replaces the containers of a serving deployment."""
+
+    strategy: Optional[str] = None  # drain | recreate; None: drain where the spec has a front, else recreate
+    max_unavailable: int = 1  # per role: instances (or DP groups) out of the front at once
+    max_surge: int = 0  # replacements started on free cards before the old one is drained
+
+
+@dataclass(frozen=True)
 class Spec:
     version: int
     name: str
@@ -162,6 +182,8 @@ class Spec:
     memory: Optional[str] = None  # container.memory: the export's memory request (None: its default per card)
     startup_timeout: Optional[int] = None  # health.startup_timeout (None: spec/startup.py's default)
     profile: Optional["ProfileChoice"] = None  # vllm-ascend: the server profile it renders with, and why
+    front_spec: Optional[FrontSpec] = None  # topology.front (or vllm-ascend's proxy as kind proxy)
+    rollout: Rollout = field(default_factory=Rollout)
 
     def host(self, name: str) -> Host:
         for host in self.hosts:
@@ -179,8 +201,9 @@ class Spec:
 
     @property
     def front(self) -> Optional[Instance]:
-        """The public endpoint in front of the workers: the AscendCloud scheduler or the vllm-ascend proxy."""
-        found = self.role("scheduler") + self.role("proxy")
+        """The public endpoint in front of the workers: the AscendCloud scheduler, the vllm-ascend proxy or the
+        vllm-router."""
+        found = self.role("scheduler") + self.role("proxy") + self.role("router")
         return found[0] if found else None
 
     @property
@@ -201,7 +224,7 @@ class Spec:
 
     @property
     def start_order(self) -> tuple[tuple[Instance, ...], ...]:
-        """Waves of instances: prefill+decode (or mixed) in parallel, then the scheduler or the proxy."""
+        """Waves of instances: prefill+decode (or mixed) in parallel, then the front (scheduler, proxy, router)."""
         front = self.front
         workers = tuple(i for i in self.instances if i is not front)
         return (workers, (front,)) if front else (workers,)

@@ -58,7 +58,8 @@ def check_upstream(c: Context) -> Iterator[Problem]:
     def located(violations) -> Iterator[Problem]:
         for v in violations:
             if v.group is None:
-                yield Problem(("topology", "proxy") + (("port",) if "port" in topology["proxy"] else ()), v.message)
+                key = front_key(c) or "proxy"
+                yield Problem(("topology", key) + (("port",) if "port" in topology[key] else ()), v.message)
             else:
                 unit = units[id(v.group)]  # a defaulted key (kv_port, rpc_port) is reported at its group
                 yield Problem(unit.path + ((v.key,) if v.key in unit.data else ()), v.message)
@@ -68,7 +69,9 @@ def check_upstream(c: Context) -> Iterator[Problem]:
     yield from located(dp_groups.roles_agree_problems(groups))
     yield from located(dp_groups.device_problems(groups, c.cards, c.machine))
     launch = c.value(("topology", "dp_launch"), str) or "internal"
-    yield from located(dp_groups.port_problems(groups, launch, proxy, c.machine, c.cards))
+    kind = c.value(("topology", "front", "kind"), str) if front_key(c) == "front" else "proxy"
+    yield from located(dp_groups.port_problems(groups, launch, proxy, c.machine, c.cards,
+                                               "the vllm-router" if kind == "vllm-router" else "the proxy"))
 
 
 def _mode_keys(c: Context, topology: dict) -> Iterator[Problem]:
@@ -80,6 +83,8 @@ def _mode_keys(c: Context, topology: dict) -> Iterator[Problem]:
             yield Problem(("topology", key), f"'{key}' belongs to mode {other}; mode {c.mode} uses "
                                              f"{', '.join(wanted)}")
     for key in wanted:
+        if key == "proxy" and "front" in topology:
+            continue  # topology.front (kind proxy) is the same front; rules_front.py says what else it must be
         if key == "groups" and "instances" in topology:
             continue  # the AscendCloud key is reported with the upstream one to use instead
         if key not in topology:
@@ -95,9 +100,10 @@ def _host_references(c: Context) -> Iterator[Problem]:
         return
     named = [(unit.path + ("hosts", i), h) for unit in c.groups
              for i, h in enumerate(c.value(unit.path + ("hosts",), list) or ())]
-    proxy_host = c.value(("topology", "proxy", "host"), str)
-    if proxy_host is not None:
-        named.append((("topology", "proxy", "host"), proxy_host))
+    for key in ("proxy", "front"):
+        proxy_host = c.value(("topology", key, "host"), str)
+        if proxy_host is not None:
+            named.append((("topology", key, "host"), proxy_host))
     for path, host in named:
         if isinstance(host, str) and c.ok(path) and host not in c.hosts:
             close = difflib.get_close_matches(host, c.hosts, n=1, cutoff=0.6)
@@ -125,12 +131,20 @@ def _devices_listed(c: Context) -> Iterator[Problem]:
                 yield Problem(unit.path + ("devices", i), f"NPU {device} is listed twice")
 
 
+def front_key(c: Context) -> Optional[str]:
+    """Where the front is written: `proxy` (vllm-ascend P/D), else `front` (the proxy or vllm-router), else None."""
+    topology = c.value(("topology",), dict) or {}
+    return next((key for key in ("proxy", "front") if isinstance(topology.get(key), dict)), None)
+
+
 def _proxy(c: Context) -> Optional[tuple[str, int]]:
-    host = c.value(("topology", "proxy", "host"), str)
-    if c.mode != "disaggregated" or host is None or c.hosts is None or host not in c.hosts:
+    """The front's host and port, checked against the groups' ports (the proxy of P/D, a vllm-router of mixed)."""
+    key = front_key(c)
+    host = c.value(("topology", key, "host"), str) if key else None
+    if (key == "proxy" and c.mode != "disaggregated") or host is None or c.hosts is None or host not in c.hosts:
         return None
-    port = c.value(("topology", "proxy", "port"), int)
-    if "port" in (c.value(("topology", "proxy"), dict) or {}) and port is None:
+    port = c.value(("topology", key, "port"), int)
+    if "port" in (c.value(("topology", key), dict) or {}) and port is None:
         return None
     return host, port if port is not None else DEFAULT_PROXY_PORT
 

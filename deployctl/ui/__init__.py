@@ -105,6 +105,8 @@ def error_document(error: Exception) -> dict:
             body.update(host=error.host, address=error.address)
             if error.stderr_tail:  # what the host said: a container's last log lines, a command's stderr
                 body["stderr_tail"] = error.stderr_tail
+        if getattr(error, "rollout", None):  # a drain rollout that stopped: its waves, done and failed
+            body["rollout"] = error.rollout
         if getattr(error, "diagnose", None):  # a failed `up`'s bundle: {"bundle": path, "hints": [...]}
             body["diagnose"] = error.diagnose
         for key in ("problems", "warnings", "flags"):
@@ -142,10 +144,12 @@ def render_plan(ui: UI, plan) -> None:
     console.print(f"[bold]plan for {plan.deployment}[/]" + ("" if plan.changed else " — nothing to change"))
     if getattr(plan, "profile", None):
         console.print(escape(plan.profile))
+    for line in rollout_lines(getattr(plan, "rollout", None)):
+        console.print(escape(line))
     for stage in plan.stages:
         if not stage.steps:
             continue
-        console.print(f"\n[bold]{stage.name}[/]")
+        console.print(f"\n[bold]{stage.name}[/]" + (f" [dim](wave {stage.wave})[/]" if stage.wave else ""))
         for step in stage.steps:
             style = _ACTION_STYLE.get(step.action, "")
             what = step.container or ""
@@ -156,6 +160,19 @@ def render_plan(ui: UI, plan) -> None:
                 console.print(f"      $ {escape(command.display())}")
             for action in step.actions:  # image builds and ships, weight transfers: what moves, in bytes
                 console.print(f"      {escape(action.display())}")
+
+
+def rollout_lines(rollout) -> list[str]:
+    """How the plan replaces serving containers: the strategy, each wave, and any gap it leaves."""
+    if not rollout:
+        return []
+    lines = [f"rollout: {rollout['strategy']}" + (f" through the {rollout['front']}" if rollout.get("front")
+                                                   and rollout["strategy"] == "drain" else "")]
+    for wave in rollout.get("waves", ()):
+        lines.append(f"  wave {wave['wave']}: {', '.join(wave['units'])}")
+    if rollout.get("gap"):
+        lines.append(f"  gap: {rollout['gap']}")
+    return lines
 
 
 def render_status(ui: UI, spec, rows: list, title: str = "") -> None:

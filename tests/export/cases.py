@@ -32,6 +32,7 @@ MAPPED = {
 REFUSED = {
     **{(p, t): "topology" for p in ("playbooks/demo-pd.yaml", "playbooks/disaggregated-2hosts-910b.yaml",
                                     "playbooks/pd-1host-910b.yaml") for t in ("k8s", "lws", "kthena")},
+    **{("playbooks/mixed-router-910b.yaml", t): "topology.front" for t in ("k8s", "lws", "kthena")},
     ("playbooks/vllm-ascend-mixed-2hosts-internal.yaml", "k8s"): "topology.groups[0].hosts",
     ("playbooks/vllm-ascend-pd-qwen3.yaml", "k8s"): "topology.decode[0].hosts",
 }

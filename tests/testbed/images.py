@@ -178,6 +178,11 @@ def wanted_hashes() -> dict:
     standin = standin_hash(base)
     if standin is not None:
         wanted.update(standin_images(standin))
+    from tests.testbed import router_image
+
+    router = router_image.content_hash(base)  # the real vllm-router, for a mixed deployment's front
+    if router is not None:
+        wanted[router_image.IMAGE] = router
     return wanted
 
 
@@ -190,6 +195,10 @@ def build_on(socket: Path, wanted: dict | None = None) -> dict:
         docker(socket, "import", "--change", f"LABEL {layout.HASH_LABEL}={base}",
                "--change", 'CMD ["/bin/sh"]', "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                "-", layout.BASE_IMAGE, input=base_tar())
+    from tests.testbed import router_image
+
+    if router_image.IMAGE in wanted and image_hash(socket, router_image.IMAGE) != wanted[router_image.IMAGE]:
+        router_image.build(socket, wanted[router_image.IMAGE], python_files()[1])
     if layout.STANDIN_IMAGE not in wanted:
         return wanted
     versions, newest = standin_versions()

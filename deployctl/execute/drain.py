@@ -1,0 +1,63 @@
+"""Wait until drained servers finish their requests (a Drain action), polling their /metrics from the front's
+host; at the deadline, say what remained and go on: the graceful stop gives them its own timeout."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from deployctl.core import Command
+from deployctl.execute.health import Cancelled
+from deployctl.plan.actions import Drain
+from deployctl.plan.rollout import DRAIN_SCRIPT, drain_left, in_flight
+from deployctl.transport import Transport
+
+
+def run_drain(transport: Transport, drain: Drain, *, poll_interval: float, cancel: threading.Event,
+              on_progress: Callable[[str], None]) -> str:
+    """Poll until every server runs and queues nothing; returns what remained at the deadline ("" when none)."""
+    command = Command(("sh", "-c", DRAIN_SCRIPT, "sh", *(url for _, url in drain.servers)), check=False)
+    deadline = time.monotonic() + drain.timeout
+    while True:
+        if cancel.is_set():
+            raise Cancelled
+        counts = in_flight(transport.run(command, timeout=30).stdout, drain.servers)
+        if all(n == 0 for n in counts.values()):
+            return ""
+        if all(n is None for n in counts.values()):
+            return drain_left(counts)  # nothing to count: the graceful stop is all that is left to give them
+        if time.monotonic() >= deadline:
+            return drain_left(counts)
+        on_progress(f"draining: {sum(n or 0 for n in counts.values()):.0f} request(s) in flight")
+        if cancel.wait(poll_interval):
+            raise Cancelled
+
+
+def await_listed(transport: Transport, item, *, poll_interval: float, cancel: threading.Event,
+                 on_progress: Callable[[str], None]) -> None:
+    """Poll the front's list until it holds every key; HostError at the deadline, naming what it lacks."""
+    from deployctl.errors import HostError
+    from deployctl.plan.front import parse_list
+
+    deadline = time.monotonic() + item.timeout
+    missing = set(item.keys)
+    while True:
+        if cancel.is_set():
+            raise Cancelled
+        result = transport.run(item.command, timeout=30)
+        try:
+            missing = set(item.keys) - parse_list(item.front_kind, result.stdout)
+        except (ValueError, KeyError, TypeError):
+            pass  # not the front's answer yet: ask again
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            raise HostError(transport.name, f"the {item.front_kind} does not list {', '.join(sorted(missing))} "
+                                            f"{item.timeout:g} s after it was put back", address=transport.address,
+                            stderr_tail=(result.stdout or result.stderr)[-2000:],
+                            hint="its log says why it refused the backend (`deployctl logs`)")
+        on_progress(f"waiting for the {item.front_kind} to list {', '.join(sorted(missing))}")
+        if cancel.wait(poll_interval):
+            raise Cancelled
+

@@ -1,0 +1,181 @@
+"""Drain-and-replace on the test bed (issue 31): `deployctl bench dynamic` at a constant Poisson rate through the
+front (the real vllm-router, tests/testbed/router_image.py) while `up` applies a changed max_num_seqs: no request
+fails, every server is replaced, the router is not; the same run with `rollout: recreate` drops requests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.e2e.conftest import container_ids
+from tests.testbed import router_image
+
+# Requests that last about 1.6 s (16 tokens, 100 ms apart: the stand-in's STANDIN_TPOT_MS), so that each drained
+# server has requests in flight when it is taken out of the front.
+MIXED = """image: {name: deployctl/standin-vllm:latest}
+weights: {dest: /srv/weights/tiny}
+model: {served_name: tiny, max_model_len: 2048, max_num_seqs: %d, max_num_batched_tokens: 2048}
+env: {STANDIN_TPOT_MS: 100, STANDIN_STARTUP_S: 0.5}
+topology:
+  mode: mixed
+  front: {kind: vllm-router, host: tb1, port: 8300, image: "%s", policy: round_robin}
+  instances:
+    - {host: tb1, devices: [0], port: 8301}
+    - {host: tb1, devices: [1], port: 8302}
+rollout: {strategy: %s}
+"""
+
+
+def bench(url: str, prompts: int = 160, rate: float = 4.0) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "deployctl", "bench", "dynamic", url, "--served-model-name", "tiny",
+                             "--request-rate", str(rate), "--num-prompts", str(prompts), "--prompt-tokens", "16",
+                             "--output-tokens", "16", "--output", "json", "--seed", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def update_under_load(bed, deployctl, strategy: str, seqs: int) -> tuple[dict, dict, dict, dict]:
+    """`up` the spec with max_num_seqs `seqs` while a bench runs through the front: (bench run, up document,
+    containers before, after)."""
+    path = deployctl.write(bed.spec_yaml("e2e-roll", MIXED % (seqs, router_image.IMAGE, strategy),
+                                         hosts_used=["tb1"]))
+    before = container_ids(bed, "tb1", "e2e-roll")
+    load = bench("http://10.200.0.11:8300")
+    try:
+        code, doc = deployctl.json("up", path, "--yes", "--skip", "weights", "--drain-timeout", "30")
+        updated = time.monotonic()
+    finally:
+        out, err = load.communicate(timeout=300)
+    finished = time.monotonic()
+    assert code == 0, doc
+    assert finished > updated, "the bench ended before the update did: it did not cover the rollout"
+    (run,) = json.loads(out)["runs"]
+    return run, doc, before, container_ids(bed, "tb1", "e2e-roll")
+
+
+@pytest.mark.testbed
+def test_a_drain_rollout_through_the_real_router_drops_no_request_and_recreate_does(bed, deployctl):
+    if router_image.IMAGE not in bed.docker_on("tb1", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout:
+        pytest.fail(f"the bed has no {router_image.IMAGE} (pip install vllm-router=={router_image.VERSION} failed)")
+    path = deployctl.write(bed.spec_yaml("e2e-roll", MIXED % (8, router_image.IMAGE, "drain"), hosts_used=["tb1"]))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["endpoint"] == "http://10.200.0.11:8300", doc
+        run, doc, before, after = update_under_load(bed, deployctl, "drain", 16)
+        assert run["failed"] == 0 and run["requests"] == 160, run.get("errors")
+        workers = ("e2e-roll-mixed-0", "e2e-roll-mixed-1")
+        assert all(after[w] != before[w] for w in workers) and after["e2e-roll-router"] == before["e2e-roll-router"]
+        assert all(i["healthy"] for i in doc["instances"])
+
+        run, doc, before, after = update_under_load(bed, deployctl, "recreate", 24)
+        assert all(after[w] != before[w] for w in workers)
+        assert run["failed"] > 0, "recreate stops both servers at once: requests in flight must fail"
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0 and container_ids(bed, "tb1", "e2e-roll") == {}
+
+
+ONE = """image: {name: deployctl/standin-vllm:latest}
+weights: {dest: /srv/weights/tiny}
+model: {served_name: tiny, max_model_len: 2048, max_num_seqs: %d, max_num_batched_tokens: 2048}
+env: {STANDIN_TPOT_MS: 100, STANDIN_STARTUP_S: 0.5}
+topology:
+  mode: mixed
+  front: {kind: vllm-router, host: tb2, port: 8400, image: "%s"}
+  instances:
+    - {host: tb2, devices: [0], port: 8401}
+rollout: {max_surge: 1}
+"""
+
+
+@pytest.mark.testbed
+def test_a_single_instance_with_a_free_card_updates_through_surge_with_no_failed_request(bed, deployctl):
+    path = deployctl.write(bed.spec_yaml("e2e-surge", ONE % (8, router_image.IMAGE), hosts_used=["tb2"]))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        path = deployctl.write(bed.spec_yaml("e2e-surge", ONE % (16, router_image.IMAGE), hosts_used=["tb2"]))
+        code, plan = deployctl.json("plan", path, "--skip", "weights")
+        assert plan["rollout"]["waves"][0]["surge"][0].startswith("e2e-surge-mixed-0-surge on tb2 devices 1 ")
+        before = container_ids(bed, "tb2", "e2e-surge")
+        load = bench("http://10.200.0.12:8400", prompts=100)
+        try:
+            code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
+            updated = time.monotonic()
+        finally:
+            out, err = load.communicate(timeout=300)
+        assert code == 0, doc
+        assert time.monotonic() > updated
+        (run,) = json.loads(out)["runs"]
+        assert run["failed"] == 0 and run["requests"] == 100, run.get("errors")
+        after = container_ids(bed, "tb2", "e2e-surge")
+        assert set(after) == {"e2e-surge-mixed-0", "e2e-surge-router"}  # the surge server is gone
+        assert after["e2e-surge-mixed-0"] != before["e2e-surge-mixed-0"]
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0 and container_ids(bed, "tb2", "e2e-surge") == {}
+
+
+PD = """server: vllm-ascend
+image: {name: deployctl/standin-vllm:latest}
+weights: {dest: /srv/weights/tiny}
+model: {served_name: tiny, max_model_len: 2048, max_num_seqs: %d, max_num_batched_tokens: 2048}
+env: {STANDIN_TPOT_MS: 100, STANDIN_STARTUP_S: 0.5}
+topology:
+  mode: disaggregated
+  connector: mooncake
+  dp_launch: external
+  front: {kind: proxy, host: tb3, port: 8450}
+  prefill:
+    - {hosts: [tb3], dp: 1, tp: 1, port: 9400, devices: [0]}
+    - {hosts: [tb3], dp: 1, tp: 1, port: 9410, devices: [1]}
+  decode:
+    - {hosts: [tb3], dp: 1, tp: 1, port: 9500, devices: [2]}
+    - {hosts: [tb3], dp: 1, tp: 1, port: 9510, devices: [3]}
+rollout: {strategy: %s}
+"""
+
+
+@pytest.mark.testbed
+def test_the_vllm_ascend_pd_shape_updates_through_its_proxy_with_no_failed_request(bed, deployctl):
+    """Two prefill and two decode groups behind vllm-ascend's proxy (its /instances/add|remove, v0.13.0rc1 on):
+    each wave takes a prefill and a decode group out, so the P:D ratio stays 1:1 and both roles keep serving."""
+    path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (8, "drain"), hosts_used=["tb3"]))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["endpoint"] == "http://10.200.0.13:8450", doc
+        path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (16, "drain"), hosts_used=["tb3"]))
+        code, plan = deployctl.json("plan", path, "--skip", "weights")
+        assert [w["units"] for w in plan["rollout"]["waves"]] == [["prefill group 0", "decode group 0"],
+                                                                  ["prefill group 1", "decode group 1"]]
+        before = container_ids(bed, "tb3", "e2e-pdroll")
+        load = bench("http://10.200.0.13:8450", prompts=160)
+        try:
+            code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
+            updated = time.monotonic()
+        finally:
+            out, err = load.communicate(timeout=600)
+        assert code == 0, doc
+        assert time.monotonic() > updated, "the bench ended before the update did"
+        (run,) = json.loads(out)["runs"]
+        assert run["failed"] == 0 and run["requests"] == 160, run.get("errors")
+        after = container_ids(bed, "tb3", "e2e-pdroll")
+        servers = [name for name in before if name != "e2e-pdroll-proxy"]
+        assert len(servers) == 4 and all(after[s] != before[s] for s in servers)
+        assert after["e2e-pdroll-proxy"] == before["e2e-pdroll-proxy"]
+
+        path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (24, "recreate"), hosts_used=["tb3"]))
+        load = bench("http://10.200.0.13:8450", prompts=160)
+        try:
+            code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
+        finally:
+            out, err = load.communicate(timeout=600)
+        assert code == 0, doc
+        (run,) = json.loads(out)["runs"]
+        assert run["failed"] > 0, "recreate stops every server at once: requests must fail"
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0 and container_ids(bed, "tb3", "e2e-pdroll") == {}

@@ -1,0 +1,213 @@
+"""plan/rollout.py: a changed serving deployment behind a front that can change its list is replaced in drain
+waves (out of the front, drained, stopped gracefully, replaced, checked, back in); otherwise recreate, said."""
+
+from __future__ import annotations
+
+from deployctl.facts.model import ContainerDevices
+from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
+from deployctl.plan.rollout import drain_left, in_flight
+from deployctl.plan.up import UpInputs, digest_of, plan_up
+from deployctl.spec.load import load_spec_text
+from tests.plan.hostfacts import deployed
+from tests.spec.test_front_rules import MIXED, ROUTER, UPSTREAM_PD
+
+IMAGE = "sha256:img"
+
+
+def running(spec, image_id=IMAGE):
+    """Facts of tb1 where every container of `spec` runs with its digest."""
+    out = []
+    for instance in spec.instances:
+        container = container_for(spec, instance)
+        digest = digest_of(container, f"image:{container.image}" if instance.role == "router" else image_id, None,
+                           spec)
+        labels = {LABEL_DEPLOYMENT: spec.name, "deployctl.role": instance.role, LABEL_DIGEST: digest}
+        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
+                                    tuple(f"/dev/davinci{n}" for n in instance.devices), tuple(instance.devices), (),
+                                    state="running", image_id=image_id, image="img"))
+    return {"tb1": deployed(tuple(out), image_id)}
+
+
+def mixed(extra="", seqs=8):
+    return load_spec_text((MIXED % ROUTER).replace("max_num_seqs: 8", f"max_num_seqs: {seqs}") + extra)
+
+
+def shape(plan):
+    return [(s.name, s.wave) for s in plan.stages if s.steps and s.name not in ("checks", "image", "files")]
+
+
+def test_a_changed_mixed_deployment_is_replaced_one_instance_a_wave_through_the_router():
+    before = mixed()
+    plan = plan_up(mixed(seqs=16), running(before), UpInputs(drain_timeout=45, shutdown_timeout=20))
+    waves = [(stage, n) for n in (1, 2) for stage in ("drain", "stop", "workers", "contract", "answers", "route")]
+    assert shape(plan)[:12] == waves and shape(plan)[12:] == [("router", 0), ("answers", 0), ("verify", 0)]
+    assert plan.stages[[s.name for s in plan.stages].index("route")].commit
+    drain = next(s for s in plan.steps if s.stage == "drain")
+    assert drain.host == "tb1" and drain.commands[0].argv[-1].endswith("/remove_worker?url=http%3A%2F%2F10.200.0.11%3A9001")
+    assert drain.actions[0].servers == (("mix2-mixed-0", "http://10.200.0.11:9001/metrics"),)
+    assert drain.actions[0].timeout == 45 and drain.late_undo[0].argv[-1].endswith("/add_worker?url=http%3A%2F%2F10.200.0.11%3A9001")
+    stop = next(s for s in plan.steps if s.stage == "stop")
+    assert ("docker", "stop", "--time", "20", "mix2-mixed-0") in [c.argv for c in stop.commands]
+    answers = next(s for s in plan.steps if s.stage == "answers")
+    assert [p.name for p in answers.actions[0].paths] == ["mix2-mixed-0", "mix2-mixed-1"]  # with one left alone
+    assert [s.action for s in plan.steps if s.stage == "router"] == ["keep"]
+    doc = plan.to_json()
+    assert doc["rollout"]["strategy"] == "drain" and [w["units"] for w in doc["rollout"]["waves"]] == [
+        ["mix2-mixed-0"], ["mix2-mixed-1"]]
+    assert {e.get("wave") for e in doc["steps"] if e["stage"] == "drain"} == {1, 2}
+
+
+def test_max_unavailable_takes_more_a_wave_but_never_the_last_of_a_role():
+    before = mixed()
+    plan = plan_up(mixed("rollout: {max_unavailable: 5}\n", seqs=16), running(before), UpInputs())
+    assert [w["units"] for w in plan.rollout["waves"]] == [["mix2-mixed-0"], ["mix2-mixed-1"]]
+
+
+def test_recreate_keeps_todays_order_and_says_the_gap():
+    before = mixed()
+    plan = plan_up(mixed("rollout: {strategy: recreate}\n", seqs=16), running(before), UpInputs())
+    assert [n for n, _ in shape(plan)] == ["stop", "workers", "contract", "route", "router", "answers", "verify"]
+    assert plan.rollout["strategy"] == "recreate" and "requests in flight on them fail" in plan.rollout["gap"]
+    (route,) = [s for s in plan.steps if s.stage == "route"]  # the router forgets what it saw while they were down
+    assert [c.argv[-1].split("?")[0].rsplit("/", 1)[1] for c in route.commands] == ["remove_worker"] * 2 + [
+        "add_worker"] * 2
+
+
+def test_a_rerun_or_a_replaced_front_plans_no_drain():
+    spec = mixed()
+    assert plan_up(spec, running(spec), UpInputs()).rollout is None
+    moved = mixed(seqs=16)
+    policy = load_spec_text((MIXED % ROUTER.replace("}", ", policy: random}")).replace("max_num_seqs: 8",
+                                                                                       "max_num_seqs: 16"))
+    plan = plan_up(policy, running(spec), UpInputs())
+    assert plan.rollout["strategy"] == "recreate" and "the front itself is replaced" in plan.rollout["gap"]
+    assert plan_up(moved, running(spec), UpInputs()).rollout["strategy"] == "drain"
+
+
+def test_the_router_is_not_replaced_when_only_the_server_image_changes():
+    spec = mixed()
+    facts = running(spec, "sha256:old")
+    facts["tb1"] = deployed(facts["tb1"].deployed.containers, "sha256:new")
+    plan = plan_up(spec, facts, UpInputs())
+    assert [s.action for s in plan.steps if s.stage == "router"] == ["keep"]
+    assert plan.rollout["strategy"] == "drain" and len(plan.rollout["waves"]) == 2
+
+
+def test_vllm_ascend_pd_drains_whole_groups_a_prefill_and_a_decode_a_wave():
+    text = (UPSTREAM_PD % "proxy: {host: tb1, port: 8000}").replace(
+        "  prefill: [{hosts: [tb1], dp: 2, tp: 1, port: 9100, devices: [0, 1]}]\n"
+        "  decode: [{hosts: [tb1], dp: 2, tp: 1, port: 9200, devices: [2, 3]}]\n",
+        "  prefill:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9100, devices: [0]}\n"
+        "    - {hosts: [tb1], dp: 1, tp: 1, port: 9110, devices: [1]}\n"
+        "  decode:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9200, devices: [2]}\n"
+        "    - {hosts: [tb1], dp: 1, tp: 1, port: 9210, devices: [3]}\n")
+    before = load_spec_text(text)
+    after = load_spec_text(text.replace("model: {served_name: tiny}", "model: {served_name: tiny, max_num_seqs: 4}"))
+    assert before.front_spec.kind == "proxy"
+    units = [w["units"] for w in plan_rollout_units(before, after)]
+    assert units == [["prefill group 0", "decode group 0"], ["prefill group 1", "decode group 1"]]
+
+
+def plan_rollout_units(before, after):
+    """plan_rollout on the container stages alone (vllm-ascend needs host networks for the full plan_up)."""
+    from deployctl.plan.front import reach
+    from deployctl.plan.rollout import plan_rollout
+    from deployctl.plan.up import desired_containers, plan_containers
+    from deployctl.plan.upstream import HostNetwork
+
+    networks = {"tb1": HostNetwork("10.200.0.11", "eth0", 8)}
+    facts = {}
+    out = []
+    for instance in before.instances:
+        container = container_for(before, instance, None, networks)
+        labels = {LABEL_DEPLOYMENT: before.name, LABEL_DIGEST: digest_of(container, IMAGE, None, before)}
+        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
+                                    (), tuple(instance.devices), (), state="running", image_id=IMAGE, image="img"))
+    facts["tb1"] = deployed(tuple(out), IMAGE).deployed
+    stages = plan_containers(after, facts, None, None, desired_containers(after, None, networks))
+    planned, summary = plan_rollout(after, stages, facts, reach(after, networks))
+    drains = [s for s in planned if s.name == "drain"]
+    calls = [c.argv[c.argv.index("--data-binary") + 1] for c in drains[0].steps[0].commands]
+    assert calls == ['{"type":"prefill","instances":["10.200.0.11:9100"]}',
+                     '{"type":"decode","instances":["10.200.0.11:9200"]}']
+    return summary["waves"]
+
+
+def test_in_flight_reads_vllm_gauges_and_says_what_remained():
+    servers = (("a", "http://x:1/metrics"), ("b", "http://x:2/metrics"), ("c", "http://x:3/metrics"))
+    text = ("== http://x:1/metrics\n# HELP vllm:num_requests_running x\n"
+            'vllm:num_requests_running{engine="0",model_name="m"} 2.0\n'
+            'vllm:num_requests_waiting{engine="0",model_name="m"} 1.0\n'
+            "== http://x:2/metrics\nvllm:num_requests_running 0.0\nvllm:num_requests_waiting 0.0\n"
+            "== http://x:3/metrics\n!! no answer\n")
+    counts = in_flight(text, servers)
+    assert counts == {"a": 3.0, "b": 0.0, "c": None}
+    assert drain_left(counts) == "a: 3 request(s); c: its /metrics did not answer"
+
+
+def test_plan_says_the_strategy_each_wave_and_the_gap():
+    from deployctl.ui import rollout_lines
+
+    plan = plan_up(mixed(seqs=16), running(mixed()), UpInputs())
+    assert rollout_lines(plan.rollout) == ["rollout: drain through the vllm-router", "  wave 1: mix2-mixed-0",
+                                           "  wave 2: mix2-mixed-1"]
+    recreate = plan_up(mixed("rollout: {strategy: recreate}\n", seqs=16), running(mixed()), UpInputs()).rollout
+    assert rollout_lines(recreate)[0] == "rollout: recreate" and rollout_lines(recreate)[1].startswith("  gap: ")
+
+
+ONE = MIXED.replace("    - {host: tb1, devices: [1], port: 9002}\n", "")
+
+
+def test_a_single_instance_with_a_free_card_surges_so_something_always_serves():
+    from dataclasses import replace
+
+    from deployctl.facts.host_layout import HostLayout
+    from deployctl.facts.listening import Listening
+
+    before = load_spec_text(ONE % ROUTER)
+    after = load_spec_text((ONE % ROUTER).replace("max_num_seqs: 8", "max_num_seqs: 16") + "rollout: {max_surge: 1}\n")
+    facts = running(before)
+    facts["tb1"] = replace(facts["tb1"], layout=HostLayout(tuple(range(8)), False),
+                           listening=Listening(frozenset({8000, 9001, 10001}), (32768, 60999)))
+    plan = plan_up(after, facts, UpInputs())
+    assert shape(plan)[:10] == [(s, 1) for s in ("surge", "route", "drain", "stop", "workers", "contract", "answers",
+                                                 "route", "drain", "stop")]
+    (surge,) = [s for s in plan.steps if s.stage == "surge"]
+    run = surge.commands[-1].argv
+    assert surge.container == "mix2-mixed-0-surge" and run[run.index("--device") + 1] == "/dev/davinci1"
+    assert "10002" in run and surge.health.port == 10002  # 10001 is taken on the host
+    assert [s.commit for s in plan.stages if s.wave] == [False] * 9 + [True]
+    wave = plan.rollout["waves"][0]
+    assert wave["surge"] == ["mix2-mixed-0-surge on tb1 devices 1 port 10002"] and "gap" not in plan.rollout
+    assert plan_up(after.__class__(**{**after.__dict__, "rollout": before.rollout}), facts, UpInputs()).rollout[
+        "gap"].startswith("mixed: its one instance goes out of the front")
+
+
+def test_the_ascendcloud_scheduler_flow_says_its_update_has_a_gap_and_how_long():
+    from tests.spec.test_front_rules import ASCENDCLOUD_PD
+
+    text = ASCENDCLOUD_PD.replace("  front: {kind: vllm-router, host: tb1, image: r}\n", "")
+    before, after = load_spec_text(text), load_spec_text(text.replace("max_num_seqs: 8", "max_num_seqs: 16"))
+    from deployctl.plan.model import Stage, Step
+    from deployctl.plan.rollout import plan_rollout
+
+    facts = running(before)["tb1"].deployed
+    stop = Stage("stop", tuple(Step("tb1", "stop", "replace", container=i.name) for i in after.instances
+                               if i.role in ("prefill", "decode")))
+    planned, summary = plan_rollout(after, (stop,), {"tb1": facts}, {"tb1": "10.200.0.11"})
+    assert planned == (stop,) and summary["strategy"] == "recreate" and summary["front"] == "scheduler"
+    assert "NODE_PORTS" in summary["gap"] and "at most 1200 s" in summary["gap"] and "test bed" in summary["gap"]
+
+
+def test_the_front_seam_drains_a_whole_unit_for_a_restart_outside_up():
+    from deployctl.plan.front import reach
+    from deployctl.plan.rollout import front_steps
+
+    spec = mixed()
+    out, back = front_steps(spec, ("mix2-mixed-1",), reach(spec), 10)
+    assert out.commands[0].argv[-1].endswith("remove_worker?url=http%3A%2F%2F10.200.0.11%3A9002")
+    assert out.actions[0].servers == (("mix2-mixed-1", "http://10.200.0.11:9002/metrics"),)
+    assert back.commands[0].argv[-1].endswith("add_worker?url=http%3A%2F%2F10.200.0.11%3A9002")
+    assert back.actions[0].keys == ("10.200.0.11:9002",)
+    no_front = load_spec_text(MIXED.replace("  front: %s\n", ""))
+    assert front_steps(no_front, ("mix2-mixed-1",), reach(no_front)) is None
