@@ -20,7 +20,7 @@ import threading
 import time
 
 CHUNK = 1 << 20
-DEPTH = 16  # chunks a slow consumer may fall behind before the reader waits for it
+DEPTH = 64  # chunks (MiB) a slow consumer may fall behind before the reader waits for it
 HOP_WAIT = 30  # seconds the next host's listener may take to come up before that host is skipped
 
 

@@ -302,6 +302,8 @@ class FileJob(object):
             # At most a few saves a second: each is a file create + rename, costly at full speed.
             if sum(self.written) - self.saved_at >= STATE_EVERY and time.monotonic() - self.saved_time >= 0.25:
                 self.write_state()
+        if self.swarm is not None:
+            self.swarm.verified()  # peers streaming this part may read the new bytes
 
     def write_state(self):
         if len(self.parts) < 2 and self.entry["size"] < STATE_EVERY:
@@ -523,6 +525,24 @@ class Swarm(object):
                 self.cond.wait(left)
             return file_job.part_sha.get(index)
 
+    def wait_bytes(self, file_job, index, sent, seconds):
+        """Bytes of the part on disk (from its start) once more than `sent` are, waiting up to `seconds`
+        (None: forever); None if none more came, or this host stopped."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        with self.cond:
+            while True:
+                if self.stopped:
+                    return None
+                have = file_job.written[index]
+                if index in file_job.part_sha:
+                    have = file_job.parts[index][1] - file_job.parts[index][0]
+                if have > sent:
+                    return have
+                left = 1.0 if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(min(left, 1.0))
+
     def authorized(self, header):
         return hmac.compare_digest((header or "").encode("utf-8", "replace"), b"Bearer " + self.token)
 
@@ -562,17 +582,25 @@ class Swarm(object):
                     index = int((query.get("index") or ["-1"])[0])
                 except ValueError:
                     index = -1
-                if url.path != "/part" or file_job is None or not 0 <= index < len(file_job.parts):
+                if url.path not in ("/part", "/sha") or file_job is None or not 0 <= index < len(file_job.parts):
                     self.answer(404, b"no such part")
                     return
-                sha = swarm.wait_part(file_job, index, PEER_POLL)
-                if sha is None:
-                    # 409: not yet (ask again); 410: this host stopped and will not have it.
+                if url.path == "/sha":
+                    # The hash of the part as the source sent it: once this host has all of it.
+                    sha = swarm.wait_part(file_job, index, PEER_POLL)
+                    if sha is None:  # 409: not yet (ask again); 410: this host stopped and will not have it
+                        self.answer(410 if swarm.stopped else 409)
+                    else:
+                        self.answer(200, sha.encode("ascii"))
+                    return
+                if swarm.wait_bytes(file_job, index, 0, PEER_POLL) is None:
                     self.answer(410 if swarm.stopped else 409)
                     return
-                self.send_part(file_job, index, sha)
+                self.stream_part(file_job, index)
 
-            def send_part(self, file_job, index, sha):
+            def stream_part(self, file_job, index):
+                """The part's bytes as they reach this host's disk (a peer need not wait for the whole part:
+                it checks the part's hash, from /sha, once it has all of it)."""
                 start, end = file_job.parts[index]
                 handle = None
                 for path in ((file_job.final, file_job.partial) if file_job.finished
@@ -588,10 +616,16 @@ class Swarm(object):
                 with handle:
                     self.send_response(200)
                     self.send_header("Content-Length", str(end - start))
-                    self.send_header("X-Part-Sha256", sha)
                     self.end_headers()
-                    # From the page cache to the socket: no copy through this process.
-                    self.connection.sendfile(handle, start, end - start)
+                    sent = 0
+                    while sent < end - start:
+                        have = swarm.wait_bytes(file_job, index, sent, None)
+                        if have is None:  # stopped: the peer sees a short answer and reads it elsewhere
+                            self.close_connection = True
+                            return
+                        # From the page cache to the socket: no copy through this process.
+                        self.connection.sendfile(handle, start + sent, have - sent)
+                        sent = have
 
         class Server(http.server.ThreadingHTTPServer):
             daemon_threads = True
@@ -639,13 +673,15 @@ class Swarm(object):
                 if resp.status != 200:
                     resp.read()
                     return None
-                expected = resp.getheader("X-Part-Sha256") or ""
                 got = 0
                 while got < length:
                     count = resp.readinto(buf[got:length])
                     if not count:
                         raise IOError("connection closed early")
                     got += count
+                expected = self.part_sha(conns, owner, query)
+                if expected is None:
+                    return None
                 if hashlib.sha256(buf[:length]).hexdigest() != expected:
                     conns.drop(key)
                     self.count("rejected")
@@ -660,6 +696,16 @@ class Swarm(object):
                         and owner not in self.seen:
                     return None
                 time.sleep(min(0.05 * failures, 1.0))
+
+    def part_sha(self, conns, owner, query):
+        """The part's hash from its owner (it answers once it has all of the part); None if it stopped."""
+        while True:
+            _, resp = self.ask(conns, owner, query.replace("/part?", "/sha?", 1))
+            body = resp.read()
+            if resp.status == 200:
+                return body.decode("ascii", "replace")
+            if resp.status != 409:
+                return None
 
     def peers_done(self, conns):
         """True when no other host can still want a part from this one: each said it is done, or is gone."""

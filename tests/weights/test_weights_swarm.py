@@ -78,7 +78,7 @@ def test_three_hosts_read_each_part_from_the_source_once_and_end_byte_identical(
 
 
 class _FakePeer:
-    """A peer that owns parts and answers with wrong bytes (and the right hash), and says it is done on demand."""
+    """A peer that owns parts and sends wrong bytes (and the right hash), and says it is done on demand."""
 
     def __init__(self, blobs: dict) -> None:
         self.done = threading.Event()
@@ -104,14 +104,16 @@ class _FakePeer:
                     return
                 query = parse_qs(url.query)
                 data, index = blobs[query["path"][0]], int(query["index"][0])
-                fake.asked.append((query["path"][0], index))
                 part = data[index * PART:(index + 1) * PART]
-                corrupt = bytes([part[0] ^ 0xFF]) + part[1:]
+                if url.path == "/sha":  # the right hash ...
+                    body = hashlib.sha256(part).hexdigest().encode()
+                else:  # ... of other bytes
+                    fake.asked.append((query["path"][0], index))
+                    body = bytes([part[0] ^ 0xFF]) + part[1:]
                 self.send_response(200)
-                self.send_header("Content-Length", str(len(part)))
-                self.send_header("X-Part-Sha256", hashlib.sha256(part).hexdigest())
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(corrupt)
+                self.wfile.write(body)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
