@@ -5,6 +5,7 @@ touches the screen."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -77,6 +78,8 @@ class Executor:
         self.health_timeout = health_timeout
         self.poll_interval = poll_interval
         self.presign = presign  # (bucket, keys) -> pre-signed URLs, for weight fetches from a store
+        # Hosts sharing a weights fetch ask each other for parts with this (stdin only, like the URLs).
+        self.peer_token = secrets.token_urlsafe(32)
         self.cancel = threading.Event()
         # Set when Ctrl-C arrives or a step of the running stage fails: its siblings stop waiting on health
         # (a DP group whose rank 0 died never gets healthy) and the rollback starts at once.
@@ -195,7 +198,8 @@ class Executor:
 
             started = time.monotonic()
             outcome.transferred += run_fetch(transport, item, self.presign,
-                                             lambda line: self.on_event("transfer", step, line))
+                                             lambda line: self.on_event("transfer", step, line),
+                                             host=step.host, token=self.peer_token)
             outcome.seconds[step.host] = time.monotonic() - started
         elif isinstance(item, Drain):
             from deployctl.execute.drain import run_drain

@@ -20,6 +20,10 @@ from deployctl.weights.manifest import MANIFEST_NAME
 # parts: few requests per GiB for the server, 12 part buffers (192 MiB) at most on the host.
 PART_SIZE = 16 << 20
 CONCURRENCY = 8
+# Hosts that share a fetch serve their parts on this port of their address (the spec's `hosts[].address`), for
+# the length of the fetch only; every request carries the stage's random token.
+PEER_PORT = 29471
+PEER_CONCURRENCY = 4
 
 Presign = Callable[[str, Sequence[str]], Mapping[str, str]]  # (bucket, keys) -> key: URL
 
@@ -31,26 +35,33 @@ def fetcher_program() -> tuple[bytes, str]:
     return program, hashlib.sha256(program).hexdigest()
 
 
-def build_job(fetch: Fetch, urls: Mapping[str, str]) -> dict:
-    """The fetcher's stdin: it holds pre-signed URLs, so it only ever travels as a Secret."""
+def build_job(fetch: Fetch, urls: Mapping[str, str], host: str = "", token: str = "") -> dict:
+    """The fetcher's stdin: it holds pre-signed URLs (and the peers' token), so it only ever travels as a Secret."""
+    shared = bool(fetch.peers and token and host)
     job = {"dest": fetch.dest, "source": fetch.source, "part_size": PART_SIZE, "concurrency": CONCURRENCY,
            "remove": list(fetch.remove),
-           "files": [{"key": o.key, "path": o.path, "size": o.size, "etag": o.etag, "url": urls[o.key]}
+           "files": [{"key": o.key, "path": o.path, "size": o.size, "etag": o.etag, "url": urls[o.key],
+                      **({"holders": list(fetch.holders.get(o.path, (host,)))} if shared else {})}
                      for o in fetch.objects]}
     if fetch.listed:
         job["listed"] = fetch.listed
+    if shared:
+        job["swarm"] = {"token": token, "me": host, "peer_concurrency": PEER_CONCURRENCY,
+                        "peers": {name: [address, PEER_PORT] for name, address in fetch.peers}}
     return job
 
 
-def run_fetch(transport: Transport, fetch: Fetch, presign: Presign, on_line: Callable[[str], None]) -> int:
-    """Bring dest in line; returns the bytes transferred."""
+def run_fetch(transport: Transport, fetch: Fetch, presign: Presign, on_line: Callable[[str], None],
+              host: str = "", token: str = "") -> int:
+    """Bring dest in line; returns the bytes transferred. With peers and the stage's `token`, the parts are
+    shared with the other hosts of the stage (`host` is this one's name among them)."""
     if fetch.local_root is not None:
         return _push_local(transport, fetch)
     program, _ = fetcher_program()
     if fetch.send_fetcher:
         transport.put(fetch.fetcher_path, program, mode=0o644)
     urls = presign(fetch.bucket, sorted({o.key for o in fetch.objects}))
-    job = build_job(fetch, urls)
+    job = build_job(fetch, urls, host, token)
     command = Command(("python3", fetch.fetcher_path), stdin=Secret(json.dumps(job), "weights job (pre-signed URLs)"))
     result = transport.run_streaming(command, on_line, timeout=None)
     try:

@@ -1,25 +1,139 @@
-"""Ship an image from one host to many: one `docker save` read once, fanned out to every `docker load` at once.
+"""Ship an image from one host to many, read once: `docker save` on the source, streamed through the control machine.
 
-The bytes go source -> control machine -> every target chunk by chunk (Transport.open_stream), so the image is
-saved once and never lands on a disk between hosts."""
+To one target, straight into its `docker load`. To several, as a chain: the control machine sends the stream once,
+to the first target, whose relay (image_relay.py) loads it and passes the same bytes on to the next target over
+the cluster network, and so on; the control machine's uplink carries one copy whatever the number of targets.
+Targets the chain did not serve get the image straight from the control machine, as with one target. Each target's
+image ID is checked against the source's afterwards."""
 
 from __future__ import annotations
 
+import functools
+import json
+import secrets
 import threading
 import time
+from importlib import resources
 from typing import Mapping, Sequence
 
-from deployctl.core import Command
+from deployctl.core import Command, Secret
 from deployctl.errors import HostError
 from deployctl.transport import Transport
 
 _CHUNK = 1 << 20
+# The relays listen on this port of each target's address (`hosts[].address`) for the length of one ship.
+CHAIN_PORT = 29472
+CHAIN_WAIT_S = 120  # how long a relay waits for the host before it (its SSH session may start late)
+# The relay reads its own program from stdin (length line, then the program): nothing is left on the host.
+BOOT = ("import sys;b=sys.stdin.buffer;n=int(b.readline());"
+        "exec(compile(b.read(n),'image_relay.py','exec'),{'__name__':'__main__'})")
+
+
+@functools.lru_cache(maxsize=1)
+def relay_program() -> bytes:
+    return resources.files("deployctl.image").joinpath("image_relay.py").read_bytes()
 
 
 def ship_image(image: str, source: Transport, targets: Sequence[Transport]) -> dict[str, float]:
     """Load `image` from `source` into every target; returns seconds per target host."""
     if not targets:
         return {}
+    if len(targets) < 2 or any(t.address in (None, "", "local") for t in targets):
+        done = _ship_direct(image, source, targets)
+    else:
+        done, missed = _ship_chain(image, source, targets)
+        if missed:
+            done.update(_ship_direct(image, source, [t for t in targets if t.name in missed]))
+    _check_ids(image, source, targets)
+    return done
+
+
+def _relay_stdin(token: str, listen, following) -> bytes:
+    program = relay_program()
+    job = {"token": token, "listen": listen, "next": following, "wait": CHAIN_WAIT_S}
+    return str(len(program)).encode() + b"\n" + program + json.dumps(job).encode() + b"\n"
+
+
+def _ship_chain(image: str, source: Transport, targets: Sequence[Transport]) -> tuple[dict[str, float], dict]:
+    """The chain; (seconds per target it served, target -> why it did not)."""
+    token = secrets.token_urlsafe(32)
+    hops = [[t.address, CHAIN_PORT] for t in targets]
+    started = time.monotonic()
+    done: dict[str, float] = {}
+    missed: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def settle(name: str, code: int, out: str, err: str) -> None:
+        with lock:
+            if code == 0:
+                done[name] = time.monotonic() - started
+            else:
+                missed[name] = (err or out)[-2000:]
+
+    def downstream(index: int, target: Transport) -> None:
+        stdin = Secret(_relay_stdin(token, hops[index], hops[index + 1:]), "image relay (ship token)")
+        try:
+            result = target.run(Command(("python3", "-c", BOOT), stdin=stdin), timeout=None)
+            settle(target.name, result.exit_code, result.stdout, result.stderr)
+        except HostError as error:
+            settle(target.name, 1, "", error.message)
+
+    threads = [threading.Thread(target=downstream, args=(i, t), daemon=True) for i, t in enumerate(targets) if i]
+    for thread in threads:
+        thread.start()
+    head = targets[0]
+    try:
+        sink = head.open_stream(Command(("python3", "-c", BOOT)))
+    except HostError as error:
+        missed[head.name] = error.message
+        sink = None
+    if sink is not None:
+        save = source.open_stream(Command(("docker", "save", image)))
+        try:
+            sink.write(_relay_stdin(token, None, hops[1:]))
+            broken = None
+            for chunk in iter(lambda: save.read(_CHUNK), b""):
+                if broken is None:
+                    try:
+                        sink.write(chunk)
+                    except OSError as exc:
+                        broken = f"stream broken: {exc}"
+            code, _, source_err = save.finish()
+            if code != 0:
+                raise HostError(source.name, f"`docker save {image}` failed",
+                                stderr_tail=source_err.decode("utf-8", "replace"))
+            code, out, err = sink.finish()
+            settle(head.name, 1 if broken else code, out.decode("utf-8", "replace"),
+                   broken or err.decode("utf-8", "replace"))
+        finally:
+            save.close()
+            sink.close()
+    for thread in threads:
+        thread.join()
+    return done, missed
+
+
+def _check_ids(image: str, source: Transport, targets: Sequence[Transport]) -> None:
+    """Every target now holds the very image the source saved (same image ID: the digest of its config)."""
+    ids: dict[str, str] = {}
+
+    def image_id(transport: Transport) -> None:
+        result = transport.run(Command(("docker", "image", "inspect", "--format", "{{.Id}}", image)), timeout=60)
+        ids[transport.name] = result.stdout.strip() if result.ok else ""
+
+    threads = [threading.Thread(target=image_id, args=(t,), daemon=True) for t in (source, *targets)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for target in targets:
+        if not ids.get(target.name) or ids[target.name] != ids.get(source.name):
+            raise HostError(target.name, f"{image} after `docker load` is {ids.get(target.name) or 'missing'}, "
+                                         f"not {ids.get(source.name)} as on {source.name}", address=target.address)
+
+
+def _ship_direct(image: str, source: Transport, targets: Sequence[Transport]) -> dict[str, float]:
+    """One `docker save` fanned out from the control machine to every target's `docker load` at once."""
     started = time.monotonic()
     sinks = {t.name: t.open_stream(Command(("docker", "load"))) for t in targets}
     save = source.open_stream(Command(("docker", "save", image)))

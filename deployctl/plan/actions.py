@@ -73,10 +73,16 @@ class Fetch:
     fetcher_path: str = ""
     send_fetcher: bool = True  # False when the host already holds this fetcher program
     manifest: Mapping[str, dict] = field(default_factory=dict, repr=False, compare=False)  # what dest holds now
+    # Every host fetching from the store in this stage, (name, address), this one included: each reads its share
+    # of the parts from the store and the rest from the others (weights_fetch.py's swarm). Empty: all from the store.
+    peers: tuple[tuple[str, str], ...] = ()
+    holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)  # path -> hosts
 
     def display(self) -> str:
         removal = f", remove {len(self.remove)} file(s)" if self.remove else ""
-        return f"fetch {len(self.objects)} file(s), {self.bytes} bytes from {self.source} into {self.dest}{removal}"
+        shared = f", shared with {len(self.peers) - 1} peer host(s)" if self.peers else ""
+        return (f"fetch {len(self.objects)} file(s), {self.bytes} bytes from {self.source} into {self.dest}"
+                f"{removal}{shared}")
 
     def to_json(self) -> dict:
         return {"type": "fetch", "source": self.source, "dest": self.dest, "files": len(self.objects),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from deployctl.errors import DeployctlError, HostError
@@ -50,7 +50,28 @@ def plan_weights(spec: Spec, facts: Mapping[str, HostFacts], listing: Listing, f
                       send_fetcher=state.fetcher_digest != fetcher_digest, manifest=state.manifest)
         steps.append(Step(host, "weights", "fetch", _reason(plan), actions=(fetch,)))
     summary = f"weights: {len(steps)} host(s) hold {len(listing.objects)} files"
-    return Stage("weights", tuple(steps), summary=summary, counts_bytes=True)
+    return Stage("weights", _shared(spec, tuple(steps)), summary=summary, counts_bytes=True)
+
+
+def _shared(spec: Spec, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """Hosts that fetch from the store share the parts: each file's parts are split among the hosts that need it
+    and passed on host to host, so the store sends one copy. Not for one host, a local directory, or a host
+    reached as `local` (it has no address the others could reach)."""
+    fetching = [(s, a) for s in steps for a in s.actions if isinstance(a, Fetch) and a.local_root is None]
+    addresses = {s.host: spec.host(s.host).address for s, _ in fetching}
+    if len(fetching) < 2 or any(spec.host(host).is_local for host in addresses):
+        return steps
+    holders: dict[str, list[str]] = {}
+    for step, fetch in fetching:
+        for obj in fetch.objects:
+            holders.setdefault(obj.path, []).append(step.host)
+    peers = tuple(sorted(addresses.items()))
+    shared = []
+    for step in steps:
+        actions = tuple(replace(a, peers=peers, holders={o.path: tuple(holders[o.path]) for o in a.objects})
+                        if isinstance(a, Fetch) and a.local_root is None else a for a in step.actions)
+        shared.append(replace(step, actions=actions))
+    return tuple(shared)
 
 
 def _reason(plan: HostPlan) -> str:

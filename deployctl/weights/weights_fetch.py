@@ -6,12 +6,19 @@ parts into `<file>.deployctl-partial` (large files with O_DIRECT), hashes the by
 renames each file when complete and verified, and keeps the manifest `<dest>/.deployctl-manifest.json`. Progress
 goes to stderr (`P done total`), the result to stdout (one JSON line). A URL is a bearer token: it is never
 printed, only the object's key.
+
+With a `swarm` in the job (several hosts fetch the same files), each part has one owner among the hosts that need
+it: the owner reads it from the source, every other host pulls it from the owner over the cluster network
+(HTTP on the owner's address, a per-deployment token on every request), verified by the sha256 the owner took of
+the bytes the source sent. The source's egress carries one copy whatever the number of hosts.
 """
 
 import errno
 import fcntl
 import hashlib
+import hmac
 import http.client
+import http.server
 import json
 import mmap
 import os
@@ -22,6 +29,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import zlib
 
 MANIFEST = ".deployctl-manifest.json"
 PARTIAL = ".deployctl-partial"
@@ -201,6 +209,14 @@ class FileJob(object):
         self.hashed_to = 0  # the sha256 (and MD5) cover bytes [0, hashed_to)
         self.parked = {}  # part index -> buffer: fetched before the cursor reached it
         self.on_disk = set()  # parts done by an earlier run: hashed from the file
+        # With two queues (source and peers) parts may land far ahead of the cursor: past `park_limit` parked
+        # buffers a part goes back to the pool and is hashed from disk later, so no worker waits for a buffer
+        # that only the cursor's part could free. None: one queue in file order, parking never blocks it.
+        self.park_limit = None
+        self.spilled = set()
+        self.swarm = None  # the Swarm that serves this file's parts to peers, if any
+        self.part_sha = {}  # part index -> sha256 of its bytes as the source sent them (what peers verify)
+        self.finished = False  # renamed into place
         self.completed = 0  # parts fetched by this run and handed to complete_part
         self.sha = hashlib.sha256()
         self.md5 = hashlib.md5() if want_md5(entry) else None
@@ -220,6 +236,7 @@ class FileJob(object):
                 written = state.get("written") or []
                 if len(written) == len(self.parts):
                     self.written = [max(0, min(int(w), e - s)) for w, (s, e) in zip(written, self.parts)]
+                self.part_sha = {int(i): h for i, h in (state.get("sha") or {}).items() if int(i) in previous}
         except (OSError, ValueError, TypeError):
             pass
         if not previous and not any(self.written) and os.path.exists(self.partial):
@@ -285,22 +302,31 @@ class FileJob(object):
             # At most a few saves a second: each is a file create + rename, costly at full speed.
             if sum(self.written) - self.saved_at >= STATE_EVERY and time.monotonic() - self.saved_time >= 0.25:
                 self.write_state()
+        if self.swarm is not None:
+            self.swarm.verified()  # peers streaming this part may read the new bytes
 
     def write_state(self):
         if len(self.parts) < 2 and self.entry["size"] < STATE_EVERY:
             return  # a small one-part file restarts from zero: no state worth a write per small file
         self.saved_at, self.saved_time = sum(self.written), time.monotonic()
         tmp = self.state_path + ".tmp"
+        state = {"etag": self.entry["etag"], "size": self.entry["size"],
+                 "done": [i for i, d in enumerate(self.done) if d], "written": self.written}
+        if self.part_sha:  # a resumed host serves its parts to peers with the hashes taken when they arrived
+            state["sha"] = dict((str(i), h) for i, h in self.part_sha.items())
         with open(tmp, "w") as handle:
-            json.dump({"etag": self.entry["etag"], "size": self.entry["size"],
-                       "done": [i for i, d in enumerate(self.done) if d], "written": self.written}, handle)
+            json.dump(state, handle)
         os.replace(tmp, self.state_path)
 
-    def part_done(self, index):
-        """Mark a part done (saved at once: a resumed sync skips it)."""
+    def part_done(self, index, sha=None):
+        """Mark a part done (saved at once: a resumed sync skips it), with its sha256 when peers verify it."""
         with self.state_lock:
             self.done[index] = True
+            if sha is not None:
+                self.part_sha[index] = sha
             self.write_state()
+        if sha is not None and self.swarm is not None:
+            self.swarm.verified()
 
     def hash_bytes(self, data):
         self.sha.update(data)
@@ -322,7 +348,11 @@ class FileJob(object):
         with self.lock:
             self.completed += 1
             if self.hashed_to < start:
-                self.parked[index] = buf
+                if self.park_limit is not None and len(self.parked) >= self.park_limit:
+                    self.spilled.add(index)
+                    pool.put(buf)
+                else:
+                    self.parked[index] = buf
                 return False
             self.hash_landed(buf, start, end)
             pool.put(buf)
@@ -341,14 +371,20 @@ class FileJob(object):
                 buf = self.parked.pop(index)
                 self.hash_landed(buf, self.parts[index][0], end)
                 pool.put(buf)
-            elif index in self.on_disk:
+            elif index in self.on_disk or index in self.spilled:
                 view = view or aligned_buffer(HASH_CHUNK)
-                self.hash_from_disk(end, view)
+                # An earlier run's part without a recorded hash: take it now, so peers can have it.
+                part = hashlib.sha256() if self.swarm is not None and index not in self.part_sha else None
+                self.hash_from_disk(end, view, part)
+                if part is not None:
+                    with self.state_lock:
+                        self.part_sha[index] = part.hexdigest()
+                    self.swarm.verified()
             else:
                 return False
         return True
 
-    def hash_from_disk(self, upto, view):
+    def hash_from_disk(self, upto, view, part=None):
         """Hash [hashed_to, upto) read back from the file through a reused aligned buffer."""
         while self.hashed_to < upto:
             want = min(len(view), upto - self.hashed_to)
@@ -357,6 +393,8 @@ class FileJob(object):
                 raise Fatal("%s: short partial file" % self.entry["key"])
             got = min(got, want)  # a direct read may run into the tail's padding
             self.hash_bytes(view[:got])
+            if part is not None:
+                part.update(view[:got])
             self.hashed_to += got
 
     def read_into(self, view, start, end):
@@ -384,6 +422,7 @@ class FileJob(object):
         os.fsync(self.fd)
         os.close(self.fd)
         os.replace(self.partial, self.final)
+        self.finished = True
         try:
             os.unlink(self.state_path)
         except OSError:
@@ -438,6 +477,253 @@ class Manifest(object):
         self.written = time.monotonic()
 
 
+PEER_WAIT = 60.0  # seconds a peer that never answered may take to start before its parts come from the source
+PEER_POLL = 20.0  # seconds a peer's server holds a request for a part it has not got yet
+
+
+class Swarm(object):
+    """This host's place among the hosts that fetch the same files: who owns each part, the server that hands
+    out the parts this host holds, and what the others have said about their own progress.
+
+    A part is owned by one of the hosts that need its file (round-robin, shifted per file so one-part files
+    spread too); the owner reads it from the source and the others from the owner."""
+
+    def __init__(self, conf):
+        self.token = conf["token"].encode("utf-8")
+        self.me = conf["me"]
+        self.peers = dict((name, (addr, int(port))) for name, (addr, port) in conf["peers"].items())
+        self.files = {}  # path -> FileJob, what the server may hand out
+        self.cond = threading.Condition()
+        self.finished = False  # this host's own work is over (done or failed): it only serves from now on
+        self.stopped = False  # failed: requests waiting for a part get "gone" at once
+        self.seen = set()  # peers that answered at least once
+        self.started = time.monotonic()
+        self.counts = {"peer_bytes": 0, "source_bytes": 0, "rejected": 0, "fallback_parts": 0}
+        self.server = None
+
+    def owner(self, file_job, index):
+        holders = file_job.entry.get("holders") or [self.me]
+        return holders[(index + zlib.crc32(file_job.entry["path"].encode("utf-8"))) % len(holders)]
+
+    def count(self, name, amount=1):
+        with self.cond:
+            self.counts[name] += amount
+
+    def verified(self):
+        """A part's hash was recorded: wake the requests waiting for it."""
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_part(self, file_job, index, seconds):
+        """The part's sha256 once this host holds it verified, waiting up to `seconds`; None if not yet."""
+        deadline = time.monotonic() + seconds
+        with self.cond:
+            while index not in file_job.part_sha and not self.stopped:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(left)
+            return file_job.part_sha.get(index)
+
+    def wait_bytes(self, file_job, index, sent, seconds):
+        """Bytes of the part on disk (from its start) once more than `sent` are, waiting up to `seconds`
+        (None: forever); None if none more came, or this host stopped."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        with self.cond:
+            while True:
+                if self.stopped:
+                    return None
+                have = file_job.written[index]
+                if index in file_job.part_sha:
+                    have = file_job.parts[index][1] - file_job.parts[index][0]
+                if have > sent:
+                    return have
+                left = 1.0 if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(min(left, 1.0))
+
+    def authorized(self, header):
+        return hmac.compare_digest((header or "").encode("utf-8", "replace"), b"Bearer " + self.token)
+
+    def serve(self):
+        """Listen on this host's cluster address; False when the port cannot be had (peers then read this host's
+        share from the source)."""
+        swarm = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def answer(self, status, body=b"", headers=()):
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if not swarm.authorized(self.headers.get("Authorization")):
+                    self.answer(403, b"wrong token")
+                    return
+                # A peer that asked is running: once it stops answering it has ended (not: not started yet).
+                if self.headers.get("X-Peer") in swarm.peers:
+                    swarm.seen.add(self.headers["X-Peer"])
+                url = urllib.parse.urlsplit(self.path)
+                if url.path == "/done":
+                    self.answer(200, b"1" if swarm.finished else b"0")
+                    return
+                query = urllib.parse.parse_qs(url.query)
+                file_job = swarm.files.get((query.get("path") or [""])[0])
+                try:
+                    index = int((query.get("index") or ["-1"])[0])
+                except ValueError:
+                    index = -1
+                if url.path not in ("/part", "/sha") or file_job is None or not 0 <= index < len(file_job.parts):
+                    self.answer(404, b"no such part")
+                    return
+                if url.path == "/sha":
+                    # The hash of the part as the source sent it: once this host has all of it.
+                    sha = swarm.wait_part(file_job, index, PEER_POLL)
+                    if sha is None:  # 409: not yet (ask again); 410: this host stopped and will not have it
+                        self.answer(410 if swarm.stopped else 409)
+                    else:
+                        self.answer(200, sha.encode("ascii"))
+                    return
+                if swarm.wait_bytes(file_job, index, 0, PEER_POLL) is None:
+                    self.answer(410 if swarm.stopped else 409)
+                    return
+                self.stream_part(file_job, index)
+
+            def stream_part(self, file_job, index):
+                """The part's bytes as they reach this host's disk (a peer need not wait for the whole part:
+                it checks the part's hash, from /sha, once it has all of it)."""
+                start, end = file_job.parts[index]
+                handle = None
+                for path in ((file_job.final, file_job.partial) if file_job.finished
+                             else (file_job.partial, file_job.final)):
+                    try:
+                        handle = open(path, "rb")
+                        break
+                    except OSError:
+                        continue
+                if handle is None:
+                    self.answer(410)
+                    return
+                with handle:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(end - start))
+                    self.end_headers()
+                    sent = 0
+                    while sent < end - start:
+                        have = swarm.wait_bytes(file_job, index, sent, None)
+                        if have is None:  # stopped: the peer sees a short answer and reads it elsewhere
+                            self.close_connection = True
+                            return
+                        # From the page cache to the socket: no copy through this process.
+                        self.connection.sendfile(handle, start + sent, have - sent)
+                        sent = have
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+            def handle_error(self, request, client_address):
+                pass  # a peer that went away mid-part: it asks again or reads the part from the source
+
+        try:
+            self.server = Server(self.peers[self.me], Handler)
+        except (OSError, KeyError) as exc:
+            sys.stderr.write("W cannot serve parts to peers: %s\n" % exc)
+            return False
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return True
+
+    def ask(self, conns, peer, path_and_query):
+        """One GET to a peer: (status, response) or raises what http.client raises."""
+        address, port = self.peers[peer]
+        key, conn, path = conns.get("http://%s:%d%s" % (address, port, path_and_query))
+        try:
+            conn.request("GET", path, headers={"Authorization": "Bearer " + self.token.decode("utf-8"),
+                                               "X-Peer": self.me})
+            self.seen.add(peer)  # connected: it has started
+            return key, conn.getresponse()
+        except Exception:
+            conns.drop(key)
+            raise
+
+    def fetch_part(self, conns, file_job, index, buf):
+        """Part `index` from its owner into buf, verified; its sha256, or None: read it from the source (owner
+        gone, never started, stopped, or sent bytes that do not match the hash it took of the source's)."""
+        owner = self.owner(file_job, index)
+        start, end = file_job.parts[index]
+        length = end - start
+        query = "/part?" + urllib.parse.urlencode({"path": file_job.entry["path"], "index": index})
+        failures = 0
+        while True:
+            try:
+                key, resp = self.ask(conns, owner, query)
+                self.seen.add(owner)
+                if resp.status == 409:
+                    resp.read()
+                    continue  # the owner has not got it yet (it held the request a while): ask again
+                if resp.status != 200:
+                    resp.read()
+                    return None
+                got = 0
+                while got < length:
+                    count = resp.readinto(buf[got:length])
+                    if not count:
+                        raise IOError("connection closed early")
+                    got += count
+                expected = self.part_sha(conns, owner, query)
+                if expected is None:
+                    return None
+                if hashlib.sha256(buf[:length]).hexdigest() != expected:
+                    conns.drop(key)
+                    self.count("rejected")
+                    sys.stderr.write("W %s: part %d from %s does not match its sha256; reading it from the source\n"
+                                     % (file_job.entry["key"], index, owner))
+                    return None
+                return expected
+            except (IOError, OSError, http.client.HTTPException):
+                failures += 1
+                # A peer seen before and now refusing has stopped; one never seen may still be starting.
+                if (owner in self.seen and failures >= 3) or time.monotonic() - self.started > PEER_WAIT \
+                        and owner not in self.seen:
+                    return None
+                time.sleep(min(0.05 * failures, 1.0))
+
+    def part_sha(self, conns, owner, query):
+        """The part's hash from its owner (it answers once it has all of the part); None if it stopped."""
+        while True:
+            _, resp = self.ask(conns, owner, query.replace("/part?", "/sha?", 1))
+            body = resp.read()
+            if resp.status == 200:
+                return body.decode("ascii", "replace")
+            if resp.status != 409:
+                return None
+
+    def peers_done(self, conns):
+        """True when no other host can still want a part from this one: each said it is done, or is gone."""
+        for peer in self.peers:
+            if peer == self.me:
+                continue
+            try:
+                _, resp = self.ask(conns, peer, "/done")
+                body = resp.read()
+                self.seen.add(peer)
+                if resp.status == 200 and body != b"1":
+                    return False
+            except (IOError, OSError, http.client.HTTPException):
+                if peer not in self.seen and time.monotonic() - self.started < PEER_WAIT:
+                    return False  # not started yet: it may still want this host's share
+        return True
+
+
 def queue_order(files, spread):
     """Pending parts, round-robin over groups of `spread` files (each file's parts stay in order): with as many
     files as connections, each file streams on about one connection and is hashed as its bytes land."""
@@ -467,21 +753,32 @@ def run(job):
     attempts = int(job.get("attempts", 8))
     entries = job.get("files", [])
     progress = Progress(sum(e["size"] for e in entries))
+    swarm = Swarm(job["swarm"]) if job.get("swarm") else None
+    peer_workers = int(job["swarm"].get("peer_concurrency", 4)) if swarm else 0
     files = []
     for entry in entries:
         file_job = FileJob(dest, entry, part_size, direct_min)
+        if swarm is not None:
+            file_job.swarm, file_job.park_limit = swarm, 4
+            swarm.files[entry["path"]] = file_job
         file_job.open()
         progress.add(file_job.bytes_kept(), transferred=False)
         files.append(file_job)
-    tasks = queue.Queue()
+    tasks, peer_tasks = queue.Queue(), queue.Queue()
     for task in queue_order(files, int(job.get("spread", concurrency))):
-        tasks.put(task)
+        if swarm is not None and swarm.owner(task[0], task[1]) != swarm.me:
+            peer_tasks.put(task)
+        else:
+            tasks.put(task)
     # A worker holds a part-sized buffer before it takes a part, and parts are taken in order: the part the
     # cursor waits for is always in flight or done, so parked parts (bounded by the pool) never block it.
+    # With peers (two queues), parking is bounded by park_limit instead and the pool has room for every worker.
     largest = max([end - start for f in files for start, end in f.parts] or [0])
-    pool = BufferPool(round_up(max(1, largest)), concurrency + 4)
+    pool = BufferPool(round_up(max(1, largest)), concurrency + peer_workers + 4)
     errors = []
     conns = Connections()
+    if swarm is not None:
+        swarm.serve()
 
     def finish(file_job):
         manifest.record(file_job.entry, file_job.finish())
@@ -491,24 +788,48 @@ def run(job):
         if file_job.on_disk and file_job.drain(pool) and all(file_job.done):
             finish(file_job)
 
-    def worker():
+    def from_source(file_job, index, buf, start, end):
+        resume = file_job.resume_offset(index)
+        file_job.read_into(buf, start, resume)
+        fetch_range(conns, file_job, resume, end, progress, attempts, buf, start,
+                    lambda offset, f=file_job, b=buf, s=start: f.hash_landed(b, s, offset),
+                    lambda offset, f=file_job, i=index: f.note_written(i, offset))
+        if swarm is None:
+            file_job.part_done(index)
+            return
+        swarm.count("source_bytes", end - resume)
+        # The hash peers check this part against: of the bytes the source sent (and the resumed ones read back).
+        file_job.part_done(index, hashlib.sha256(buf[:end - start]).hexdigest())
+
+    def from_peer(file_job, index, buf, start, end):
+        """The part from its owner, written and hashed like a source's; False: it must come from the source."""
+        sha = swarm.fetch_part(conns, file_job, index, buf)
+        if sha is None:
+            swarm.count("fallback_parts")
+            return False
+        kept = file_job.resume_offset(index) - start  # counted at the start already
+        file_job.hash_landed(buf, start, end)
+        file_job.write(buf, end - start, start)
+        file_job.note_written(index, end)
+        progress.add(end - start - kept)
+        swarm.count("peer_bytes", end - start)
+        file_job.part_done(index, sha)
+        return True
+
+    def worker(source):
         while not errors:
             buf = pool.get(errors)
             if buf is None:
                 return
             try:
-                file_job, index = tasks.get_nowait()
+                file_job, index = source.get_nowait()
             except queue.Empty:
                 pool.put(buf)
                 return
             start, end = file_job.parts[index]
             try:
-                resume = file_job.resume_offset(index)
-                file_job.read_into(buf, start, resume)
-                fetch_range(conns, file_job, resume, end, progress, attempts, buf, start,
-                            lambda offset, f=file_job, b=buf, s=start: f.hash_landed(b, s, offset),
-                            lambda offset, f=file_job, i=index: f.note_written(i, offset))
-                file_job.part_done(index)
+                if source is tasks or not from_peer(file_job, index, buf, start, end):
+                    from_source(file_job, index, buf, start, end)
                 if file_job.complete_part(index, buf, pool):
                     finish(file_job)
             except Fatal as exc:
@@ -516,7 +837,8 @@ def run(job):
             except OSError as exc:
                 errors.append("%s: %s" % (file_job.entry["key"], exc.strerror or exc))
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    threads = [threading.Thread(target=worker, args=(tasks,), daemon=True) for _ in range(concurrency)]
+    threads += [threading.Thread(target=worker, args=(peer_tasks,), daemon=True) for _ in range(peer_workers)]
     for thread in threads:
         thread.start()
     while any(t.is_alive() for t in threads):
@@ -530,10 +852,27 @@ def run(job):
         errors.extend("%s: parts missing after all fetches ended" % f.entry["key"]
                       for f in files if f.hashed_to < f.entry["size"])
     manifest.save()
+    if swarm is not None:
+        serve_until_peers_done(swarm, conns, progress, bool(errors))
     errors = list(dict.fromkeys(errors))  # several parts of one file may fail the same way: say it once
     result = {"transferred_bytes": progress.transferred, "manifest": manifest.doc["files"], "errors": errors}
+    if swarm is not None:
+        result.update(swarm.counts)
     sys.stdout.write(json.dumps(result) + "\n")
     return 1 if errors else 0
+
+
+def serve_until_peers_done(swarm, conns, progress, failed):
+    """Keep handing out parts until every peer is done with them (or gone); a failed host stops at once."""
+    with swarm.cond:
+        swarm.finished, swarm.stopped = True, failed
+        swarm.cond.notify_all()
+    if failed or swarm.server is None:
+        return
+    while not swarm.peers_done(conns):
+        progress.report()
+        time.sleep(0.2)  # polling peers' /done: they hold nothing to wait on from here
+    swarm.server.shutdown()
 
 
 def main():

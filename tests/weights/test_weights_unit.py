@@ -74,3 +74,46 @@ def test_job_carries_urls_only_for_fetched_files():
 def test_progress_line():
     assert parse_progress("P 5 10") == (5, 10)
     assert parse_progress("Traceback") is None
+
+
+def _stage(spec_name: str, held: dict[str, dict] | None = None):
+    from pathlib import Path
+
+    from deployctl.facts.model import HostFacts
+    from deployctl.plan.weights_stage import Listing, plan_weights, weights_hosts
+    from deployctl.spec.load import load_spec
+    from deployctl.weights.source import parse_source
+
+    spec = load_spec(Path(__file__).parents[1] / "fixtures" / "specs" / "examples" / spec_name)
+    objects = (SourceObject("m/a", "a", 10, "e1"), SourceObject("m/b", "b", 20, "e2"))
+    facts = {host: HostFacts(weights=HostState((held or {}).get(host, {}), {p: e["size"] for p, e in
+                                                                          (held or {}).get(host, {}).items()},
+                                               1 << 40, "/mnt"))
+             for host in weights_hosts(spec)}
+    return plan_weights(spec, facts, Listing(parse_source(spec.weights.source), objects), "digest")
+
+
+def test_hosts_fetching_from_a_store_share_the_parts_each_file_among_the_hosts_that_need_it():
+    held = {"node2": {"a": {"key": "m/a", "size": 10, "etag": "e1", "sha256": "x"}}}
+    stage = _stage("pd-2hosts.yaml", held)
+    fetches = {step.host: step.actions[0] for step in stage.steps}
+    assert fetches["node1"].peers == fetches["node2"].peers == (("node1", "192.0.2.21"), ("node2", "192.0.2.22"))
+    assert fetches["node1"].holders == {"a": ("node1",), "b": ("node1", "node2")}
+    assert fetches["node2"].holders == {"b": ("node1", "node2")}
+    assert "shared with 1 peer host(s)" in fetches["node1"].display()
+    job = build_job(fetches["node2"], {"m/b": "http://s/m/b?sig"}, host="node2", token="tok")
+    assert job["swarm"] == {"token": "tok", "me": "node2", "peer_concurrency": 4,
+                            "peers": {"node1": ["192.0.2.21", 29471], "node2": ["192.0.2.22", 29471]}}
+    assert job["files"][0]["holders"] == ["node1", "node2"]
+    # Without the executor's token (or alone) the job is the plain one: every part from the store.
+    assert "swarm" not in build_job(fetches["node2"], {"m/b": "u"}) and "holders" not in build_job(
+        fetches["node2"], {"m/b": "u"})["files"][0]
+
+
+def test_one_host_fetching_alone_reads_everything_from_the_store():
+    held = {"node2": {"a": {"key": "m/a", "size": 10, "etag": "e1", "sha256": "x"},
+                      "b": {"key": "m/b", "size": 20, "etag": "e2", "sha256": "y"}}}
+    stage = _stage("pd-2hosts.yaml", held)
+    fetching = [a for s in stage.steps for a in s.actions]
+    assert len(fetching) == 1 and fetching[0].peers == () and fetching[0].holders == {}
+    assert [a for s in _stage("pd-1host.yaml").steps for a in s.actions][0].peers == ()

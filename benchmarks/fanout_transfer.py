@@ -1,0 +1,251 @@
+"""Host-to-host fan-out of weights and images vs the direct pull, 1/2/4/8 hosts, on a capped link (issue 32).
+
+The bed's S3 (10.200.0.1:8333) and the control machine's SSH traffic to the hosts both leave the root namespace
+through the bridge dctlbr0: an HTB qdisc there gives each one class capped at --mbit (default 200 Mbit/s), shared
+by all hosts; host-to-host traffic is bridged between the hosts' veths and never passes it. The classes' byte
+counters say what the store and the control machine sent.
+
+- weights: a --weights-mib model (4 shards) synced by `sync_weights` (what `weights sync` runs) to the first N
+  hosts, shared host to host (deployctl's plan) and direct (every host reads everything from S3: the plan with
+  sharing taken out, as before issue 32).
+- image: a --image-mib image (one random layer, `docker import`ed on tb1, on no other host) shipped from tb1 to
+  N other hosts by `ship_image` (chain) and `_ship_direct` (one `docker save` fanned out by the control machine);
+  and, as the floor the machine's CPUs set, `docker load -i` of the same tar from each target's own disk, all at
+  once (`local`: no network at all).
+Connections are opened before the clock starts; every run starts from nothing on the targets.
+
+Run as root inside the bed lock:  flock /tmp/dctl-bed.lock python -m benchmarks.fanout_transfer [--mbit 200]
+
+Measured (this machine: 2 cores shared with other work; 200 Mbit/s caps; one round): see the table printed at
+the end, copied into README.md ("Host-to-host fan-out").
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MIB = 1 << 20
+PREFIX = "bench-fanout/"
+DEST = "/srv/bench-fanout"
+IMAGE = "deployctl/bench-fanout:1"
+BRIDGE = "dctlbr0"
+COUNTS = (1, 2, 4, 8)
+
+
+def tc(*args: str) -> str:
+    return subprocess.run(["tc", *args], check=True, capture_output=True, text=True).stdout
+
+
+def cap(mbit: int) -> None:
+    """S3's answers (sport 8333) in class 1:10, the control machine's SSH traffic (dport 22) in 1:20, both capped."""
+    subprocess.run(["tc", "qdisc", "del", "dev", BRIDGE, "root"], capture_output=True)
+    tc("qdisc", "add", "dev", BRIDGE, "root", "handle", "1:", "htb", "default", "30")
+    tc("class", "add", "dev", BRIDGE, "parent", "1:", "classid", "1:1", "htb", "rate", "40gbit")
+    for classid, rate in (("1:10", f"{mbit}mbit"), ("1:20", f"{mbit}mbit"), ("1:30", "40gbit")):
+        tc("class", "add", "dev", BRIDGE, "parent", "1:1", "classid", classid, "htb", "rate", rate, "ceil", rate)
+    tc("filter", "add", "dev", BRIDGE, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "src",
+       "10.200.0.1/32", "match", "ip", "sport", "8333", "0xffff", "flowid", "1:10")
+    tc("filter", "add", "dev", BRIDGE, "parent", "1:", "protocol", "ip", "prio", "2", "u32", "match", "ip", "src",
+       "10.200.0.1/32", "match", "ip", "dport", "22", "0xffff", "flowid", "1:20")
+
+
+def uncap() -> None:
+    subprocess.run(["tc", "qdisc", "del", "dev", BRIDGE, "root"], capture_output=True)
+
+
+def class_bytes(classid: str) -> int:
+    text = tc("-s", "class", "show", "dev", BRIDGE, "classid", classid)
+    match = re.search(r"Sent (\d+) bytes", text)
+    return int(match.group(1)) if match else 0
+
+
+def upload_model(bed, size: int) -> int:
+    client = bed.s3.client()
+    shard = size // 4
+    for index in range(4):
+        client.put_object(Bucket=bed.s3.bucket, Key=f"{PREFIX}model-{index:05d}.safetensors", Body=os.urandom(shard))
+    client.put_object(Bucket=bed.s3.bucket, Key=f"{PREFIX}config.json", Body=b'{"model_type": "llama"}')
+    return 4 * shard + len(b'{"model_type": "llama"}')
+
+
+def spec_file(bed, directory: Path, hosts: list[str]) -> Path:
+    extra = (f"image: {{name: deployctl/standin-vllm:latest}}\n"
+             f"weights: {{source: s3://{bed.s3.bucket}/{PREFIX}, endpoint: {bed.s3.endpoint}, dest: {DEST}}}\n"
+             "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n")
+    instances = "".join(f"    - {{host: {h}, devices: [0], port: 8500}}\n" for h in hosts)
+    path = directory / f"fanout-{len(hosts)}.yaml"
+    path.write_text(bed.spec_yaml(f"bench-fanout-{len(hosts)}", f"topology:\n  mode: mixed\n  instances:\n{instances}",
+                                  hosts_used=hosts, extra=extra))
+    return path
+
+
+def sync_weights_timed(path: Path, shared: bool) -> tuple[float, int]:
+    """Seconds of `sync_weights` and the bytes S3 sent meanwhile."""
+    import deployctl.plan.weights_stage as weights_stage
+    from deployctl.commands.weights import sync_weights
+    from deployctl.hosts import connected
+    from deployctl.spec.load import load_spec
+
+    spec = load_spec(path)
+    real = weights_stage._shared
+    if not shared:
+        weights_stage._shared = lambda spec, steps: steps  # every host reads everything from the store
+    try:
+        with connected(spec) as transports:
+            before = class_bytes("1:10")
+            started = time.monotonic()
+            rows = sync_weights(spec, transports)
+            seconds = time.monotonic() - started
+            sent = class_bytes("1:10") - before
+    finally:
+        weights_stage._shared = real
+    if len({r["manifest_digest"] for r in rows}) != 1:
+        raise SystemExit(f"hosts differ: {rows}")
+    return seconds, sent
+
+
+def make_image(bed, size: int) -> None:
+    from tests.testbed import images
+
+    blob = io.BytesIO()
+    with tarfile.open(fileobj=blob, mode="w") as tar:
+        info = tarfile.TarInfo("blob.bin")
+        info.size = size
+        tar.addfile(info, io.BytesIO(os.urandom(size)))
+    bed.run_on("tb1", [images.docker_cli(), "import", "-", IMAGE], input=blob.getvalue(), timeout=600)
+
+
+def ship_timed(bed, targets: list[str], chained: bool) -> tuple[float, int]:
+    from deployctl.image.ship import _check_ids, _ship_direct, ship_image
+    from deployctl.spec.model import Host, SshSettings
+    from deployctl.transport.connect import close_all, open_transports
+
+    for name in targets:
+        bed.docker_on(name, "image", "rm", IMAGE, check=False)
+    hosts = [Host(h.name, h.address, SshSettings(user=h.user, port=h.port, identity_file=str(h.identity_file),
+                                                 known_hosts=str(h.known_hosts)))
+             for h in bed.hosts if h.name in ["tb1", *targets]]
+    transports, errors = open_transports(hosts)
+    try:
+        if errors:
+            raise SystemExit(f"cannot connect: {errors}")
+        source, sinks = transports["tb1"], [transports[n] for n in targets]
+        before = class_bytes("1:20")
+        started = time.monotonic()
+        if chained:
+            ship_image(IMAGE, source, sinks)
+        else:
+            _ship_direct(IMAGE, source, sinks)
+            _check_ids(IMAGE, source, sinks)  # the same check the chain makes, in both timings
+        return time.monotonic() - started, class_bytes("1:20") - before
+    finally:
+        close_all(transports)
+
+
+def local_loads_timed(bed, targets: list[str]) -> float:
+    """The floor the hosts' own CPUs set: `docker load -i` of the image from each target's disk, all at once."""
+    import threading
+
+    for name in targets:
+        bed.docker_on(name, "image", "rm", IMAGE, check=False)
+    failures = []
+
+    def load(name):
+        result = bed.docker_on(name, "load", "-i", "/srv/bench-fanout-image.tar", check=False)
+        if result.returncode:
+            failures.append(name)
+
+    threads = [threading.Thread(target=load, args=(n,)) for n in targets]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise SystemExit(f"docker load -i failed on {failures}")
+    return time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mbit", type=int, default=200)
+    parser.add_argument("--weights-mib", type=int, default=512)
+    parser.add_argument("--image-mib", type=int, default=128)
+    parser.add_argument("--skip", default="", help="weights or image")
+    args = parser.parse_args()
+    from tests.testbed import Testbed
+
+    bed = Testbed(9).up(9)  # tb1 is the image's source; tb2..tb9 its targets (and tb1..tb8 the weights')
+    os.environ.update(bed.s3.env())
+    work = Path(tempfile.mkdtemp(prefix="fanout-bench-"))
+    rows = []
+    try:
+        cap(args.mbit)
+        if "weights" not in args.skip:
+            total = upload_model(bed, args.weights_mib * MIB)
+            print(f"model: {total / MIB:.0f} MiB in 4 shards; S3 capped at {args.mbit} Mbit/s for all hosts",
+                  flush=True)
+            for count in COUNTS:
+                names = [h.name for h in bed.hosts[:count]]
+                path = spec_file(bed, work, names)
+                for shared in (True, False):
+                    for name in names:
+                        bed.run_on(name, ["rm", "-rf", DEST])
+                    seconds, sent = sync_weights_timed(path, shared)
+                    rows.append(("weights", "shared" if shared else "direct", count, seconds, sent, total))
+                    print(f"weights {'shared' if shared else 'direct'} {count} host(s): {seconds:.2f} s, "
+                          f"S3 sent {sent / MIB:.1f} MiB ({sent / total:.3f}x the model)", flush=True)
+            for name in [h.name for h in bed.hosts[:8]]:
+                bed.run_on(name, ["rm", "-rf", DEST])
+        if "image" not in args.skip:
+            make_image(bed, args.image_mib * MIB)
+            size = int(bed.docker_on("tb1", "image", "inspect", "--format", "{{.Size}}", IMAGE).stdout)
+            print(f"image: {size / MIB:.0f} MiB (one layer, on tb1 only); control machine's SSH uplink capped at "
+                  f"{args.mbit} Mbit/s", flush=True)
+            bed.docker_on("tb1", "save", "-o", "/srv/bench-fanout-image.tar", IMAGE)
+            for host in bed.hosts[1:9]:
+                shutil.copy(bed.host("tb1").dir / "srv" / "bench-fanout-image.tar", host.dir / "srv")
+            for count in COUNTS:
+                targets = [h.name for h in bed.hosts[1:1 + count]]
+                for chained in (True, False):
+                    seconds, sent = ship_timed(bed, targets, chained)
+                    rows.append(("image", "chain" if chained else "direct", count, seconds, sent, size))
+                    print(f"image {'chain' if chained else 'direct'} {count} host(s): {seconds:.2f} s, "
+                          f"control machine sent {sent / MIB:.1f} MiB ({sent / size:.3f}x the image)", flush=True)
+                seconds = local_loads_timed(bed, targets)
+                rows.append(("image", "local", count, seconds, 0, size))
+                print(f"image: `docker load -i` from local disk on {count} host(s) at once (no network): "
+                      f"{seconds:.2f} s", flush=True)
+        print()
+        # `x size` counts what left through the capped class (TCP/IP, HTTP or SSH framing included); `x 1 host`
+        # divides by what the same class carried for one host, which is one copy of the payload by definition.
+        print(f"{'what':<8} {'how':<7} {'hosts':>5} {'seconds':>8} {'x 1 host':>8} {'source MiB':>10} {'x size':>7} "
+              f"{'x 1 host':>8}")
+        for what, how, count, seconds, sent, size in rows:
+            one = next(r for r in rows if r[0] == what and r[1] == how and r[2] == 1)
+            print(f"{what:<8} {how:<7} {count:>5} {seconds:>8.2f} {seconds / one[3]:>8.2f} {sent / MIB:>10.1f} "
+                  f"{sent / size:>7.3f} {sent / one[4]:>8.3f}")
+    finally:
+        uncap()
+        client = bed.s3.client()
+        listed = client.list_objects_v2(Bucket=bed.s3.bucket, Prefix=PREFIX).get("Contents", [])
+        if listed:
+            client.delete_objects(Bucket=bed.s3.bucket, Delete={"Objects": [{"Key": o["Key"]} for o in listed]})
+        bed.down()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Images shipped as a chain on the test bed (issue 32): the control machine sends the stream once, to the first
+target; each target loads it and passes it on; a target that cannot take part gets it straight from the control
+machine; every target ends with the source's image ID."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from deployctl.core import Command, Secret
+from deployctl.image.ship import BOOT, CHAIN_PORT, ship_image
+
+IMAGE = "deployctl/chain-test:1"
+TARGETS = ["tb2", "tb3", "tb4"]
+
+
+class _Counting:
+    """A transport wrapper that counts the bytes written into its streams and keeps every command."""
+
+    def __init__(self, inner, log):
+        self.inner, self.log, self.name, self.address = inner, log, inner.name, inner.address
+        self.written = 0
+
+    def run(self, command, **kw):
+        self.log.append((self.name, command))
+        return self.inner.run(command, **kw)
+
+    def open_stream(self, command):
+        self.log.append((self.name, command))
+        stream, outer = self.inner.open_stream(command), self
+
+        class Counted:
+            def read(self, size):
+                return stream.read(size)
+
+            def write(self, data):
+                outer.written += len(data)
+                stream.write(data)
+
+            def finish(self):
+                return stream.finish()
+
+            def close(self):
+                stream.close()
+
+        return Counted()
+
+
+@pytest.fixture
+def tagged(testbed):
+    testbed.docker_on("tb1", "tag", testbed.base_image, IMAGE)
+    for host in TARGETS:
+        testbed.docker_on(host, "image", "rm", IMAGE, check=False)
+    yield testbed
+    for host in ["tb1", *TARGETS]:
+        testbed.docker_on(host, "image", "rm", IMAGE, check=False)
+
+
+def _transports(bed, log):
+    from deployctl.transport.connect import open_transports
+    from deployctl.spec.model import Host, SshSettings
+
+    hosts = [Host(h.name, h.address, SshSettings(user=h.user, port=h.port, identity_file=str(h.identity_file),
+                                                 known_hosts=str(h.known_hosts))) for h in bed.hosts[:4]]
+    transports, errors = open_transports(hosts)
+    assert not errors
+    return {name: _Counting(t, log) for name, t in transports.items()}
+
+
+def _image_id(bed, host):
+    return bed.docker_on(host, "image", "inspect", "--format", "{{.Id}}", IMAGE, check=False).stdout.strip()
+
+
+def test_the_control_machine_sends_one_copy_and_every_target_loads_the_same_image(tagged):
+    bed, log = tagged, []
+    transports = _transports(bed, log)
+    try:
+        seconds = ship_image(IMAGE, transports["tb1"], [transports[h] for h in TARGETS])
+    finally:
+        for transport in transports.values():
+            transport.inner.close()
+    assert sorted(seconds) == TARGETS
+    source_id = _image_id(bed, "tb1")
+    assert source_id.startswith("sha256:") and all(_image_id(bed, h) == source_id for h in TARGETS)
+    # The stream went to the first target only; the others' relays got their job (and the token) on stdin.
+    assert transports["tb2"].written > 0 and transports["tb3"].written == transports["tb4"].written == 0
+    relays = [(name, c) for name, c in log if isinstance(c, Command) and c.argv[:2] == ("python3", "-c")]
+    assert sorted(name for name, _ in relays) == TARGETS
+    assert all(c.argv == ("python3", "-c", BOOT) for _, c in relays)
+    assert all(isinstance(c.stdin, Secret) for name, c in relays if name != "tb2")
+
+
+def test_a_target_whose_port_is_taken_is_skipped_by_the_chain_and_served_directly(tagged):
+    """Something else listens on tb3's chain port (takes connections and closes them): tb2 passes the stream on to
+    tb4, and tb3, whose relay cannot listen, gets the image straight from the control machine."""
+    bed, log = tagged, []
+    squat = ("import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+             f"s.bind(('{bed.host('tb3').address}',{CHAIN_PORT}))\ns.listen(8)\nprint('up',flush=True)\n"
+             "while True:\n c,_=s.accept()\n c.close()\n")
+    squatter = subprocess.Popen(["ip", "netns", "exec", bed.host("tb3").netns, sys.executable, "-c", squat],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout.readline().strip() == "up"
+        transports = _transports(bed, log)
+        try:
+            seconds = ship_image(IMAGE, transports["tb1"], [transports[h] for h in TARGETS])
+        finally:
+            for transport in transports.values():
+                transport.inner.close()
+    finally:
+        squatter.kill()
+        squatter.wait()
+    assert sorted(seconds) == TARGETS
+    source_id = _image_id(bed, "tb1")
+    assert all(_image_id(bed, h) == source_id for h in TARGETS)
+    # tb3 got a direct `docker load` stream from the control machine after the chain; tb4 none (the chain's).
+    direct = [name for name, c in log if isinstance(c, Command) and c.argv == ("docker", "load")]
+    assert direct == ["tb3"] and transports["tb4"].written == 0

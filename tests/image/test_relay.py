@@ -1,0 +1,117 @@
+"""The host side of a chained image ship (deployctl/image/image_relay.py), run as `python3 -c BOOT` as the hosts
+run it, on loopback ports, with a stand-in `docker` that keeps what `docker load` reads."""
+
+from __future__ import annotations
+
+import ast
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from deployctl.image.ship import BOOT, _relay_stdin, relay_program
+
+RELAY = Path(__file__).resolve().parents[2] / "deployctl" / "image" / "image_relay.py"
+TOKEN = "ship-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _fake_docker(tmp_path: Path, name: str) -> dict:
+    """An environment whose `docker load` copies its stdin to <tmp>/<name>.tar."""
+    bin_dir = tmp_path / f"bin-{name}"
+    bin_dir.mkdir()
+    script = bin_dir / "docker"
+    script.write_text(f"#!/bin/sh\ncat > {tmp_path / (name + '.tar')}\necho Loaded image: test:1\n")
+    script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def _start(tmp_path: Path, name: str, stdin: bytes) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_fake_docker(tmp_path, name))
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    proc.stdin = None  # communicate() must not flush it
+    return proc
+
+
+def _connect(port: int, proc: subprocess.Popen) -> socket.socket:
+    """A connection to a relay's listener, once it is up (poll with a deadline)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=10)
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+
+
+def test_a_chain_of_three_loads_the_same_bytes_everywhere_and_refuses_a_wrong_token(tmp_path):
+    data = os.urandom(5 * (1 << 20) + 77)
+    ports = [_free_port() for _ in range(3)]
+    hops = [["127.0.0.1", port] for port in ports]
+    tail = _start(tmp_path, "t3", _relay_stdin(TOKEN, hops[2], []))
+    middle = _start(tmp_path, "t2", _relay_stdin(TOKEN, hops[1], hops[2:]))
+    # A wrong token is answered `refused` and the relay goes on waiting for the right one.
+    with _connect(ports[1], middle) as sock:
+        sock.sendall(b"not-the-token\n")
+        assert sock.recv(64) == b"refused\n"
+    head = _start(tmp_path, "t1", _relay_stdin(TOKEN, None, hops[1:]) + data)
+    for proc in (head, middle, tail):
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert b"Loaded image: test:1" in out
+    for name in ("t1", "t2", "t3"):
+        assert (tmp_path / f"{name}.tar").read_bytes() == data
+
+
+def test_a_relay_with_no_upstream_gives_up_after_its_wait_and_says_why(tmp_path):
+    stdin = _relay_stdin(TOKEN, ["127.0.0.1", _free_port()], []).replace(b'"wait": 120', b'"wait": 0.2')
+    proc = _start(tmp_path, "lonely", stdin)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and b"F no image stream arrived" in err
+    assert not (tmp_path / "lonely.tar").exists()
+
+
+def test_the_relay_is_python_37_and_stdlib_only():
+    tree = ast.parse(RELAY.read_text(), feature_version=(3, 7))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names)
+    assert relay_program() == RELAY.read_bytes()
+
+
+def test_a_host_that_does_not_take_the_stream_is_skipped_and_the_next_one_still_gets_it(tmp_path):
+    """Something else listens on the second host's port (it takes the connection and closes it): the first host
+    passes the stream on to the third one instead."""
+    data = os.urandom(3 * (1 << 20))
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen(4)
+    port = _free_port()
+    hops = [["127.0.0.1", squatter.getsockname()[1]], ["127.0.0.1", port]]
+    tail = _start(tmp_path, "t3", _relay_stdin(TOKEN, hops[1], []))
+
+    def squat():
+        conn, _ = squatter.accept()
+        conn.close()
+
+    threading.Thread(target=squat, daemon=True).start()
+    head = _start(tmp_path, "t1", _relay_stdin(TOKEN, None, hops) + data)
+    errors = {}
+    for name, proc in (("t1", head), ("t3", tail)):
+        out, errors[name] = proc.communicate(timeout=60)
+        assert proc.returncode == 0, errors[name]
+    squatter.close()
+    assert b"F skipped 127.0.0.1:%d" % hops[0][1] in errors["t1"]
+    for name in ("t1", "t3"):
+        assert (tmp_path / f"{name}.tar").read_bytes() == data
