@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 import textwrap
+import time
 
 from deployctl import __version__
 from deployctl.cli_numbers import number
@@ -149,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hang-timeout", type=number("--hang-timeout"), default=15.0, metavar="SECONDS",
                    help="an instance whose /health answers but whose one-token generate takes longer is `hung` "
                         "(default %(default)g)")
+    p.add_argument("--timeline", action="store_true",
+                   help="draw where the last `up`'s time to serve went, per host and phase (from the history)")
     _host_key_flag(p)
 
     p = _verb(sub, "logs", "deployctl.commands.logs:run",
@@ -281,12 +284,14 @@ def _dispatch(args: argparse.Namespace, ui) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `deployctl` console script."""
+    started = time.monotonic()  # `up`'s time-to-serve ledger counts from here
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # only when the shell asks for completions
         import argcomplete
 
         argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
+    args.started = started
 
     from deployctl.errors import DeployctlError, ExitStatus
     from deployctl.ui import UI, error_document, render_error

@@ -15,6 +15,7 @@ from deployctl.core import Command
 from deployctl.errors import DeployctlError, HostError
 from deployctl.execute.health import Cancelled, wait_healthy
 from deployctl.plan.actions import AnswerCheck, Build, Fetch, Ship
+from deployctl.plan.compile_cache import CacheCopy
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.transport import Result, Transport
 
@@ -178,6 +179,10 @@ class Executor:
             outcome.transferred += run_fetch(transport, item, self.presign,
                                              lambda line: self.on_event("transfer", step, line))
             outcome.seconds[step.host] = time.monotonic() - started
+        elif isinstance(item, CacheCopy):
+            from deployctl.execute.compile_cache import run_cache_copy
+
+            outcome.seconds[step.host] = run_cache_copy(transport, item, self.transports)
         elif isinstance(item, AnswerCheck):
             from deployctl.execute.answers import run_answer_check
 

@@ -12,6 +12,7 @@ from standin.app import App, listen, log
 from standin.config import Config, Refusal, hccn_conf_readable, load_config
 from standin.instance import InstanceEngine
 from standin.scheduler import SchedulerEngine
+from standin.startup import compile_graphs, compile_key, loaded_weights, startup_complete
 
 LOAD_STEPS = 4
 USAGE = """usage: python -m vllm.entrypoints.openai.api_server --model DIR [--tensor-parallel-size N] [--port P]
@@ -58,6 +59,9 @@ async def _run(config: Config, started: float) -> int:
         for step in range(1, LOAD_STEPS + 1):
             await asyncio.sleep(knobs.startup_s / LOAD_STEPS)
             log(f"loading weights {step}/{LOAD_STEPS}")
+        if config.role != "scheduler":  # what vLLM prints next, and its torch.compile cache (standin/startup.py)
+            await loaded_weights(knobs.startup_s)
+            await compile_graphs(os.environ, compile_key(args.model, args.tp, 1, "ascendcloud"))
         if knobs.fail_hccl_timeout:
             _hccl_timeout()
             return 1
@@ -67,6 +71,7 @@ async def _run(config: Config, started: float) -> int:
             return 1
         log(f"startup complete: serving on http://{args.host}:{args.port}"
             + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))
+        startup_complete()
         async with server:
             await server.serve_forever()
     except asyncio.CancelledError:
