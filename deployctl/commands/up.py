@@ -62,7 +62,7 @@ def run(args, ui) -> int:
             return ExitStatus.OK
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait) as lock:
-            result, ledger = "failed", None
+            result, ledger, document = "failed", None, None
             try:
                 for stage in sorted(skip):
                     ui.info(f"skipped stage: {stage} (--skip)")
@@ -84,10 +84,13 @@ def run(args, ui) -> int:
 
                     bundle_after_failure(spec, transports, error, ui)  # never raises: the error below is the news
                     raise error
-                _finish(spec, plan, report, rows, ui, ledger)
+                document = _finish(spec, plan, report, rows, ui, ledger)
             finally:
                 lock.history = {"action": "up", "spec_digest": spec.digest, "result": result,
                                 **({"time_to_serve": ledger} if ledger else {})}
+        if document is not None:  # the JSON's ledger ends after the history line and the lock's release
+            document["time_to_serve"] = recorder.ledger().to_json()
+            ui.emit_json(document)
     if getattr(args, "bench", False):  # `up --bench`: a short bench of the endpoint just deployed
         from deployctl.commands.bench import bench_after_up
         from deployctl.plan.verify import endpoint_url
@@ -155,17 +158,16 @@ def _ledger(spec, transports, recorder, *, read_logs: bool) -> dict:
     return recorder.ledger(milestones, {i.name: i.host for i in spec.instances}).to_json()
 
 
-def _finish(spec, plan, report, rows, ui, ledger=None) -> None:
+def _finish(spec, plan, report, rows, ui, ledger=None) -> dict | None:
+    """The summary on screen; with --output json, the document to print (returned: the caller adds the ledger)."""
     from deployctl.plan.verify import endpoint_url
     from deployctl.ui import render_status
 
     endpoint = endpoint_url(spec)
     answers = smoke_answers(report)
     if ui.json:
-        ui.emit_json({"deployment": spec.name, "changed": plan.changed, "endpoint": endpoint,
-                      "instances": rows, **({"smoke": answers} if answers else {}),
-                      **({"time_to_serve": ledger} if ledger else {})})
-        return
+        return {"deployment": spec.name, "changed": plan.changed, "endpoint": endpoint,
+                "instances": rows, **({"smoke": answers} if answers else {})}
     if not plan.changed:
         ui.print(f"[green]{spec.name}: nothing to do[/] — every container runs with this configuration")
     for name, answer in answers.items():
@@ -175,6 +177,7 @@ def _finish(spec, plan, report, rows, ui, ledger=None) -> None:
         from deployctl.ui.timeline import render_ledger_line
 
         render_ledger_line(ui, ledger)
+    return None
 
 
 def smoke_answers(report) -> dict[str, str]:

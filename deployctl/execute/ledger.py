@@ -20,6 +20,7 @@ class LedgerRecorder:
         self.t0 = clock() if t0 is None else t0
         self.spans: list[StepSpan] = []
         self._open: dict[int, float] = {}
+        self._read: tuple = ({}, {})  # the servers' milestones and instance hosts, once read
 
     def wrap(self, on_event):
         def recording(kind: str, step, message: str) -> None:
@@ -33,9 +34,12 @@ class LedgerRecorder:
 
         return recording
 
-    def ledger(self, milestones: Mapping[str, StartupMilestones], instance_hosts: Mapping[str, str]) -> Ledger:
-        """The ledger from t0 to now."""
-        return build_ledger(self.t0, self.clock(), self.spans, milestones, instance_hosts)
+    def ledger(self, milestones: Optional[Mapping[str, StartupMilestones]] = None,
+               instance_hosts: Optional[Mapping[str, str]] = None) -> Ledger:
+        """The ledger from t0 to now (without arguments: with what an earlier call was given)."""
+        if milestones is not None or instance_hosts is not None:
+            self._read = (milestones or {}, instance_hosts or {})
+        return build_ledger(self.t0, self.clock(), self.spans, *self._read)
 
 
 def read_milestones(spec, transports, spans: list[StepSpan]) -> dict[str, StartupMilestones]:

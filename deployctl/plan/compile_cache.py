@@ -106,7 +106,7 @@ class CacheCopy:
 def plan_cache(spec: "Spec", sealed: Mapping[str, Optional[Mapping[str, str]]],
                keys: Mapping[str, set[str]]) -> Optional[Stage]:
     """For each host, each key its servers need: nothing when it holds it sealed; else a copy from the first host
-    (spec order) that holds it sealed; else its directory made empty-handed (its servers compile, cold).
+    of the spec (in `hosts` order, serving or not) that holds it sealed; else its directory made empty-handed (its servers compile, cold).
     `sealed`: host -> key -> digest (the probe); `keys`: host -> the keys its servers use."""
     steps = []
     for host in spec.used_hosts:
@@ -116,7 +116,7 @@ def plan_cache(spec: "Spec", sealed: Mapping[str, Optional[Mapping[str, str]]],
         for key in wanted:
             if key in have:
                 continue
-            donor = next((h.name for h in spec.used_hosts if h.name != host.name and key in (sealed.get(h.name) or {})),
+            donor = next((h.name for h in spec.hosts if h.name != host.name and key in (sealed.get(h.name) or {})),
                          None)
             if donor is not None:
                 copies.append(CacheCopy(key, spec.cache.dir, donor, sealed[donor][key]))

@@ -65,7 +65,7 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
             probes += [addresses_probe(), layout_probe()]
             if spec.image.name:  # the version its image was built with picks the server profile
                 probes.append(image_version_probe(spec.image.name))
-    if "containers" in stages and spec.cache.compile and host in used:  # which compile caches it holds whole
+    if "containers" in stages and spec.cache.compile:  # which compile caches it holds whole (any host may give one)
         from deployctl.facts.compile_cache import cache_probe
 
         probes.append(cache_probe(spec.cache.dir))

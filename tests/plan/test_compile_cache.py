@@ -140,3 +140,11 @@ def test_triton_has_no_compile_cache_to_keep():
         """)
     (error,) = _errors(text)
     assert error.dotted_path == "cache.compile" and error.line == _line(text, "compile: true")
+
+
+def test_a_host_of_the_spec_that_serves_nothing_may_give_its_cache():
+    s = load_spec_text(TWO_HOSTS.replace("        - {host: h1, devices: [0, 1], port: 8080}\n", ""))
+    tp2 = cache_key(s, s.instances[0], "sha256:aaaa1111").name
+    plan = plan_up(s, facts({"h1": {tp2: "e" * 64}}), UpInputs())
+    stage = next(st for st in plan.stages if st.name == "cache")
+    assert [a.source for st in stage.steps for a in st.actions] == ["h1"]
