@@ -29,7 +29,7 @@ CONTAINER_DIR = "/var/cache/deployctl-compile"  # where every server sees its ke
 DIGEST = ('cd "$1" && find . -type f ! -name ' + MARKER + ' -print0 | LC_ALL=C sort -z | '
           'xargs -0r sha256sum | sha256sum | cut -d" " -f1')
 # Written once the servers of the key served (finalize of their start): later deploys and other hosts reuse it.
-SEAL = ('[ -f "$1/' + MARKER + '" ] && exit 0; d=$(' + DIGEST.replace('"$1"', '"$1"') + ') && '
+SEAL = ('[ -f "$1/' + MARKER + '" ] && exit 0; d=$(' + DIGEST + ') && '
         'printf "%s\\n" "$d" > "$1/' + MARKER + '.tmp" && mv "$1/' + MARKER + '.tmp" "$1/' + MARKER + '"')
 
 
