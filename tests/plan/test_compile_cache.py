@@ -148,3 +148,21 @@ def test_a_host_of_the_spec_that_serves_nothing_may_give_its_cache():
     plan = plan_up(s, facts({"h1": {tp2: "e" * 64}}), UpInputs())
     stage = next(st for st in plan.stages if st.name == "cache")
     assert [a.source for st in stage.steps for a in st.actions] == ["h1"]
+
+
+def test_vllm_ascend_ranks_get_their_release_lines_cache_env_and_the_proxy_none():
+    from tests.plan.test_upstream import argv_of, env_of, facts as upstream_facts
+    from tests.spec.test_upstream_build import QWEN3
+
+    text = (QWEN3 % "external") + "cache: {compile: true}\n"
+    for image, extra in (("v0.23.0-a3", set()), ("v0.11.0", {"TORCHAIR_CACHE_HOME"})):
+        spec = load_spec_text(text.replace("v0.23.0-a3", image))
+        plan = plan_up(spec, upstream_facts(spec))
+        env = env_of(argv_of(plan, "qwen3-decode0-r5"))
+        assert {k for k, v in env.items() if v == CONTAINER_DIR} == {"VLLM_CACHE_ROOT"} | extra
+        proxy = argv_of(plan, "qwen3-proxy")
+        assert not any(CONTAINER_DIR in w for w in proxy)
+        stage = next(st for st in plan.stages if st.name == "cache")
+        # prefill (DP2 x TP8) and decode (DP8 x TP4) ranks have other layouts: other keys, other directories
+        made = {w for st in stage.steps for c in st.commands for w in c.argv if w.startswith("/var/cache/")}
+        assert len(made) >= 2 and all("-tp" in w for w in made)
