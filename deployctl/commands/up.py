@@ -68,7 +68,9 @@ def run(args, ui) -> int:
                     ui.info(f"skipped stage: {stage} (--skip)")
                 prepared = prepare(spec, transports, skip=skip, on_wait=ui.info, answer_tokens=args.answer_tokens)
                 if prepared.plan.changed and "checks" not in skip:
+                    checked = time.monotonic()
                     _checks(spec, transports, ui)  # any FAIL stops here, before a change
+                    recorder.span("checks", checked)
                 confirm(prepared.plan, args)
                 report, plan = _execute(spec, prepared, transports, skip, args, ui, recorder)
                 result = "ok" if not report.failed else ("interrupted" if report.interrupted else "rolled back")

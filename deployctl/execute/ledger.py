@@ -34,6 +34,10 @@ class LedgerRecorder:
 
         return recording
 
+    def span(self, stage: str, start: float) -> None:
+        """Work of the control machine's outside the executor (the doctor's checks), from `start` to now."""
+        self.spans.append(StepSpan(stage, "", start, self.clock()))
+
     def ledger(self, milestones: Optional[Mapping[str, StartupMilestones]] = None,
                instance_hosts: Optional[Mapping[str, str]] = None) -> Ledger:
         """The ledger from t0 to now (without arguments: with what an earlier call was given)."""

@@ -1,6 +1,6 @@
 """The time-to-serve ledger (pure): where the wall time of one `up` went, as phases that add up to it.
 
-Stages run one after another, so the whole is: prepare (lock, gather, plan, the doctor's checks) + each stage's
+Stages run one after another, so the whole is: prepare (lock, gather, plan) + checks (the doctor's) + each stage's
 span (its first step's start to its last step's end) + report (the status after it) + other (what lies between
 those: the executor's own gaps). A stage's span is its phase; the workers' span is split along its slowest server's
 own log (facts/startup_log.py): container start, weights loaded, graph compiled, server ready. Per host, every step
@@ -14,11 +14,11 @@ from typing import Mapping, Optional
 from deployctl.facts.startup_log import StartupMilestones
 
 # The phases in the order they happen; `other` last. A ledger lists those it saw, in this order.
-PHASES = ("prepare", "image_build", "image_pull", "image_ship", "weights_sync", "compile_cache", "files", "stop",
+PHASES = ("prepare", "checks", "image_build", "image_pull", "image_ship", "weights_sync", "compile_cache", "files", "stop",
           "container_start", "weights_loaded", "graph_compiled", "server_ready", "contract", "front_start",
           "first_token", "report", "other")
 SERVER_PHASES = ("weights_loaded", "graph_compiled", "server_ready")  # from the server's own log, in order
-_STAGE_PHASE = {"ship": "image_ship", "weights": "weights_sync", "cache": "compile_cache", "files": "files",
+_STAGE_PHASE = {"checks": "checks", "ship": "image_ship", "weights": "weights_sync", "cache": "compile_cache", "files": "files",
                 "stop": "stop", "contract": "contract", "scheduler": "front_start", "proxy": "front_start",
                 "answers": "first_token", "verify": "first_token"}
 
@@ -114,6 +114,8 @@ def build_ledger(t0: float, t_end: float, spans: list[StepSpan],
 def _per_host(t0: float, spans: list[StepSpan], milestones: Mapping[str, StartupMilestones]) -> dict[str, list[dict]]:
     hosts: dict[str, list[dict]] = {}
     for span in sorted(spans, key=lambda s: s.start):
+        if not span.host:  # the control machine's own work (the doctor's checks on every host at once)
+            continue
         rows = hosts.setdefault(span.host, [])
         offset = span.start - t0
         pieces = (server_split(span.end - span.start, milestones.get(span.container or ""))

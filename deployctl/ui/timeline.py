@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-LABELS = {"prepare": "prepare", "image_build": "image build", "image_pull": "image pull", "image_ship": "image ship",
+LABELS = {"prepare": "prepare", "checks": "checks", "image_build": "image build", "image_pull": "image pull", "image_ship": "image ship",
           "weights_sync": "weights sync", "compile_cache": "compile cache", "files": "files", "stop": "stop old",
           "container_start": "container start", "weights_loaded": "weights loaded",
           "graph_compiled": "graph compiled", "server_ready": "server ready", "contract": "contract",

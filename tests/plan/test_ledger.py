@@ -69,3 +69,11 @@ def test_a_missing_phase_is_left_out_not_invented():
 def test_a_no_op_up_is_prepare_and_report():
     ledger = build_ledger(0.0, 2.0, [], {}, {})
     assert ledger.phases == {"prepare": 2.0, "report": 0.0, "other": 0.0}
+
+
+def test_the_doctors_checks_are_a_phase_of_their_own_and_no_host_row():
+    spans = [StepSpan("checks", "", 1.0, 2.5), StepSpan("workers", "tb1", 3.0, 4.0, "d-mixed-0")]
+    ledger = build_ledger(0.0, 5.0, spans, {}, {"d-mixed-0": "tb1"})
+    assert ledger.phases["prepare"] == 1.0 and ledger.phases["checks"] == 1.5
+    assert sum(ledger.phases.values()) == pytest.approx(5.0)
+    assert list(ledger.hosts) == ["tb1"]
