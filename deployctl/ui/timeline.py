@@ -32,7 +32,7 @@ def render_timeline(ui, name: str, record: dict) -> None:
     table = Table(title=f"{name}: time to serve {wall:.1f} s ({record.get('time', '')}, {record.get('result', '')})")
     for column in ("host", "phase", "instance", "start s", "seconds", "timeline"):
         table.add_column(column)
-    for host, rows in ledger.get("hosts", {}).items():
+    for host, rows in sorted(ledger.get("hosts", {}).items()):
         for row in rows:
             if row["seconds"] < 0.005:
                 continue
