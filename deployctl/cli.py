@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 import textwrap
+import time
 
 from deployctl import __version__
 from deployctl.cli_numbers import number
@@ -161,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hang-timeout", type=number("--hang-timeout"), default=15.0, metavar="SECONDS",
                    help="an instance whose /health answers but whose one-token generate takes longer is `hung` "
                         "(default %(default)g)")
+    p.add_argument("--timeline", action="store_true",
+                   help="draw where the last `up`'s time to serve went, per host and phase (from the history)")
     _host_key_flag(p)
 
     p = _verb(sub, "logs", "deployctl.commands.logs:run",
@@ -291,14 +294,30 @@ def _dispatch(args: argparse.Namespace, ui) -> int:
     return int(getattr(module, function)(args, ui) or 0)
 
 
+def process_started() -> float:
+    """When this process started, on time.monotonic()'s clock: the interpreter's start-up and imports belong to the
+    user's wall time too (Linux: /proc/self/stat's start time against CLOCK_BOOTTIME; elsewhere: now)."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])  # field 22: start time, clock ticks after boot
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - age if 0 <= age < 60 else now
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `deployctl` console script."""
+    # `up`'s time-to-serve ledger counts from here: the process's start when this is its entry point
+    started = process_started() if argv is None else time.monotonic()
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # only when the shell asks for completions
         import argcomplete
 
         argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
+    args.started = started
 
     from deployctl.errors import DeployctlError, ExitStatus
     from deployctl.ui import UI, error_document, render_error

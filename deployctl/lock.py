@@ -109,3 +109,19 @@ def history_line(record: dict) -> bytes:
     """One JSON line per `up`/`down`: time, user, spec digest, result."""
     return (json.dumps({"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                         "user": getpass.getuser(), **record}) + "\n").encode()
+
+
+def history_path(state_dir: str) -> str:
+    return f"{state_dir}/history.jsonl"
+
+
+def last_time_to_serve(history_text: str) -> dict | None:
+    """The newest `up` record of a history that carries a time-to-serve ledger, or None."""
+    for line in reversed(history_text.splitlines()):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("action") == "up" and isinstance(record.get("time_to_serve"), dict):
+            return record
+    return None

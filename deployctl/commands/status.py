@@ -45,6 +45,8 @@ def run(args, ui) -> int:
     from deployctl.ui import escape, render_status
 
     spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
+    if getattr(args, "timeline", False):
+        return timeline(spec, args, ui)
     with connected(spec, options=connect_options(args, ui)) as transports:
         # one round trip per host: the containers, a one-token generate on each API server (a hang behind a
         # green /health shows as `hung`) and, where weights are synced, the manifest
@@ -65,3 +67,25 @@ def run(args, ui) -> int:
     if weights and not ui.json:
         ui.print(weights_line(weights))
     return ExitStatus.OK if deployed else ExitStatus.NOT_THERE
+
+
+def timeline(spec, args, ui) -> int:
+    """`status --timeline`: the newest `up` in the history (first host) that recorded its time to serve, drawn per
+    host and phase; exit 3 when there is none."""
+    from deployctl.core import Command
+    from deployctl.hosts import connect_options, connected
+    from deployctl.lock import history_path, last_time_to_serve
+    from deployctl.ui.timeline import render_timeline
+
+    first = spec.first_host.name
+    with connected(spec, options=connect_options(args, ui), hosts=(spec.first_host,)) as transports:
+        result = transports[first].run(Command(("tail", "-n", "200", history_path(spec.remote_state_dir)),
+                                               check=False), timeout=30)
+    record = last_time_to_serve(result.stdout if result.ok else "")
+    if ui.json:
+        ui.emit_json({"deployment": spec.name, "up": record})
+    elif record is None:
+        ui.print(f"[yellow]{spec.name}: no `up` with a time-to-serve ledger in the history on {first}[/]")
+    else:
+        render_timeline(ui, spec.name, record)
+    return ExitStatus.OK if record is not None else ExitStatus.NOT_THERE

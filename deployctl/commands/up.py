@@ -4,6 +4,7 @@ anything is to change -> execute -> status."""
 from __future__ import annotations
 
 import json
+import time
 
 from deployctl.errors import ExitStatus, HostError, UsageError
 
@@ -45,12 +46,14 @@ def require_runnable(spec) -> None:
 
 
 def run(args, ui) -> int:
+    from deployctl.execute.ledger import LedgerRecorder
     from deployctl.hosts import connect_options, connected
     from deployctl.lock import DeployLock
     from deployctl.prepare import prepare
     from deployctl.spec.load import load_spec
     from deployctl.ui import render_plan, render_report, render_status
 
+    recorder = LedgerRecorder(getattr(args, "started", None) or time.monotonic())  # the time-to-serve ledger
     skip = parse_skip(args.skip)
     spec = load_spec(args.spec)
     require_runnable(spec)
@@ -65,17 +68,20 @@ def run(args, ui) -> int:
             return ExitStatus.OK
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait) as lock:
-            result = "failed"
+            result, ledger, document = "failed", None, None
             try:
                 for stage in sorted(skip):
                     ui.info(f"skipped stage: {stage} (--skip)")
                 prepared = prepare(spec, transports, skip=skip, on_wait=ui.info, **plan_options(args))
                 if prepared.plan.changed and "checks" not in skip:
+                    checked = time.monotonic()
                     _checks(spec, transports, ui)  # any FAIL stops here, before a change
+                    recorder.span("checks", checked)
                 confirm(prepared.plan, args)
-                report, plan = _execute(spec, prepared, transports, skip, args, ui)
+                report, plan = _execute(spec, prepared, transports, skip, args, ui, recorder)
                 result = "ok" if not report.failed else ("interrupted" if report.interrupted else "rolled back")
                 rows = _status(spec, transports) if report.executed else _rows(spec, prepared.facts)
+                ledger = _ledger(spec, transports, recorder, read_logs=not report.failed)
                 render_report(ui, report)
                 if report.failed:
                     render_status(ui, spec, rows, title="state after rollback")
@@ -90,9 +96,13 @@ def run(args, ui) -> int:
 
                     bundle_after_failure(spec, transports, error, ui)  # never raises: the error below is the news
                     raise error
-                _finish(spec, plan, report, rows, ui)
+                document = _finish(spec, plan, report, rows, ui, ledger)
             finally:
-                lock.history = {"action": "up", "spec_digest": spec.digest, "result": result}
+                lock.history = {"action": "up", "spec_digest": spec.digest, "result": result,
+                                **({"time_to_serve": ledger} if ledger else {})}
+        if document is not None:  # the JSON's ledger ends after the history line and the lock's release
+            document["time_to_serve"] = recorder.ledger().to_json()
+            ui.emit_json(document)
     if getattr(args, "bench", False):  # `up --bench`: a short bench of the endpoint just deployed
         from deployctl.commands.bench import bench_after_up
         from deployctl.plan.verify import endpoint_url
@@ -114,7 +124,7 @@ def _checks(spec, transports, ui) -> None:
         raise
 
 
-def _execute(spec, prepared, transports, skip, args, ui):
+def _execute(spec, prepared, transports, skip, args, ui, recorder):
     """The whole plan in one executor; where an image identity is known only after the image stage (a base or
     the image itself pulled), that stage first, then the rest planned on what the hosts hold then."""
     from deployctl.execute import Executor
@@ -123,7 +133,7 @@ def _execute(spec, prepared, transports, skip, args, ui):
     from deployctl.ui.events import up_events
 
     with up_events(ui) as on_event:
-        executor = Executor(transports, on_event=on_event, health_timeout=health_timeout(spec, args),
+        executor = Executor(transports, on_event=recorder.wrap(on_event), health_timeout=health_timeout(spec, args),
                             presign=prepared.presign)
         plan = prepared.plan
         if plan.pending:
@@ -152,21 +162,34 @@ def _status(spec, transports):
     return _rows(spec, gather_state(spec, transports, stages=frozenset({"containers", "liveness"})))
 
 
-def _finish(spec, plan, report, rows, ui) -> None:
+def _ledger(spec, transports, recorder, *, read_logs: bool) -> dict:
+    """The time-to-serve ledger (plan/ledger.py) as `time_to_serve`: new servers' own logs split their start."""
+    from deployctl.execute.ledger import read_milestones
+
+    milestones = read_milestones(spec, transports, recorder.spans) if read_logs else {}
+    return recorder.ledger(milestones, {i.name: i.host for i in spec.instances}).to_json()
+
+
+def _finish(spec, plan, report, rows, ui, ledger=None) -> dict | None:
+    """The summary on screen; with --output json, the document to print (returned: the caller adds the ledger)."""
     from deployctl.plan.verify import endpoint_url
     from deployctl.ui import render_status
 
     endpoint = endpoint_url(spec)
     answers = smoke_answers(report)
     if ui.json:
-        ui.emit_json({"deployment": spec.name, "changed": plan.changed, "endpoint": endpoint,
-                      "instances": rows, **({"smoke": answers} if answers else {})})
-        return
+        return {"deployment": spec.name, "changed": plan.changed, "endpoint": endpoint,
+                "instances": rows, **({"smoke": answers} if answers else {})}
     if not plan.changed:
         ui.print(f"[green]{spec.name}: nothing to do[/] — every container runs with this configuration")
     for name, answer in answers.items():
         ui.print(f"smoke request via {name}: [bold]{answer}[/]")
     render_status(ui, spec, rows, title=f"{spec.name} is serving at {endpoint}")
+    if ledger and plan.changed:
+        from deployctl.ui.timeline import render_ledger_line
+
+        render_ledger_line(ui, ledger)
+    return None
 
 
 def smoke_answers(report) -> dict[str, str]:

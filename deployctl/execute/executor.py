@@ -16,6 +16,7 @@ from deployctl.core import Command
 from deployctl.errors import DeployctlError, HostError
 from deployctl.execute.health import Cancelled, wait_healthy
 from deployctl.plan.actions import AnswerCheck, AwaitListed, Build, Drain, Fetch, Ship
+from deployctl.plan.compile_cache import CacheCopy
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.transport import Result, Transport
 
@@ -215,6 +216,10 @@ class Executor:
 
             await_listed(transport, item, poll_interval=self.poll_interval, cancel=self.stop_stage,
                          on_progress=lambda line: self.on_event("progress", step, line))
+        elif isinstance(item, CacheCopy):
+            from deployctl.execute.compile_cache import run_cache_copy
+
+            outcome.seconds[step.host] = run_cache_copy(transport, item, self.transports)
         elif isinstance(item, AnswerCheck):
             from deployctl.execute.answers import run_answer_check
 

@@ -18,7 +18,7 @@ FIELDS = {
     "containers": "containers", "hccn_conf": "hccn_conf", "gpus": "gpus", "gpu_apps": "gpu_processes",
     "deployed": "deployed", "image": "image", "weights": "weights", "bound_addresses": "bound_addresses",
     "listening": "listening", "tuning": "tuning", "liveness": "liveness", "layout": "layout",
-    "image_version": "image_version", "deployment_files": "deployment_files",
+    "image_version": "image_version", "deployment_files": "deployment_files", "compile_cache": "compile_cache",
 }
 HCCN_FIELDS = {"hccn_ip": "ip", "hccn_link": "link", "hccn_tls": "tls"}
 

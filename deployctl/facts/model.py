@@ -190,6 +190,7 @@ class HostFacts:
     deployed: Optional["DeployedState"] = None
     image: Optional["HostImage"] = None
     weights: Optional["HostState"] = None
+    compile_cache: Optional[Mapping[str, str]] = None  # sealed compile-cache key directories -> their digest
     bound_addresses: Optional["HostAddresses"] = None  # a host's own IPv4 addresses (server_ip, vllm-ascend's NIC)
     listening: Optional["Listening"] = None  # its listening TCP ports and ephemeral range (doctor's port checks)
     tuning: Optional["HostTuning"] = None  # swappiness, numa balancing, CPU governors (vllm-ascend hosts)

@@ -75,6 +75,10 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         from deployctl.facts.listening import listening_probe
 
         probes += [layout_probe(), listening_probe()]
+    if "containers" in stages and spec.cache.compile:  # which compile caches it holds whole (any host may give one)
+        from deployctl.facts.compile_cache import cache_probe
+
+        probes.append(cache_probe(spec.cache.dir))
     if "files" in stages:
         from deployctl.facts.deployed import existing_paths_probe
 

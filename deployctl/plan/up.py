@@ -227,7 +227,7 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
             instance.host, wave, action, reason, container=container.name,
             commands=(Command(docker_run(container, digest)),),
             undo=(Command(("docker", "rm", "--force", container.name)),),
-            health=health,
+            health=health, finalize=_seal_caches(container),
         ))
         check = contract_step(container, ranktables)
         if check is not None:
@@ -254,6 +254,14 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
     if front:
         stages.append(Stage(front.role, tuple(starts[front.role])))
     return tuple(stages)
+
+
+def _seal_caches(container: Container) -> tuple[Command, ...]:
+    """Once the deploy served, its compile cache is whole: sealed so later deploys and other hosts reuse it."""
+    from deployctl.plan.compile_cache import CONTAINER_DIR, SEAL
+
+    return tuple(Command(("sh", "-c", SEAL, "sh", m.source), check=False)
+                 for m in container.mounts if m.target == CONTAINER_DIR)
 
 
 def _decide(current: Optional[ContainerDevices], digest: str, image_id: str) -> tuple[str, str]:
@@ -301,6 +309,9 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
                            if h.name in facts and facts[h.name].image_version), None)
             spec = with_host_facts(spec, networks, probed)
         desired = desired_containers(spec, inputs.ranktables, networks)
+        if spec.cache.compile:
+            desired, cache_stage = _compile_caches(spec, facts, deployed, images, desired)
+            planned.extend((cache_stage,) if cache_stage is not None else ())
         planned.append(plan_files(spec, deployed, inputs.ranktables, desired))
         containers = tuple(s for s in plan_containers(spec, deployed, inputs.ranktables, images, desired,
                                                       inputs.shutdown_timeout)
@@ -356,6 +367,24 @@ def spare_of(spec: Spec, facts: Mapping[str, HostFacts]) -> dict:
         cards = tuple(n for n in found.layout.npus if n not in held and n not in mine)
         out[host.name] = Spare(cards, found.listening.ports if found.listening else frozenset())
     return out
+def _compile_caches(spec: Spec, facts: Mapping[str, HostFacts], deployed: Mapping[str, DeployedState],
+                    images: Mapping[str, Optional[str]], desired: tuple[Container, ...]):
+    """cache.compile: each compiling server's container with its key's directory mounted, and the `cache` stage
+    that gives every host the directories its servers use (plan/compile_cache.py)."""
+    from deployctl.plan.compile_cache import cache_key, plan_cache, uses_cache, with_cache
+
+    out, keys = [], {}
+    for container in desired:
+        instance = container.instance
+        if uses_cache(spec, instance):
+            image_id = (images[instance.host] if images is not None and instance.host in images
+                        else deployed[instance.host].image_id) or ""
+            key = cache_key(spec, instance, image_id)
+            keys.setdefault(instance.host, set()).add(key.name)
+            container = with_cache(spec, container, key)
+        out.append(container)
+    sealed = {host: f.compile_cache for host, f in facts.items()}
+    return tuple(out), plan_cache(spec, sealed, keys)
 
 
 def reach_addresses(spec: Spec, networks: Optional[Mapping[str, HostNetwork]]) -> dict[str, str]:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from deployctl.errors import Problem
     from deployctl.plan.containers import Container, RanktableFiles
     from deployctl.spec.model import Instance, Spec
+    from deployctl.spec.profiles import StartupProfile
     from deployctl.spec.rules import Context
 
 
@@ -33,6 +34,7 @@ class Flavour:
     openai_api: bool = True  # /v1/completions and /v1/chat/completions; else its own generate endpoint
     one_token_liveness: bool = True  # `status` may ask a one-token completion to tell a hung server
     reads_host_networks: bool = False  # its containers need each host's address and NIC (HCCL, DP master)
+    has_compile_cache: bool = True  # `cache.compile` applies: its profile names where its compile caches live
     host_tuning: bool = False  # doctor checks the host tuning its tutorials set (swappiness, NUMA balancing)
 
     # --- spec rules -------------------------------------------------------------------------------------------
@@ -82,6 +84,13 @@ class Flavour:
     def smoke_path(self, spec: "Spec") -> str:
         """Where `up`'s smoke request goes."""
         return "/v1/chat/completions"
+
+    # --- start-up: the time-to-serve ledger and compile caches --------------------------------------------------
+    def startup(self, spec: "Spec") -> Optional["StartupProfile"]:
+        """The log lines that end its start-up phases and its compile caches' env (None: not known)."""
+        from deployctl.spec.profiles import vllm_startup
+
+        return vllm_startup()
 
     # --- export -----------------------------------------------------------------------------------------------
     def export_refusals(self, spec: "Spec", stack: str) -> Iterator["Problem"]:

@@ -87,6 +87,12 @@ class TritonVllm(Flavour):
     extra_ports = (("grpc_port", 1), ("metrics_port", 2))
     openai_api = False
     one_token_liveness = False  # its generate endpoint is not the OpenAI one the liveness probe asks
+    has_compile_cache = False
+
+    def startup(self, spec: "Spec"):
+        """Triton logs its own start-up lines, which no profile lists yet: its ledger has no server phases and
+        `cache.compile` is refused."""
+        return None
 
     def check(self, c: "Context") -> Iterator["Problem"]:
         from deployctl.spec.rules_model import check_served_name

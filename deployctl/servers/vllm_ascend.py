@@ -98,6 +98,12 @@ class VllmAscend(Flavour):
 
         return upstream_container(spec, instance, networks)
 
+    def startup(self, spec: "Spec"):
+        """Its release line's log lines and graph caches (server_profiles.json)."""
+        if spec.profile is not None and spec.profile.profile.startup is not None:
+            return spec.profile.profile.startup
+        return super().startup(spec)
+
     def readiness_command(self, instance: "Instance", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         if instance.role != "proxy":
             return None

@@ -13,8 +13,8 @@ from deployctl.core import Secret
 from deployctl.spec.locate import Document
 from deployctl.spec.references import is_env_value
 from deployctl.spec.model import (
-    EnvVar, FrontSpec, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Rollout, Spec, SshSettings,
-    UpstreamTopology, WeightsSpec,
+    DEFAULT_COMPILE_CACHE_DIR, CacheSpec, EnvVar, FrontSpec, Host, ImageBuild, ImageSpec, Instance, ModelArgs,
+    Requirements, Rollout, Spec, SshSettings, UpstreamTopology, WeightsSpec,
 )
 from deployctl.spec.dp_groups import DpGroup, default_kv_port, servers_of
 from deployctl.spec.profiles import select_profile
@@ -56,6 +56,8 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         requirements=_requirements(data.get("requirements", {})),
         image=_image(data.get("image", {}), base_dir),
         weights=_weights(data.get("weights", {}), base_dir),
+        cache=CacheSpec(compile=bool(data.get("cache", {}).get("compile", False)),
+                        dir=data.get("cache", {}).get("dir", DEFAULT_COMPILE_CACHE_DIR).rstrip("/") or "/"),
         env=_env(data.get("env", {}), document.references),
         source=source,
         digest=_digest(data, document.references),

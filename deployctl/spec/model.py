@@ -75,6 +75,17 @@ class WeightsSpec:
     credentials: str = "env"  # env | profile:<name>
 
 
+DEFAULT_COMPILE_CACHE_DIR = "/var/cache/deployctl/compile"
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """cache: the servers' compile caches, one host directory per (image, model, parallel layout)."""
+
+    compile: bool = False
+    dir: str = DEFAULT_COMPILE_CACHE_DIR
+
+
 @dataclass(frozen=True)
 class ModelArgs:
     """vLLM engine arguments shared by every instance."""
@@ -170,6 +181,7 @@ class Spec:
     requirements: Requirements = field(default_factory=Requirements)
     image: ImageSpec = field(default_factory=ImageSpec)
     weights: WeightsSpec = field(default_factory=WeightsSpec)
+    cache: CacheSpec = field(default_factory=CacheSpec)
     env: tuple[EnvVar, ...] = ()
     source: Optional[Path] = None  # the spec file, when loaded from one
     digest: str = ""  # sha256 of the resolved spec document

@@ -84,6 +84,7 @@ class ServerProfile:
     proxy_instances_api_from: Optional[str]
     requires: Mapping[str, Optional[str]]  # cann, torch, torch_npu, python, driver
     sources: Mapping[str, str]
+    startup: Optional["StartupProfile"] = None  # its log lines for the time-to-serve ledger, its compile caches
 
     @property
     def first(self) -> Version:
@@ -129,8 +130,42 @@ def parse_profiles(text: str) -> tuple[ServerProfile, ...]:
             shm_size=row["shm_size"], start_rank_on_head_is_hybrid_lb=bool(row["start_rank_on_head_is_hybrid_lb"]),
             proxy_instances_api_from=row.get("proxy_instances_api_from"),
             requires=dict(row.get("requires", {})), sources=dict(row.get("sources", {})),
+            startup=_startup(row),
         ))
     return tuple(sorted(rows, key=lambda r: r.first))
+
+
+# The phases a server's own log ends, in the order they happen (facts/startup_log.py reads them)
+LOG_PHASES = ("weights_loaded", "graph_compiled", "server_ready")
+
+
+@dataclass(frozen=True)
+class StartupProfile:
+    """What a server prints as it starts (phase -> regexes searched in each log line) and where its compile
+    caches live (env var -> value; `{dir}` is the cache directory as the container sees it)."""
+
+    log: Mapping[str, tuple[str, ...]]
+    cache_env: Mapping[str, str]
+
+
+def _startup(row: Mapping) -> Optional[StartupProfile]:
+    if "startup_log" not in row:
+        return None
+    log = {phase: tuple(row["startup_log"].get(phase, ())) for phase in LOG_PHASES}
+    return StartupProfile(log, dict(row.get("compile_cache", {}).get("env", {})))
+
+
+def parse_vllm_startup(text: str) -> StartupProfile:
+    """The `vllm` row of server_profiles.json: vLLM's OpenAI server itself (pure)."""
+    return _startup(json.loads(text)["vllm"])
+
+
+@functools.lru_cache(maxsize=1)
+def vllm_startup() -> StartupProfile:
+    """vLLM's own log lines and compile caches (server vllm on GPU hosts, AscendCloud's fork)."""
+    from importlib import resources
+
+    return parse_vllm_startup(resources.files("deployctl").joinpath("data/server_profiles.json").read_text("utf-8"))
 
 
 @functools.lru_cache(maxsize=1)

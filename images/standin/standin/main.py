@@ -13,6 +13,7 @@ from standin.config import Config, Refusal, hccn_conf_readable, load_config
 from standin.drain import StopPolicy, Stopper, stop_gracefully
 from standin.instance import InstanceEngine
 from standin.scheduler import SchedulerEngine
+from standin.startup import compile_graphs, compile_key, loaded_weights, startup_complete
 
 LOAD_STEPS = 4
 USAGE = """usage: python -m vllm.entrypoints.openai.api_server --model DIR [--tensor-parallel-size N] [--port P]
@@ -60,6 +61,9 @@ async def _run(config: Config, started: float) -> int:
         for step in range(1, LOAD_STEPS + 1):
             await asyncio.sleep(knobs.startup_s / LOAD_STEPS)
             log(f"loading weights {step}/{LOAD_STEPS}")
+        if config.role != "scheduler":  # what vLLM prints next, and its torch.compile cache (standin/startup.py)
+            await loaded_weights(knobs.startup_s)
+            await compile_graphs(os.environ, compile_key(args.model, args.tp, 1, "ascendcloud"))
         if knobs.fail_hccl_timeout:
             _hccl_timeout()
             return 1
@@ -69,6 +73,7 @@ async def _run(config: Config, started: float) -> int:
             return 1
         log(f"startup complete: serving on http://{args.host}:{args.port}"
             + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))
+        startup_complete()
         # the vendor image's vLLM version is not known: it stops as vLLM without --shutdown-timeout does
         await serve_until_stopped(server, app, StopPolicy("uvicorn"))
     except asyncio.CancelledError:

@@ -16,6 +16,7 @@ from standin.config import Refusal
 from standin.dpgroup import DpMaster, Registration, register, rejoin
 from standin.drain import StopPolicy
 from standin.main import LOAD_STEPS, _crash, serve_until_stopped
+from standin.startup import compile_graphs, compile_key, loaded_weights, startup_complete
 from standin.serve_flags import USAGE as ARGPARSE_USAGE, UsageError
 
 USAGE = """usage: vllm serve MODEL [--served-model-name NAME] [--host H] [--port P] [--max-model-len N]
@@ -113,6 +114,8 @@ async def _run(config: AscendConfig, kv_sockets, started: float) -> int:
         for step in range(1, LOAD_STEPS + 1):
             await asyncio.sleep(knobs.startup_s / LOAD_STEPS)
             log(f"loading weights {step}/{LOAD_STEPS}")
+        await loaded_weights(knobs.startup_s)  # what vLLM prints next, and its compile cache (standin/startup.py)
+        await compile_graphs(os.environ, compile_key(server.model, server.tp, a.dp, config.version.vllm if config.version else ""))
         if a.headless:
             log("startup complete: headless (serves no HTTP)")
             return await fatal
@@ -123,6 +126,7 @@ async def _run(config: AscendConfig, kv_sockets, started: float) -> int:
             return 1
         log(f"startup complete: serving on http://{server.host}:{server.port}"
             + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))
+        startup_complete()
         code = await serve_until_stopped(http, app, stop_policy(config), app.engine, fatal)
         if code is not None:
             return code

@@ -1,0 +1,28 @@
+"""Which compile caches a host holds whole: each `<cache.dir>/<key>/` that deployctl sealed (its marker names the
+digest of the files it held when the servers that wrote it were serving). Pure parser; the probe is constant."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from deployctl.facts.probe import Probe
+
+MARKER = ".deployctl-cache"  # in each key directory, written once its servers served: the files' digest
+
+# $1: cache.dir. One line per sealed key directory: `<key>\t<digest>`; nothing when the directory is absent.
+_LIST = ('for m in "$1"/*/' + MARKER + '; do [ -f "$m" ] || continue; '
+         'k=${m%/*}; printf "%s\\t%s\\n" "${k##*/}" "$(head -c 200 "$m")"; done; true')
+
+
+def cache_probe(cache_dir: str) -> Probe:
+    return Probe(("sh", "-c", _LIST, "sh", cache_dir), parse_cache_state, "compile_cache", tool_name="sh")
+
+
+def parse_cache_state(text: str) -> Mapping[str, str]:
+    """key directory name -> the digest its marker holds."""
+    sealed = {}
+    for line in text.splitlines():
+        key, tab, digest = line.partition("\t")
+        if tab and key and digest.strip():
+            sealed[key] = digest.strip()
+    return sealed

@@ -1,0 +1,34 @@
+"""Rules of `cache:` (the servers' compile caches), each said at its own path."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from deployctl.errors import Problem
+from deployctl.spec.show import quoted
+
+if TYPE_CHECKING:
+    from deployctl.spec.rules import Context
+
+
+def _inside(path: str, parent: str) -> bool:
+    path, parent = path.rstrip("/") or "/", parent.rstrip("/") or "/"
+    return path == parent or path.startswith(parent if parent.endswith("/") else parent + "/")
+
+
+def check_cache(c: "Context") -> Iterator[Problem]:
+    """cache.dir is mounted read-write with `docker run --volume SOURCE:TARGET` (no ':' in it) and is not the
+    weights' directory, which is mounted read-only and whose files `weights sync` verifies one by one; a server
+    with no known compile caches cannot use `cache.compile`."""
+    where = c.value(("cache", "dir"), str)
+    if where is not None and ":" in where:
+        yield Problem(("cache", "dir"), f"{quoted(where)} contains ':', which `docker run --volume SOURCE:TARGET` "
+                                        "reads as a separator", hint="choose a directory whose path has no ':'")
+    dest = c.value(("weights", "dest"), str)
+    if where is not None and dest is not None and (_inside(where, dest) or _inside(dest, where)):
+        yield Problem(("cache", "dir"), f"{quoted(where)} overlaps weights.dest {quoted(dest)}: the weights are "
+                                        "mounted read-only and verified file by file",
+                      hint="keep the caches in a directory of their own, e.g. /var/cache/deployctl/compile")
+    if c.value(("cache", "compile"), bool) and not c.flavour.has_compile_cache:
+        yield Problem(("cache", "compile"), f"{c.flavour.title} has no compile cache deployctl knows of",
+                      hint="remove cache.compile, or use server: vllm")

@@ -1,0 +1,48 @@
+"""The ledger recorder keeps each step's times from the executor's events and passes every event on."""
+
+import json
+
+from deployctl.execute.ledger import LedgerRecorder
+from deployctl.lock import last_time_to_serve
+from deployctl.plan.model import Step
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_spans_from_start_and_done_events_and_events_passed_on():
+    clock, seen = Clock(), []
+    recorder = LedgerRecorder(0.0, clock)
+    on_event = recorder.wrap(lambda kind, step, message: seen.append(kind))
+    build = Step("tb1", "image", "run")  # a pull: no Build action
+    worker = Step("tb1", "workers", "create", container="d-mixed-0")
+    clock.now = 1.0
+    on_event("start", build, "")
+    clock.now = 2.0
+    on_event("done", build, "")
+    on_event("start", worker, "")
+    on_event("progress", worker, "waiting")
+    clock.now = 5.0
+    on_event("failed", worker, "boom")
+    assert seen == ["start", "done", "start", "progress", "failed"]
+    assert [(s.stage, s.start, s.end, s.container) for s in recorder.spans] == [
+        ("image", 1.0, 2.0, None), ("workers", 2.0, 5.0, "d-mixed-0")]
+    clock.now = 6.0
+    ledger = recorder.ledger({}, {"d-mixed-0": "tb1"})
+    assert ledger.wall == 6.0 and sum(ledger.phases.values()) == 6.0
+    assert ledger.phases["image_pull"] == 1.0 and ledger.phases["container_start"] == 3.0
+
+
+def test_the_history_keeps_the_newest_up_with_a_ledger():
+    lines = [{"action": "up", "result": "ok", "time_to_serve": {"wall_s": 1.0}},
+             {"action": "down", "result": "ok"},
+             {"action": "up", "result": "ok", "time_to_serve": {"wall_s": 2.0}},
+             {"action": "up", "result": "failed"}]
+    text = "\n".join(json.dumps(line) for line in lines) + "\nnot json\n"
+    assert last_time_to_serve(text)["time_to_serve"]["wall_s"] == 2.0
+    assert last_time_to_serve("") is None

@@ -1,0 +1,168 @@
+"""cache.compile: one directory per (image, model, parallel layout), mounted into the compiling servers, copied
+from a host that holds it sealed, never shared across keys; and its spec rules at their path and line."""
+
+from __future__ import annotations
+
+import textwrap
+
+from deployctl.facts.compile_cache import parse_cache_state
+from deployctl.plan.compile_cache import CONTAINER_DIR, CacheCopy, cache_key, plan_cache
+from deployctl.plan.up import UpInputs, plan_up
+from deployctl.spec.load import check_spec_text, load_spec_text
+from deployctl.facts.deployed import DeployedState
+from deployctl.facts.model import HostFacts
+
+TWO_HOSTS = textwrap.dedent("""\
+    version: 1
+    name: cc
+    hosts:
+      h1: {address: 192.0.2.11}
+      h2: {address: 192.0.2.12}
+    image: {name: deployctl/vllm-ascend:6.3.909}
+    weights: {source: obs://models/m/, dest: /mnt/weights/m}
+    model: {served_name: m, max_model_len: 4096}
+    cache: {compile: true, dir: /var/cache/dc}
+    topology:
+      mode: mixed
+      instances:
+        - {host: h1, devices: [0, 1], port: 8080}
+        - {host: h2, devices: [0, 1], port: 8080}
+        - {host: h2, devices: [2, 3, 4, 5], port: 8081}
+    """)
+
+
+def facts(sealed=None, image="sha256:aaaa1111"):
+    sealed = sealed or {}
+    return {h: HostFacts(deployed=DeployedState((), image, {}, {}), compile_cache=sealed.get(h, {}))
+            for h in ("h1", "h2")}
+
+
+def run_words(plan, name):
+    step = next(s for s in plan.steps if s.container == name and s.stage == "workers")
+    return step.commands[0].argv
+
+
+def test_the_key_is_in_the_name_and_changes_with_image_model_and_layout():
+    s = load_spec_text(TWO_HOSTS)
+    a, b, c = s.instances
+    assert cache_key(s, a, "sha256:aaaa").name == cache_key(s, b, "sha256:aaaa").name  # same layout, other host
+    assert cache_key(s, a, "sha256:aaaa").name != cache_key(s, c, "sha256:aaaa").name  # tp 2 vs tp 4
+    assert cache_key(s, a, "sha256:aaaa").name != cache_key(s, a, "sha256:bbbb").name  # another image
+    other_model = load_spec_text(TWO_HOSTS.replace("max_model_len: 4096", "max_model_len: 2048"))
+    assert cache_key(s, a, "sha256:aaaa").name != cache_key(other_model, other_model.instances[0], "sha256:aaaa").name
+    assert cache_key(s, c, "sha256:aaaa1111").name.startswith("aaaa1111-tp4-")
+
+
+def test_servers_get_their_keys_directory_and_the_profiles_cache_variable():
+    s = load_spec_text(TWO_HOSTS)
+    plan = plan_up(s, facts(), UpInputs())
+    words = run_words(plan, "cc-mixed-0")
+    key = cache_key(s, s.instances[0], "sha256:aaaa1111").name
+    assert f"/var/cache/dc/{key}:{CONTAINER_DIR}" in words  # read-write
+    assert f"VLLM_CACHE_ROOT={CONTAINER_DIR}" in words
+    # sealed once the deploy served (finalize), so that later deploys and other hosts reuse it
+    step = next(st for st in plan.steps if st.container == "cc-mixed-0" and st.stage == "workers")
+    assert any(f"/var/cache/dc/{key}" in c.argv for c in step.finalize)
+
+
+def test_cold_hosts_make_their_directories_and_a_warm_host_is_copied_from():
+    s = load_spec_text(TWO_HOSTS)
+    tp2 = cache_key(s, s.instances[0], "sha256:aaaa1111").name
+    tp4 = cache_key(s, s.instances[2], "sha256:aaaa1111").name
+    cold = plan_up(s, facts(), UpInputs())
+    stage = next(st for st in cold.stages if st.name == "cache")
+    made = {st.host: st.commands[0].argv for st in stage.steps}
+    assert f"/var/cache/dc/{tp2}" in made["h1"] and f"/var/cache/dc/{tp4}" in made["h2"]
+    warm = plan_up(s, facts({"h1": {tp2: "d" * 64}}), UpInputs())
+    stage = next(st for st in warm.stages if st.name == "cache")
+    assert [(st.host, st.action) for st in stage.steps] == [("h1", "keep"), ("h2", "run")]  # h1 holds it
+    (copy,) = stage.steps[1].actions
+    assert copy == CacheCopy(tp2, "/var/cache/dc", "h1", "d" * 64)
+    assert stage.steps[1].commands[0].argv[-1] == f"/var/cache/dc/{tp4}"  # the tp4 key is cold everywhere
+    assert copy.to_json()["from"] == "h1"
+
+
+def test_a_cache_of_another_key_is_never_copied_or_used():
+    s = load_spec_text(TWO_HOSTS)
+    stage = plan_cache(s, {"h1": {"otherimage-tp2-0123456789abcdef": "d" * 64}}, {"h1": {"k1"}, "h2": {"k1"}})
+    assert all(not st.actions for st in stage.steps)
+
+
+def test_without_cache_compile_nothing_changes():
+    s = load_spec_text(TWO_HOSTS.replace("cache: {compile: true, dir: /var/cache/dc}\n", ""))
+    plan = plan_up(s, facts(), UpInputs())
+    assert "cache" not in [st.name for st in plan.stages]
+    assert not any(CONTAINER_DIR in w for w in run_words(plan, "cc-mixed-0"))
+
+
+def test_the_probe_parser_reads_sealed_directories():
+    assert parse_cache_state("k1\tabc\nbroken line\nk2\t\n") == {"k1": "abc"}
+
+
+def _errors(text):
+    spec, errors, _ = check_spec_text(text, "spec.yaml", environ={})
+    assert spec is None
+    return errors
+
+
+def _line(text, needle):
+    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_rules_refuse_at_the_path_and_line():
+    text = TWO_HOSTS.replace("dir: /var/cache/dc", "dir: /var/cache/a:b")
+    (error,) = _errors(text)
+    assert error.dotted_path == "cache.dir" and "':'" in error.message and error.line == _line(text, "cache:")
+    text = TWO_HOSTS.replace("dir: /var/cache/dc", "dir: /mnt/weights")
+    (error,) = _errors(text)
+    assert error.dotted_path == "cache.dir" and "weights.dest" in error.message
+    text = TWO_HOSTS.replace("compile: true", "compile: yes please")
+    assert _errors(text)[0].dotted_path == "cache.compile"
+
+
+def test_triton_has_no_compile_cache_to_keep():
+    text = textwrap.dedent("""\
+        version: 1
+        name: t
+        platform: gpu
+        server: triton
+        hosts:
+          gpu1: {address: 198.51.100.7}
+        image: {name: nvcr.io/nvidia/tritonserver:24.08-vllm-python-py3}
+        weights: {source: s3://models/opt/, dest: /mnt/weights/opt}
+        model: {served_name: opt, max_model_len: 2048, max_num_seqs: 64, max_num_batched_tokens: 2048}
+        cache:
+          compile: true
+        topology:
+          mode: mixed
+          instances:
+            - {host: gpu1, devices: [0], port: 8000}
+        """)
+    (error,) = _errors(text)
+    assert error.dotted_path == "cache.compile" and error.line == _line(text, "compile: true")
+
+
+def test_a_host_of_the_spec_that_serves_nothing_may_give_its_cache():
+    s = load_spec_text(TWO_HOSTS.replace("        - {host: h1, devices: [0, 1], port: 8080}\n", ""))
+    tp2 = cache_key(s, s.instances[0], "sha256:aaaa1111").name
+    plan = plan_up(s, facts({"h1": {tp2: "e" * 64}}), UpInputs())
+    stage = next(st for st in plan.stages if st.name == "cache")
+    assert [a.source for st in stage.steps for a in st.actions] == ["h1"]
+
+
+def test_vllm_ascend_ranks_get_their_release_lines_cache_env_and_the_proxy_none():
+    from tests.plan.test_upstream import argv_of, env_of, facts as upstream_facts
+    from tests.spec.test_upstream_build import QWEN3
+
+    text = (QWEN3 % "external") + "cache: {compile: true}\n"
+    for image, extra in (("v0.23.0-a3", set()), ("v0.11.0", {"TORCHAIR_CACHE_HOME"})):
+        spec = load_spec_text(text.replace("v0.23.0-a3", image))
+        plan = plan_up(spec, upstream_facts(spec))
+        env = env_of(argv_of(plan, "qwen3-decode0-r5"))
+        assert {k for k, v in env.items() if v == CONTAINER_DIR} == {"VLLM_CACHE_ROOT"} | extra
+        proxy = argv_of(plan, "qwen3-proxy")
+        assert not any(CONTAINER_DIR in w for w in proxy)
+        stage = next(st for st in plan.stages if st.name == "cache")
+        # prefill (DP2 x TP8) and decode (DP8 x TP4) ranks have other layouts: other keys, other directories
+        made = {w for st in stage.steps for c in st.commands for w in c.argv if w.startswith("/var/cache/")}
+        assert len(made) >= 2 and all("-tp" in w for w in made)
