@@ -5,6 +5,7 @@ holding a slot of the emulated KV cache of one engine while it generates. A serv
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Iterator, Optional, Sequence, Tuple
 
@@ -14,6 +15,7 @@ from standin.generation import (DONE_EVENT, GenRequest, finish_reason, full_body
                                 tokens, usage_event)
 from standin.httpio import LAST_CHUNK, Request, chunk, json_response, stream_head
 from standin.kvcache import KvCache
+from standin.stall import CLIENT_MESSAGE, EngineDied, Stalls
 from standin.trace import TraceRecord
 
 
@@ -33,6 +35,7 @@ class InstanceEngine(Engine):
         # (engine index as vLLM labels it, that engine's KV cache): each DP engine has its own cache
         self.caches: Tuple[Tuple[str, KvCache], ...] = tuple(
             (index, KvCache(knobs.capacity, knobs.load_slowdown, max_num_seqs)) for index in engines)
+        self.stalls = Stalls((index, cache.stall) for index, cache in self.caches)
 
     @property
     def cache(self) -> KvCache:
@@ -55,6 +58,10 @@ class InstanceEngine(Engine):
         TTFT (stretched by the load) after the slot was granted, so time spent in the queue adds to it."""
         loop = asyncio.get_running_loop()
         cache = self.place()
+        if cache.stall.hung:  # accepted and queued; a hung engine schedules nothing
+            await cache.stall.queue()
+        if self.stalls.dead:
+            raise EngineDied
         waited = await cache.admit()
         try:
             cache.prompt_tokens += gen.prompt_tokens
@@ -84,12 +91,20 @@ class InstanceEngine(Engine):
             yield due
 
     async def whole_answer_due(self, loop, cache: KvCache, first: float, count: int) -> None:
-        """Wait until the last of `count` tokens is due (token by token when the load can change meanwhile)."""
+        """Wait until the last of `count` tokens is due (token by token when the load can change meanwhile), and
+        while the engine hangs; EngineDied when its core dies meanwhile."""
         if cache.capacity is None:
             await sleep_until(loop, first + self.tpot_s * (count - 1))
-            return
-        for due in self.deadlines(cache, first, count):
-            await sleep_until(loop, due)
+        else:
+            for due in self.deadlines(cache, first, count):
+                await sleep_until(loop, due)
+        await self.progress(cache)
+
+    async def progress(self, cache: KvCache) -> None:
+        """Before a token goes out: wait while the engine hangs; EngineDied once its core died."""
+        await cache.stall.progress()
+        if self.stalls.dead:
+            raise EngineDied
 
     async def _answer(self, first: float, cache: KvCache, req: Request, gen: GenRequest, rid: str,
                       record: TraceRecord, writer: asyncio.StreamWriter, garbled: bool) -> None:
@@ -113,6 +128,15 @@ class InstanceEngine(Engine):
         last = len(words) - 1
         for i, (word, due) in enumerate(zip(words, self.deadlines(cache, first, len(words)))):
             await sleep_until(loop, due)
+            try:
+                await self.progress(cache)
+            except EngineDied:  # vLLM's stream generator sends the error as its last event, then [DONE]
+                error = {"object": "error", "message": CLIENT_MESSAGE, "type": "InternalServerError", "param": None,
+                         "code": 500}
+                writer.write(chunk(b"data: " + json.dumps(error).encode() + b"\n\n") + chunk(DONE_EVENT) + LAST_CHUNK)
+                await writer.drain()
+                record.finish(500)
+                raise
             writer.write(chunk(token_event(gen, rid, created, word, i == last)))
             await writer.drain()
             cache.generation_tokens += 1
