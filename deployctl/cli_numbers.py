@@ -84,6 +84,7 @@ _TABLE = (
     Number("--lock-wait", float, 0, DAY_S),  # 0: refuse at once
     Number("--health-timeout", float, 0, DAY_S, above=True),
     Number("--hang-timeout", float, 0, HOUR_S, above=True),
+    Number("--interval", float, 0, DAY_S, above=True),  # watch: seconds between two probes
     Number("--tail", int, 0, MAX_LINES),  # 0: only what comes next (with -f)
     Number("--lines", int, 1, MAX_LINES),
     # ranktable gen / validate
