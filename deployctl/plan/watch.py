@@ -136,8 +136,12 @@ def judge(previous: Optional[Observation], current: Observation, *, front: bool 
             return verdict("busy", f"{what}, but {advanced:g} token(s) generated in {span:.1f} s (a long queue)")
         if previous is None:
             return verdict("suspect", f"{what}; no earlier probe to compare progress with")
-        if not current.engines and (previous.liveness is None or previous.liveness.generated):
-            return verdict("suspect", f"{what}; no /metrics to see progress: confirmed or not at the next probe")
+        queued_before = sum(c.queued for c in previous.engines.values())
+        if (previous.liveness is None or previous.liveness.generated) and not queued_before:
+            # an idle server at the probe before: a burst that arrived since may not have had its first tokens yet
+            # (a long prefill), so it takes a second probe (a stall is still seen within two periods)
+            return verdict("suspect", f"{what} and no token was generated in {span:.1f} s; confirmed or not at "
+                                      "the next probe")
         return verdict("stalled", f"{what} and no token was generated in {span:.1f} s")
     if not current.engines:
         return verdict("healthy", "health 200" + ("" if current.liveness is None else ", a one-token generate answers"))
@@ -168,7 +172,8 @@ def _stalled_engines(previous: Optional[Observation], current: Observation) -> l
 
 
 def _advanced(previous: Optional[Observation], current: Observation) -> float:
-    """Tokens generated between the two probes, over every engine."""
+    """Tokens generated between the two probes, over every engine, less the one token of the previous probe's own
+    one-token generate (it read /metrics before asking it): that one proves nothing about the requests held."""
     if previous is None:
         return 0.0
     total = 0.0
@@ -176,7 +181,8 @@ def _advanced(previous: Optional[Observation], current: Observation) -> float:
         before = previous.engines.get(index)
         if before and now.generation_tokens is not None and before.generation_tokens is not None:
             total += max(0.0, now.generation_tokens - before.generation_tokens)
-    return total
+    own = 1.0 if previous.liveness is not None and previous.liveness.generated else 0.0
+    return max(0.0, total - own)
 
 
 def _code(code: int) -> str:

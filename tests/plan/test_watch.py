@@ -37,12 +37,12 @@ def test_tokens_flat_while_requests_run_or_wait_is_a_stall_naming_the_engine():
 
 
 def test_saturation_a_long_queue_with_slow_advancing_tokens_is_busy_even_when_the_one_token_probe_times_out():
-    before, after = obs(0, 500, running=16, waiting=200), obs(30, 530, running=16, waiting=210, liveness=HUNG)
+    before, after = obs(0, 500, running=16, waiting=200), obs(30, 531, running=16, waiting=210, liveness=HUNG)
     verdict = judge(before, after, hang_timeout=15)
     assert verdict.state == "busy" and not verdict.restarts
     assert verdict.reason == ("a one-token generate did not finish within 15 s, but 30 token(s) generated in 30.0 s "
                               "(a long queue)")
-    assert judge(before, obs(30, 501, running=16, waiting=210)).state == "busy"
+    assert judge(before, obs(30, 502, running=16, waiting=210)).state == "busy"
 
 
 def test_idle_with_flat_tokens_is_not_a_stall():
@@ -54,9 +54,16 @@ def test_idle_with_flat_tokens_is_not_a_stall():
 
 def test_a_one_token_generate_that_does_not_finish_with_no_progress_is_a_stall_once_there_is_a_probe_before():
     assert judge(None, obs(0, 500, liveness=HUNG)).state == "suspect"  # the first probe has nothing to compare
-    verdict = judge(obs(0, 500), obs(30, 500, waiting=1, liveness=HUNG), hang_timeout=15)
+    # idle at the probe before (its one-token generate answered, nothing held): a second probe confirms it, as a
+    # burst that arrived since may still be in its first prefill
+    idle, hung = obs(0, 500), obs(30, 501, liveness=HUNG)  # 501: the token of the probe before itself
+    assert judge(idle, hung).state == "suspect"
+    verdict = judge(hung, obs(60, 501, liveness=HUNG), hang_timeout=15)
     assert (verdict.state, verdict.reason) == (
         "stalled", "a one-token generate did not finish within 15 s and no token was generated in 30.0 s")
+    # requests held at the probe before and none advanced since: at once
+    assert judge(obs(0, 500, running=1), obs(30, 501, liveness=HUNG)).state == "stalled"
+    assert judge(obs(0, 500, liveness=HUNG), obs(30, 501, waiting=1, liveness=HUNG)).state == "busy"
     # without /metrics: two failed probes in a row
     assert judge(obs(0), obs(30, liveness=HUNG)).state == "suspect"
     assert judge(obs(0, liveness=HUNG), obs(30, liveness=HUNG)).state == "stalled"

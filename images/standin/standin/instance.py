@@ -91,14 +91,13 @@ class InstanceEngine(Engine):
             yield due
 
     async def whole_answer_due(self, loop, cache: KvCache, first: float, count: int) -> None:
-        """Wait until the last of `count` tokens is due (token by token when the load can change meanwhile), and
-        while the engine hangs; EngineDied when its core dies meanwhile."""
-        if cache.capacity is None:
-            await sleep_until(loop, first + self.tpot_s * (count - 1))
-        else:
-            for due in self.deadlines(cache, first, count):
-                await sleep_until(loop, due)
-        await self.progress(cache)
+        """Wait until each of `count` tokens is due, counting each in `vllm:generation_tokens_total` as it is (vLLM
+        counts every token the step it is generated, streamed or not: IterationStats, vllm/v1/metrics/stats.py),
+        and while the engine hangs; EngineDied when its core dies meanwhile."""
+        for due in self.deadlines(cache, first, count):
+            await sleep_until(loop, due)
+            await self.progress(cache)
+            cache.generation_tokens += 1
 
     async def progress(self, cache: KvCache) -> None:
         """Before a token goes out: wait while the engine hangs; EngineDied once its core died."""
@@ -116,7 +115,6 @@ class InstanceEngine(Engine):
             await self.whole_answer_due(loop, cache, first, len(words))
             writer.write(json_response(200, full_body(gen, rid, created, "".join(words)), req.keep_alive, extra))
             await writer.drain()
-            cache.generation_tokens += len(words)
             record.chunk_written()
             record.finish(200)
             return
