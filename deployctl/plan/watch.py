@@ -64,7 +64,7 @@ class Observation:
     def to_json(self) -> dict:
         """What the next `watch --once` compares against (the state file) and what --output json says."""
         return {"instance": self.instance, "host": self.host, "time": round(self.time, 3), "state": self.state,
-                "container_id": self.container_id, "health_code": self.health_code,
+                "container_id": self.container_id, "exit_code": self.exit_code, "health_code": self.health_code,
                 "liveness": None if self.liveness is None else [self.liveness.status, self.liveness.size],
                 "engines": {k: v.to_json() for k, v in self.engines.items()}}
 
@@ -72,7 +72,7 @@ class Observation:
     def from_json(cls, doc: dict) -> "Observation":
         live = doc.get("liveness")
         return cls(doc["instance"], doc["host"], float(doc["time"]), doc["state"], doc.get("container_id"),
-                   health_code=doc.get("health_code"), liveness=Answer(*live) if live else None,
+                   exit_code=doc.get("exit_code", 0), health_code=doc.get("health_code"), liveness=Answer(*live) if live else None,
                    engines={k: EngineCounters.from_json(v) for k, v in (doc.get("engines") or {}).items()})
 
 
@@ -111,11 +111,13 @@ def judge(previous: Optional[Observation], current: Observation, *, front: bool 
             return verdict("healthy", "health 200")
         return verdict("unhealthy", f"health {_code(current.health_code)} (a front reports its backends; "
                                     "restarting it would not help)")
-    if current.signatures:
-        found, line = current.signatures[0]
-        return verdict("stalled", f"known error in its new log lines: {found}: {line}")
+    logged = (f"known error in its new log lines: {current.signatures[0][0]}: {current.signatures[0][1]}"
+              if current.signatures else "")
     if current.health_code == 503:  # vLLM's /health: EngineDeadError (vllm/entrypoints/serve/instrumentator/health.py)
-        return verdict("engine-dead", "health 503: the engine core died (vLLM's EngineDeadError)")
+        return verdict("engine-dead", "health 503: the engine core died (vLLM's EngineDeadError)"
+                       + (f"; {logged}" if logged else ""))
+    if logged:
+        return verdict("stalled", logged)
     if current.health_code != 200:
         if starting:
             return verdict("starting", f"health {_code(current.health_code)}, restarted lately: loading")

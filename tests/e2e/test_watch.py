@@ -89,7 +89,11 @@ def test_watch_restarts_a_stalled_ranks_whole_group_and_nothing_under_saturation
         code, lines = watch_once(deployctl, path)  # idle at the probe before: one more probe confirms it
         assert code == 0 and not [line for line in lines if line["type"] == "action"], lines
         assert {line["instance"]: line["verdict"] for line in lines}[GROUP[1]] == "suspect"
-        code, lines = watch_once(deployctl, path)  # the second probe period after the stall
+        code, out, _ = deployctl("watch", path, "--once", "--hang-timeout", "2", "--dry-run")  # says, restarts nothing
+        assert code == 3 and f"would restart mixed0 ({GROUP[0]}, {GROUP[1]})" in out
+        assert "docker stop --time 30 e2e-watch-mixed0-r1" in out and "docker start e2e-watch-mixed0-r0" in out
+        assert {**started_at(bed, "tb1", GROUP), **started_at(bed, "tb2", [OTHER])} == before
+        code, lines = watch_once(deployctl, path)  # the next probe period
         observed = {line["instance"]: line for line in lines if line["type"] == "observation"}
         assert observed[GROUP[1]]["verdict"] == "stalled", observed[GROUP[1]]
         assert observed[GROUP[1]]["health_code"] == 200  # /health never said so
@@ -108,10 +112,26 @@ def test_watch_restarts_a_stalled_ranks_whole_group_and_nothing_under_saturation
         last = json.loads(history[-1])
         assert (last["action"], last["unit"], last["containers"], last["result"]) == (
             "watch restart", "mixed0", GROUP, "ok")
-        assert last["reason"].startswith(f"{GROUP[1]}: stalled: a one-token generate did not finish within 2 s")
+        # the dry run's probe saw its one-token generate queued: this one finds the engine's counters flat under it
+        assert last["reason"].startswith(f"{GROUP[1]}: stalled: engine 1: no token generated in "), last
 
         # and the next probe finds the group serving again
         code, lines = watch_once(deployctl, path)
         assert code == 0 and not [line for line in lines if line["type"] == "action"], lines
+
+        # the other group's engine core dies (/health 503, then its API server exits): it restarts alone
+        died = bed.run_on("tb2", ["curl", "--silent", "-X", "POST", "--data", '{"mode": "engine-dead"}',
+                                  "http://127.0.0.1:8410/standin/stall"]).stdout
+        assert json.loads(died) == {"dead": True, "hung": []}
+        code, lines = watch_once(deployctl, path)
+        actions = [line for line in lines if line["type"] == "action"]
+        assert code == 0 and [(a["unit"], a["containers"], a["result"]) for a in actions] == [
+            ("mixed1", [OTHER], "restarting"), ("mixed1", [OTHER], "ok")], lines
+        seen = {line["instance"]: line for line in lines if line["type"] == "observation"}[OTHER]
+        assert seen["verdict"] in ("engine-dead", "down"), seen  # 503, or already exited after vLLM's 5 s watchdog
+        assert seen["signatures"][0][0] == "engine_core_died"  # and its log says so, in vLLM 0.23's words
+        again = {**started_at(bed, "tb1", GROUP), **started_at(bed, "tb2", [OTHER])}
+        assert {n: again[n] for n in GROUP} == {n: after[n] for n in GROUP} and again[OTHER] != after[OTHER]
+        assert http_json(bed, "tb2", 8410, "/standin/stall") == {"dead": False, "hung": []}
     finally:
         assert deployctl("down", path, "--yes")[0] == 0

@@ -88,6 +88,9 @@ def test_a_known_error_in_new_log_lines_is_a_stall_even_with_health_200():
     line = "ERROR [core_client.py] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."
     verdict = judge(obs(0, 500), obs(30, 520, signatures=(("engine_core_died", line),)))
     assert verdict.state == "stalled" and verdict.reason == f"known error in its new log lines: engine_core_died: {line}"
+    dead = judge(None, obs(0, 500, health=503, signatures=(("engine_core_died", line),)))
+    assert dead.state == "engine-dead" and dead.reason.endswith(f"; known error in its new log lines: "
+                                                                f"engine_core_died: {line}")
 
 
 def test_container_states_and_another_container_since():
