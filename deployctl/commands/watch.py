@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -135,17 +136,22 @@ def act(spec, transports, state: WatchState, restart, observations, args, out: "
     """Restart one unit (or say it would): under the deploy lock, its reason in the history."""
     from deployctl.execute import Executor
     from deployctl.lock import DeployLock
-    from deployctl.plan.watch import history_record, restart_plan
+    from deployctl.plan.watch import history_record, missing_members, restart_plan
     from deployctl.ui.events import up_events
 
     observed = {o.instance: o.container_id for o in observations}
     plan = restart_plan(spec, restart, observed)
+    absent = missing_members(restart, observed)
+    if absent:  # a group with a rank missing (or on a host that did not answer) would never serve again
+        out.action(restart, "skipped", plan, f"no container seen for {', '.join(absent)}: `deployctl up` "
+                                             "recreates what is missing")
+        return "skipped"
     if args.dry_run:
         out.action(restart, "would restart", plan)
         return "would restart"
     out.action(restart, "restarting", plan)
     first = transports[spec.first_host.name]
-    result = "failed"
+    result, error = "failed", None
     try:
         with DeployLock(first, spec.remote_state_dir, "watch", wait=args.lock_wait) as lock:
             try:
@@ -209,7 +215,8 @@ class Output:
         if result in ("would restart", "restarting"):
             text += f" — {escape(restart.reason)}"
             if result == "would restart" and not self.ui.json:
-                text += "".join(f"\n    {escape(' '.join(s['argv']))}" for s in doc["steps"] if s["argv"])
+                text += "".join(f"\n    {s['host']}: {escape(shlex.join(s['argv']))}" for s in doc["steps"]
+                                if s["argv"])
         elif error:
             text += f" — {escape(error)}"
         self._line(doc, text)

@@ -284,6 +284,12 @@ def restart_plan(spec: Spec, restart: Restart, observed: Mapping[str, Optional[s
     return Plan(spec.name, tuple(s for s in stages if s.steps))
 
 
+def missing_members(restart: Restart, observed: Mapping[str, Optional[str]]) -> tuple[str, ...]:
+    """The unit's containers the probe did not see (missing, or on a host that did not answer): restarting the rest
+    of a DP group would wait for a rank that never comes."""
+    return tuple(i.name for i in restart.instances if not observed.get(i.name))
+
+
 def history_record(restart: Restart, result: str, dry_run: bool = False) -> dict:
     """The deployment's history line for one restart (deployctl/lock.py appends it as the lock is released)."""
     return {"action": "watch restart", "unit": restart.unit, "containers": [i.name for i in restart.instances],

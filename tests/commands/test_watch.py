@@ -125,3 +125,14 @@ def test_the_loop_probes_every_interval_until_interrupted(monkeypatch, tmp_path)
         watch.run(argparse.Namespace(spec=str(spec_path), **vars(args(once=False, interval=7.0))), UI(output="json"))
     assert rounds == [0, 1, 2] and len(sleeps) == 2 and all(0 < s <= 7.0 for s in sleeps)
     assert (tmp_path / ".deployctl" / "qwen3" / "watch.json").exists()
+
+
+def test_a_group_with_a_rank_missing_is_not_restarted_up_recreates_it(monkeypatch, capsys):
+    spec = load_spec_text(QWEN3 % "external")
+    state = watch.WatchState()
+    stalled, missing = {"qwen3-decode0-r2"}, {"qwen3-decode0-r7"}
+    run_once(monkeypatch, capsys, spec, state, fleet(spec, 0.0, stalled=stalled, missing=missing))
+    code, lines = run_once(monkeypatch, capsys, spec, state, fleet(spec, 5.0, stalled=stalled, missing=missing))
+    action = lines[-1]
+    assert code == 3 and (action["type"], action["unit"], action["result"]) == ("action", "decode0", "skipped")
+    assert action["error"] == "no container seen for qwen3-decode0-r7: `deployctl up` recreates what is missing"

@@ -11,8 +11,8 @@ import pytest
 
 from deployctl.facts.liveness import Answer
 from deployctl.plan.model import Step
-from deployctl.plan.watch import (EngineCounters, Observation, Restart, Verdict, history_record, judge, restart_plan,
-                                  restarts, unit_of)
+from deployctl.plan.watch import (EngineCounters, Observation, Restart, Verdict, history_record, judge,
+                                  missing_members, restart_plan, restarts, unit_of)
 from deployctl.spec.load import load_spec_text
 from tests.plan.test_image_stage import SPEC as GPU_MIXED
 from tests.spec.test_upstream_build import QWEN3
@@ -156,6 +156,8 @@ def test_the_restart_plan_stops_then_starts_the_same_containers_checked_to_be_th
     assert [c.argv for c in starts[1].commands] == [("docker", "start", "qwen3-prefill0-r1")]
     assert (starts[1].health.port, starts[1].health.path) == (9101, "/health")
     assert all(not s.undo for s in stops + starts)  # a restart has nothing to roll back to
+    assert missing_members(restart, {"qwen3-prefill0-r0": "id0", "qwen3-prefill0-r1": "id1"}) == ()
+    assert missing_members(restart, {"qwen3-prefill0-r0": "id0", "qwen3-prefill0-r1": None}) == ("qwen3-prefill0-r1",)
     # a container that was missing is not touched
     assert [s.container for s in restart_plan(spec, restart, {"qwen3-prefill0-r0": "id0"}).stages[0].steps] == [
         "qwen3-prefill0-r0"]
