@@ -166,6 +166,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw where the last `up`'s time to serve went, per host and phase (from the history)")
     _host_key_flag(p)
 
+    p = _verb(sub, "watch", "deployctl.commands.watch:run",
+              "watch every server's progress and restart what stalls (a vllm-ascend DP group as a whole), with "
+              "the reason in the history",
+              "deployctl watch playbooks/vllm-ascend-pd-qwen3.yaml --interval 30\n"
+              "deployctl watch playbooks/demo-pd.yaml --once --output json   # from cron")
+    _spec_arg(p)
+    p.add_argument("--interval", type=number("--interval"), default=30.0, metavar="SECONDS",
+                   help="seconds between two probes (default %(default)g); a stall is seen within two")
+    p.add_argument("--once", action="store_true",
+                   help="probe once and exit (for cron; the probe before is kept in .deployctl/<name>/watch.json "
+                        "beside the spec)")
+    p.add_argument("--dry-run", action="store_true", help="say what it would restart, restart nothing")
+    p.add_argument("--hang-timeout", type=number("--hang-timeout"), default=15.0, metavar="SECONDS",
+                   help="bound of the one-token generate sent to each server (default %(default)g)")
+    p.add_argument("--health-timeout", type=number("--health-timeout"), default=None, metavar="SECONDS",
+                   help="how long a restarted server may take to answer its health check (default: the spec's "
+                        "health.startup_timeout, else 1200 s or more for a large model)")
+    p.add_argument("--lock-wait", type=number("--lock-wait"), default=0.0, metavar="SECONDS",
+                   help="wait this long for the deploy lock before a restart (default %(default)g: an `up` in "
+                        "progress defers the restart to the next probe)")
+    _host_key_flag(p)
+
     p = _verb(sub, "logs", "deployctl.commands.logs:run",
               "container logs, each line prefixed by its instance",
               "deployctl logs playbooks/demo-pd.yaml demo-pd-prefill-0 -f")

@@ -86,6 +86,7 @@ _TABLE = (
     Number("--drain-timeout", float, 0, DAY_S),  # 0: take the server out and stop it at once
     Number("--shutdown-timeout", int, 0, HOUR_S),  # docker stop --time
     Number("--hang-timeout", float, 0, HOUR_S, above=True),
+    Number("--interval", float, 0, DAY_S, above=True),  # watch: seconds between two probes
     Number("--tail", int, 0, MAX_LINES),  # 0: only what comes next (with -f)
     Number("--lines", int, 1, MAX_LINES),
     # ranktable gen / validate

@@ -24,8 +24,12 @@ ENGINE_METRICS = {
     "waiting": (("vllm:num_requests_waiting",), sum),
     "kv_cache_usage": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), max),
     "preemptions": (("vllm:num_preemptions_total", "vllm:num_preemptions"), sum),
+    # the progress counters `deployctl watch` compares between two probes (a server stalls when they stop)
+    "generation_tokens": (("vllm:generation_tokens_total",), sum),
+    "prompt_tokens": (("vllm:prompt_tokens_total",), sum),
 }
-_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)")
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+_ENGINE_LABEL = re.compile(r'(?:^|,)\s*engine="(?P<engine>[^"]*)"')
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class Engine:
     waiting: Optional[float] = None
     kv_cache_usage: Optional[float] = None  # 0..1
     preemptions: Optional[float] = None  # a counter since the engine started
+    generation_tokens: Optional[float] = None  # a counter: tokens generated since the engine started
+    prompt_tokens: Optional[float] = None  # a counter: prompt tokens prefilled
 
 
 @dataclass(frozen=True)
@@ -113,12 +119,30 @@ def parse_prometheus(text: str) -> dict[str, list[float]]:
 
 def parse_engine(instance: str, text: str) -> Engine:
     """One server's /metrics as one Engine: each field its engines combined as ENGINE_METRICS says."""
-    metrics = parse_prometheus(text)
+    return _engine_of(instance, parse_prometheus(text))
 
+
+def _engine_of(instance: str, metrics: dict[str, list[float]]) -> Engine:
     def first(names, combine):
         return next((float(combine(metrics[n])) for n in names if n in metrics), None)
 
     return Engine(instance, **{field: first(names, combine) for field, (names, combine) in ENGINE_METRICS.items()})
+
+
+def parse_engines(text: str) -> dict[str, Engine]:
+    """One server's /metrics per engine behind it (label `engine`; a series without it counts as engine "0"):
+    an internal DP launch's API server fronts several, and one of them can stall while the others run."""
+    per_engine: dict[str, dict[str, list[float]]] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        value = _number(match["value"]) if match else None
+        if match and value is not None:
+            label = _ENGINE_LABEL.search(match["labels"] or "")
+            engine = label["engine"] if label else "0"
+            per_engine.setdefault(engine, {}).setdefault(match["name"], []).append(value)
+    return {engine: _engine_of(engine, metrics) for engine, metrics in sorted(per_engine.items())}
 
 
 def parse_tick(spec: Spec, host: str, t: float, outputs: Sequence[tuple[int, str]]) -> Sample:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import secrets
+import sys
 import time
 from typing import Optional, Tuple
 from urllib.parse import parse_qs
@@ -16,13 +17,14 @@ from standin.generation import ApiError, GenRequest, parse_request
 from standin.httpio import Request, json_response, response_bytes
 from standin.kvcache import KvCache
 from standin.metrics import CONTENT_TYPE, render
+from standin.stall import CLIENT_MESSAGE, MODES, WATCHDOG_S, EngineDied, Stalls, death_line
 from standin.trace import TraceLog, TraceRecord
 
 GENERATION_PATHS = {"/v1/completions": False, "/v1/chat/completions": True}
 ROUTES = {
     "/health": ("GET",), "/v1/models": ("GET",), "/version": ("GET",), "/standin/info": ("GET",),
     "/standin/trace": ("GET", "DELETE"), "/v1/completions": ("POST",), "/v1/chat/completions": ("POST",),
-    "/metrics": ("GET",),
+    "/metrics": ("GET",), "/standin/stall": ("GET", "POST", "DELETE"),
 }
 
 
@@ -31,6 +33,7 @@ class Engine:
 
     # (engine index, KV cache) of every engine behind this server, what /metrics shows; the scheduler has none
     caches: Tuple[Tuple[str, KvCache], ...] = ()
+    stalls: Optional[Stalls] = None  # the stall modes (standin/stall.py); None: it relays, nothing to stall
 
     async def healthy(self) -> bool:
         raise NotImplementedError
@@ -57,6 +60,9 @@ class App:
         self.version = "0.0.0+standin"  # GET /version; vLLM answers its own version there
         self.connections = Connections()
         self.draining = False  # vLLM >= 0.18 stopping: new generation requests fail (standin/drain.py)
+        self._frozen_metrics: Optional[bytes] = None  # what /metrics shows once the engine core died
+        if engine.stalls is not None:
+            engine.stalls.on_death = self._engine_died
 
     def _next_id(self) -> str:
         self._count += 1
@@ -76,8 +82,12 @@ class App:
             await self._generate(req, GENERATION_PATHS[req.path], writer)
             return
         elif req.path == "/health":
-            ok = self.ready and await self.engine.healthy()
+            dead = self.engine.stalls is not None and self.engine.stalls.dead  # check_health raises EngineDeadError
+            ok = self.ready and not dead and await self.engine.healthy()
             writer.write(response_bytes(200 if ok else 503, b"", req.keep_alive))
+        elif req.path == "/standin/stall":
+            status, doc = self._stall(req)
+            writer.write(json_response(status, doc, req.keep_alive))
         elif req.path == "/v1/models":
             writer.write(json_response(200, self._models(), req.keep_alive))
         elif req.path == "/metrics":
@@ -120,6 +130,16 @@ class App:
             log(f"request {rid} {req.path} prompt_tokens={gen.prompt_tokens} max_tokens={gen.max_tokens} "
                 f"stream={gen.stream}")
         self._generations += 1
+        stalls = self.engine.stalls
+        dead_after = knobs.engine_dead_after_requests
+        if stalls is not None and dead_after is not None and self._generations > dead_after:
+            stalls.die()
+        if stalls is not None and stalls.dead:  # AsyncLLM.add_request raises EngineDeadError: a 500, at once
+            error = ApiError(500, CLIENT_MESSAGE, "InternalServerError")
+            writer.write(json_response(500, error.body(), req.keep_alive, extra))
+            await writer.drain()
+            record.finish(500)
+            return
         if self.config.knobs.empty_answers:  # a decoder that fails behind the proxy: 200, nothing in it
             writer.write(response_bytes(200, b"", req.keep_alive, extra))
             await writer.drain()
@@ -130,9 +150,18 @@ class App:
             # what an HCCL hang looks like from outside: /health still 200, the request never answers
             if self._generations == hang_after + 1:
                 log(f"hanging every generation from now on (STANDIN_HANG_AFTER_REQUESTS={hang_after})")
-            await asyncio.Event().wait()
+                if stalls is not None:
+                    stalls.hang()
+            if stalls is None:  # the scheduler has no engine to stall: the request itself never answers
+                await asyncio.Event().wait()
         try:
             await self.engine.generate(req, body, gen, rid, record, writer)
+        except EngineDied:
+            if record.end_ns is None:  # not begun: one 500, as for a request arriving after the death
+                error = ApiError(500, CLIENT_MESSAGE, "InternalServerError")
+                writer.write(json_response(500, error.body(), req.keep_alive, extra))
+                await writer.drain()
+                record.finish(500)
         except (ConnectionError, asyncio.IncompleteReadError):
             if record.end_ns is None:  # 499: the client went away before the answer ended
                 record.aborted = True
@@ -143,8 +172,43 @@ class App:
         caches = self.engine.caches
         if not caches:  # the scheduler relays; vLLM's metrics live on the instances behind it
             return json_response(404, {"detail": "Not Found"}, keep_alive)
-        text = render(caches, self.config.args.served_names[0])
+        text = self._frozen_metrics or render(caches, self.config.args.served_names[0])
         return response_bytes(200, text, keep_alive, CONTENT_TYPE)
+
+    def _stall(self, req: Request) -> Tuple[int, dict]:
+        """The stand-in-only trigger of a stall mode on a running server (a test stalls one rank without
+        restarting it): POST {"mode": "hang"|"engine-dead", "engine": "R"?}; DELETE ends a hang; GET says."""
+        stalls = self.engine.stalls
+        if stalls is None:
+            return 404, {"detail": f"a {self.config.role} has no engine to stall"}
+        if req.method == "POST":
+            try:
+                doc = json.loads(req.body or b"{}")
+            except ValueError:
+                doc = None
+            mode = doc.get("mode") if isinstance(doc, dict) else None
+            engine = doc.get("engine") if isinstance(doc, dict) else None
+            if mode not in MODES or (engine is not None and str(engine) not in stalls.engines):
+                return 400, {"detail": f"give mode {' or '.join(MODES)} and optionally an engine of "
+                                       f"{sorted(stalls.engines)}"}
+            if mode == "hang":
+                hung = stalls.hang(None if engine is None else str(engine))
+                log(f"hanging engine(s) {','.join(hung)} (POST /standin/stall)")
+            else:
+                stalls.die()
+        elif req.method == "DELETE":
+            stalls.resume()
+            log("resuming every engine (DELETE /standin/stall)")
+        return 200, stalls.describe()
+
+    def _engine_died(self) -> None:
+        """The engine core died: say it as vLLM does, freeze /metrics, and exit after the watchdog's period unless
+        VLLM_KEEP_ALIVE_ON_ENGINE_DEATH keeps the API server up (standin/stall.py)."""
+        print(death_line(self.version), flush=True)
+        self._frozen_metrics = render(self.engine.caches, self.config.args.served_names[0])
+        if self.config.knobs.keep_alive_on_engine_death:
+            return
+        asyncio.get_running_loop().call_later(WATCHDOG_S, _watchdog_exit)
 
     def _models(self) -> dict:
         args = self.config.args
@@ -172,6 +236,12 @@ class App:
             "ignored_args": list(c.args.ignored), "argv": list(c.args.argv),
             "ready": self.ready, "pid": os.getpid(),
         }
+
+
+def _watchdog_exit() -> None:
+    log("engine dead: the API server shuts down (watchdog; VLLM_KEEP_ALIVE_ON_ENGINE_DEATH unset)")
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def _query_value(query: str, name: str) -> Optional[str]:

@@ -32,6 +32,8 @@ class Knobs:
     hccn_conf: str = "/etc/hccn.conf"  # HCCL's NIC table: without it as a readable file, HCCL answers go wrong
     capacity: Optional[int] = None  # sequences the emulated KV cache holds; None: unlimited (no queue, no slowdown)
     load_slowdown: float = 1.0  # with r of `capacity` running, TTFT and TPOT are x (1 + load_slowdown * r / capacity)
+    engine_dead_after_requests: Optional[int] = None  # then the engine core dies (standin/stall.py, engine-dead)
+    keep_alive_on_engine_death: bool = False  # VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1: the API server stays up
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ def read_knobs(env: Mapping[str, str]) -> Knobs:
         hccn_conf=env.get("STANDIN_HCCN_CONF") or "/etc/hccn.conf",
         capacity=_capacity(env),
         load_slowdown=_number(env, "STANDIN_LOAD_SLOWDOWN", 1.0),
+        engine_dead_after_requests=_number(env, "STANDIN_ENGINE_DEAD_AFTER_REQUESTS", None, int),
+        # vLLM's own variable (vllm/envs.py: bool(int(...))), read as vLLM reads it
+        keep_alive_on_engine_death=env.get("VLLM_KEEP_ALIVE_ON_ENGINE_DEATH", "0") not in ("", "0"),
     )
 
 

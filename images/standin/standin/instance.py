@@ -5,6 +5,7 @@ holding a slot of the emulated KV cache of one engine while it generates. A serv
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Iterator, Optional, Sequence, Set, Tuple
 
@@ -14,6 +15,7 @@ from standin.generation import (ABORT, DONE_EVENT, GenRequest, finish_reason, fu
                                 token_event, tokens, usage_event)
 from standin.httpio import LAST_CHUNK, Request, chunk, json_response, stream_head
 from standin.kvcache import KvCache
+from standin.stall import CLIENT_MESSAGE, EngineDied, Stalls
 from standin.trace import TraceRecord
 
 
@@ -36,6 +38,7 @@ class InstanceEngine(Engine):
         self._in_flight = 0  # generation requests inside run(): queued for a slot or generating
         self.aborting = False  # set by abort_all(): every request in flight ends now with finish_reason "abort"
         self._sleepers: Set[asyncio.Future] = set()
+        self.stalls = Stalls((index, cache.stall) for index, cache in self.caches)
 
     def in_flight(self) -> int:
         return self._in_flight
@@ -85,6 +88,10 @@ class InstanceEngine(Engine):
         cache = self.place()
         self._in_flight += 1
         try:
+            if cache.stall.hung:  # accepted and queued; a hung engine schedules nothing
+                await cache.stall.queue()
+            if self.stalls.dead:
+                raise EngineDied
             waited = await cache.admit()
         except BaseException:
             self._in_flight -= 1
@@ -118,22 +125,24 @@ class InstanceEngine(Engine):
             yield due
 
     async def whole_answer_due(self, loop, cache: KvCache, first: float, count: int, abortable: bool = False) -> int:
-        """Wait until the last of `count` tokens is due (token by token when the load can change meanwhile); the
-        number of tokens generated: `count`, or (`abortable`) those due before abort_all()."""
-        if cache.capacity is None:
-            last = first + self.tpot_s * (count - 1)
-            if not abortable:
-                await sleep_until(loop, last)
-            elif await self.pause_until(loop, last):
-                now = loop.time()
-                return sum(1 for i in range(count) if first + i * self.tpot_s <= now)
-            return count
+        """Wait until each of `count` tokens is due, counting each in `vllm:generation_tokens_total` as it is (vLLM
+        counts every token the step it is generated, streamed or not: IterationStats, vllm/v1/metrics/stats.py),
+        and while the engine hangs (EngineDied when its core dies meanwhile); the number of tokens generated:
+        `count`, or (`abortable`) those due before abort_all()."""
         for i, due in enumerate(self.deadlines(cache, first, count)):
             if not abortable:
                 await sleep_until(loop, due)
             elif await self.pause_until(loop, due):
                 return i
+            await self.progress(cache)
+            cache.generation_tokens += 1
         return count
+
+    async def progress(self, cache: KvCache) -> None:
+        """Before a token goes out: wait while the engine hangs; EngineDied once its core died."""
+        await cache.stall.progress()
+        if self.stalls.dead:
+            raise EngineDied
 
     async def _answer(self, first: float, cache: KvCache, req: Request, gen: GenRequest, rid: str,
                       record: TraceRecord, writer: asyncio.StreamWriter, garbled: bool) -> None:
@@ -147,7 +156,6 @@ class InstanceEngine(Engine):
             body = full_body(gen, rid, created, "".join(words[:done]), aborted)
             writer.write(json_response(200, body, req.keep_alive, extra))
             await writer.drain()
-            cache.generation_tokens += done
             record.chunk_written()
             record.finish(200)
             return ABORT if aborted is not None else None
@@ -161,6 +169,15 @@ class InstanceEngine(Engine):
         for i, (word, due) in enumerate(zip(words, self.deadlines(cache, first, len(words)))):
             if await self.pause_until(loop, due):
                 break
+            try:
+                await self.progress(cache)
+            except EngineDied:  # vLLM's stream generator sends the error as its last event, then [DONE]
+                error = {"object": "error", "message": CLIENT_MESSAGE, "type": "InternalServerError", "param": None,
+                         "code": 500}
+                writer.write(chunk(b"data: " + json.dumps(error).encode() + b"\n\n") + chunk(DONE_EVENT) + LAST_CHUNK)
+                await writer.drain()
+                record.finish(500)
+                raise
             writer.write(chunk(token_event(gen, rid, created, word, i == last)))
             await writer.drain()
             cache.generation_tokens += 1

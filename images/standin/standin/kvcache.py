@@ -7,6 +7,8 @@ import asyncio
 import collections
 from typing import Deque, Dict, Optional
 
+from standin.stall import EngineStall
+
 FINISH_REASONS = ("stop", "length", "abort")  # vLLM v1's FinishReason values, each a request_success series
 
 
@@ -21,10 +23,12 @@ class KvCache:
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.finished: Dict[str, int] = {reason: 0 for reason in FINISH_REASONS}
+        self.stall = EngineStall()  # closed while this engine hangs (standin/stall.py)
 
     @property
     def waiting(self) -> int:
-        return len(self._waiting)
+        """Queued for a slot, and accepted while the engine hangs (never scheduled)."""
+        return len(self._waiting) + self.stall.stuck
 
     def factor(self) -> float:
         """How much longer a step takes now than on an idle server: the batch shares the NPU."""

@@ -1,0 +1,246 @@
+"""`deployctl watch SPEC`: probe every server each --interval seconds (one round trip per host), judge its progress
+against the probe before (plan/watch.py) and restart what stalled: a vllm-ascend DP group as a whole, anything else
+alone, through the executor, under the deploy lock, with the reason in the deployment's history. `--once` probes
+once (for cron: the probe before is kept in `.deployctl/<name>/watch.json` beside the spec); `--dry-run` says what it
+would restart and restarts nothing. With --output json: one JSON line per observation and per action."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from deployctl.errors import DeployctlError, ExitStatus
+
+STATE_FILE = "watch.json"
+STATE_VERSION = 1
+
+
+@dataclass
+class WatchState:
+    """What one probe leaves for the next: each server's observation, each container's newest log stamp read, and
+    when watch last restarted it."""
+
+    observations: dict = field(default_factory=dict)  # name -> Observation
+    log_since: dict = field(default_factory=dict)  # name -> docker log stamp
+    restarted: dict = field(default_factory=dict)  # name -> time
+
+    @classmethod
+    def load(cls, path: Path) -> "WatchState":
+        from deployctl.plan.watch import Observation
+
+        try:
+            doc = json.loads(path.read_text())
+            if doc.get("version") != STATE_VERSION:
+                return cls()
+            return cls({k: Observation.from_json(v) for k, v in doc.get("observations", {}).items()},
+                       dict(doc.get("log_since", {})), dict(doc.get("restarted", {})))
+        except (OSError, ValueError, KeyError, TypeError):
+            return cls()  # none yet, or unreadable: this probe is the first
+
+    def save(self, path: Path) -> None:
+        doc = {"version": STATE_VERSION, "observations": {k: v.to_json() for k, v in self.observations.items()},
+               "log_since": self.log_since, "restarted": self.restarted}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, path)
+
+
+def run(args, ui) -> int:
+    from deployctl.hosts import connect_options, connected
+    from deployctl.spec.load import load_spec
+
+    spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
+    path = spec.state_dir / STATE_FILE
+    state = WatchState.load(path)
+    out = Output(ui)
+    with connected(spec, options=connect_options(args, ui)) as transports:
+        while True:
+            started = time.monotonic()
+            code = watch_once(spec, transports, state, args, out)
+            state.save(path)
+            if args.once:
+                return code
+            left = args.interval - (time.monotonic() - started)
+            if left > 0:
+                time.sleep(left)  # the probe period; Ctrl-C ends the loop (exit 130)
+
+
+def watch_once(spec, transports, state: WatchState, args, out: "Output") -> int:
+    """One probe of every host, the verdicts, and the restarts they call for; the exit status of a --once run."""
+    from deployctl.plan.watch import judge, restarts
+    from deployctl.plan.watch_probes import is_front
+
+    observations = probe(spec, transports, state, args.hang_timeout)
+    grace = _health_timeout(spec, args)
+    verdicts = []
+    for current in observations:
+        restarted = state.restarted.get(current.instance)
+        instance = next(i for i in spec.instances if i.name == current.instance)
+        verdict = judge(state.observations.get(current.instance), current, front=is_front(spec, instance),
+                        starting=restarted is not None and current.time - restarted < grace,
+                        hang_timeout=args.hang_timeout)
+        verdicts.append(verdict)
+        out.observation(current, verdict)
+        if current.state != "unreachable":
+            state.observations[current.instance] = current
+    code = ExitStatus.OK
+    if any(v.state == "missing" for v in verdicts):
+        code = ExitStatus.NOT_THERE
+    for restart in restarts(spec, verdicts):
+        result = act(spec, transports, state, restart, observations, args, out)
+        if result == "failed":
+            code = ExitStatus.FAILED
+        elif result == "would restart" and code == ExitStatus.OK:
+            code = ExitStatus.CHECKS  # --dry-run: a server needs a restart it did not get
+    return int(code)
+
+
+def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
+    """Every host at once, one batch each; a host that cannot be asked shows its servers as unreachable."""
+    from deployctl.fanout import on_hosts
+    from deployctl.gather import run_probes
+    from deployctl.plan.watch_probes import observe, parse_answers, watch_probes
+
+    now = time.time()
+    known = {name: obs.container_id for name, obs in state.observations.items()}
+
+    def one(transport):
+        probes = watch_probes(spec, transport.name, state.log_since, hang_timeout)
+        if not probes:
+            return {}
+        try:
+            return parse_answers(run_probes(transport, probes, timeout=60 + hang_timeout))
+        except DeployctlError:
+            return None
+
+    answers = on_hosts(transports, one)
+    observations = []
+    for host in transports:
+        if answers[host] == {}:
+            continue
+        observations.extend(observe(spec, host, answers[host], now, known))
+        for name, new in ((answers[host] or {}).get("new_log_lines") or {}).items():
+            if new.last:
+                state.log_since[name] = new.last
+    return observations
+
+
+def front_addresses(spec, transports) -> dict[str, str]:
+    """How the front names each host's servers, where it can change its list: vllm-ascend's proxy lists each host
+    by the address its NIC holds (plan/upstream.py host_networks), read here in one round trip per serving host."""
+    from deployctl.plan.front import front_of, reach
+    from deployctl.servers import flavour_of
+
+    front = front_of(spec)
+    if front is None or not front.changes_list:
+        return {}
+    if not flavour_of(spec).reads_host_networks:
+        return reach(spec)
+    from deployctl.facts.assemble import host_facts_from
+    from deployctl.fanout import on_hosts
+    from deployctl.gather import run_probes
+    from deployctl.plan.probes import addresses_probe
+    from deployctl.plan.upstream import host_networks
+
+    used = {h.name for h in spec.used_hosts}
+    answers = on_hosts({n: t for n, t in transports.items() if n in used},
+                       lambda t: host_facts_from(run_probes(t, (addresses_probe(),))))
+    return reach(spec, host_networks(spec, answers))
+
+
+def act(spec, transports, state: WatchState, restart, observations, args, out: "Output") -> str:
+    """Restart one unit (or say it would): under the deploy lock, its reason in the history."""
+    from deployctl.execute import Executor
+    from deployctl.lock import DeployLock
+    from deployctl.plan.watch import history_record, missing_members, restart_plan
+    from deployctl.ui.events import up_events
+
+    observed = {o.instance: o.container_id for o in observations}
+    absent = missing_members(restart, observed)
+    if absent:  # a group with a rank missing (or on a host that did not answer) would never serve again
+        plan = restart_plan(spec, restart, observed)
+        out.action(restart, "skipped", plan, f"no container seen for {', '.join(absent)}: `deployctl up` "
+                                             "recreates what is missing")
+        return "skipped"
+    plan = restart_plan(spec, restart, observed, front_addresses(spec, transports))
+    if args.dry_run:
+        out.action(restart, "would restart", plan)
+        return "would restart"
+    out.action(restart, "restarting", plan)
+    first = transports[spec.first_host.name]
+    result, error = "failed", None
+    try:
+        with DeployLock(first, spec.remote_state_dir, "watch", wait=args.lock_wait) as lock:
+            try:
+                with up_events(out.progress_ui) as on_event:
+                    report = Executor(transports, on_event=on_event,
+                                      health_timeout=_health_timeout(spec, args)).execute(plan)
+                result = "ok" if not report.failed else "failed"
+                error = report.error.message if report.failed and report.error else None
+            finally:
+                lock.history = history_record(restart, result)
+    except DeployctlError as exc:  # the lock is held (an `up` runs): try again at the next probe
+        out.action(restart, "deferred", plan, exc.message)
+        return "deferred"
+    now = time.time()
+    for instance in restart.instances:
+        state.restarted[instance.name] = now
+        state.observations.pop(instance.name, None)  # its counters start again from 0
+    out.action(restart, result, plan, error)
+    return result
+
+
+def _health_timeout(spec, args) -> float:
+    from deployctl.commands.up import health_timeout
+
+    return health_timeout(spec, args)
+
+
+class Output:
+    """One line per observation and per action: a table row for people, a JSON document per line with --output
+    json (stdout); the executor's step lines go to stderr."""
+
+    def __init__(self, ui) -> None:
+        self.ui = ui
+        self.progress_ui = ui
+
+    def _line(self, doc: dict, text: str) -> None:
+        if self.ui.json:
+            sys.stdout.write(json.dumps(doc) + "\n")
+            sys.stdout.flush()
+            self.ui.emitted = True
+        else:
+            self.ui.print(text)
+
+    def observation(self, obs, verdict) -> None:
+        from deployctl.ui import escape
+
+        style = {"stalled": "red", "engine-dead": "red", "down": "red", "unresponsive": "red", "missing": "yellow",
+                 "suspect": "yellow", "unhealthy": "yellow", "unreachable": "yellow"}.get(verdict.state, "green")
+        stamp = time.strftime("%H:%M:%S", time.localtime(obs.time))
+        self._line({"type": "observation", **obs.to_json(), "verdict": verdict.state, "reason": verdict.reason,
+                    "signatures": [list(s) for s in obs.signatures]},
+                   f"{stamp} {obs.host} {obs.instance}: [{style}]{verdict.state}[/] — {escape(verdict.reason)}")
+
+    def action(self, restart, result: str, plan, error: Optional[str] = None) -> None:
+        from deployctl.ui import escape
+
+        doc = {"type": "action", "action": "restart", "result": result, **restart.to_json(),
+               "steps": plan.to_json()["steps"], **({"error": error} if error else {})}
+        names = ", ".join(i.name for i in restart.instances)
+        text = f"{time.strftime('%H:%M:%S')} {result} {restart.unit} ({names})"
+        if result in ("would restart", "restarting"):
+            text += f" — {escape(restart.reason)}"
+            if result == "would restart" and not self.ui.json:
+                text += "".join(f"\n    {s['host']}: {escape(shlex.join(s['argv']))}" for s in doc["steps"]
+                                if s["argv"])
+        elif error:
+            text += f" — {escape(error)}"
+        self._line(doc, text)

@@ -1,0 +1,296 @@
+"""`deployctl watch`, the pure half: what one probe saw of each server (observations), whether each server makes
+progress (a verdict, judged against the probe before), which units restart (a vllm-ascend DP group as a whole,
+anything else alone) and the plan that restarts one (the executor's stop and start steps, plus the front's).
+
+Liveness is progress, not `/health`: a server is stalled when its engines generated no token between two probes
+while requests ran or waited, when a one-token generate did not finish and no token was generated meanwhile, or
+when a known error signature appears in its new log lines. A long queue whose tokens still advance is busy, not
+stalled: the one-token generate waits in that queue too, so it alone never restarts a server that generates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
+
+from deployctl.core import Command
+from deployctl.facts.liveness import Answer
+from deployctl.plan.model import HealthCheck, Plan, Stage, Step
+from deployctl.spec.model import Instance, Spec
+
+# verdicts that restart a unit; the others are said and left alone
+RESTART = ("stalled", "engine-dead", "down", "unresponsive")
+NO_ACTION = ("healthy", "idle", "busy", "starting", "suspect", "missing", "unhealthy", "unreachable")
+STOP_SECONDS = 30  # as `up` stops a container it replaces
+
+
+@dataclass(frozen=True)
+class EngineCounters:
+    """One engine's progress counters and gauges at one probe (None: the server does not publish it)."""
+
+    generation_tokens: Optional[float] = None
+    prompt_tokens: Optional[float] = None
+    running: Optional[float] = None
+    waiting: Optional[float] = None
+
+    @property
+    def queued(self) -> float:
+        """Requests it holds, running or waiting."""
+        return (self.running or 0.0) + (self.waiting or 0.0)
+
+    def to_json(self) -> dict:
+        return {"generation_tokens": self.generation_tokens, "prompt_tokens": self.prompt_tokens,
+                "running": self.running, "waiting": self.waiting}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "EngineCounters":
+        return cls(**{k: doc.get(k) for k in ("generation_tokens", "prompt_tokens", "running", "waiting")})
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One server (container) at one probe."""
+
+    instance: str  # the container's name
+    host: str
+    time: float  # seconds (the control machine's clock)
+    state: str  # the container's: running | exited | created | ... | missing | unreachable (its host)
+    container_id: Optional[str] = None
+    exit_code: int = 0
+    health_code: Optional[int] = None  # its health path's HTTP status (0: no answer); None: not asked (headless)
+    liveness: Optional[Answer] = None  # the one-token generate; None: not asked
+    engines: Mapping[str, EngineCounters] = field(default_factory=dict)  # engine index -> counters
+    signatures: tuple[tuple[str, str], ...] = ()  # (signature id, the line) found in its new log lines
+
+    def to_json(self) -> dict:
+        """What the next `watch --once` compares against (the state file) and what --output json says."""
+        return {"instance": self.instance, "host": self.host, "time": round(self.time, 3), "state": self.state,
+                "container_id": self.container_id, "exit_code": self.exit_code, "health_code": self.health_code,
+                "liveness": None if self.liveness is None else [self.liveness.status, self.liveness.size],
+                "engines": {k: v.to_json() for k, v in self.engines.items()}}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Observation":
+        live = doc.get("liveness")
+        return cls(doc["instance"], doc["host"], float(doc["time"]), doc["state"], doc.get("container_id"),
+                   exit_code=doc.get("exit_code", 0), health_code=doc.get("health_code"), liveness=Answer(*live) if live else None,
+                   engines={k: EngineCounters.from_json(v) for k, v in (doc.get("engines") or {}).items()})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    instance: str
+    host: str
+    state: str  # one of RESTART or NO_ACTION
+    reason: str
+
+    @property
+    def restarts(self) -> bool:
+        return self.state in RESTART
+
+
+def judge(previous: Optional[Observation], current: Observation, *, front: bool = False,
+          starting: bool = False, hang_timeout: float = 15.0) -> Verdict:
+    """One server's verdict from this probe and the one before (None: none yet, or another container since).
+    `front`: the scheduler or proxy (restarted only when its container stopped: an unhealthy front usually
+    means its backends are); `starting`: watch restarted it lately and it may still be loading its model."""
+    def verdict(state: str, reason: str) -> Verdict:
+        return Verdict(current.instance, current.host, state, reason)
+
+    if previous is not None and previous.container_id != current.container_id:
+        previous = None  # another container (an `up` replaced it): nothing to compare with
+    if current.state == "unreachable":
+        return verdict("unreachable", "its host did not answer this probe")
+    if current.state == "missing":
+        return verdict("missing", "no container: `deployctl up` creates it")
+    if current.state != "running":
+        return verdict("down", f"container {current.state} (exit code {current.exit_code})")
+    if current.health_code is None:  # a headless vllm-ascend server: its group's API server speaks for it
+        return verdict("healthy", "running (headless: its group's API server answers for it)")
+    if front:
+        if current.health_code == 200:
+            return verdict("healthy", "health 200")
+        return verdict("unhealthy", f"health {_code(current.health_code)} (a front reports its backends; "
+                                    "restarting it would not help)")
+    logged = (f"known error in its new log lines: {current.signatures[0][0]}: {current.signatures[0][1]}"
+              if current.signatures else "")
+    if current.health_code == 503:  # vLLM's /health: EngineDeadError (vllm/entrypoints/serve/instrumentator/health.py)
+        return verdict("engine-dead", "health 503: the engine core died (vLLM's EngineDeadError)"
+                       + (f"; {logged}" if logged else ""))
+    if logged:
+        return verdict("stalled", logged)
+    if current.health_code != 200:
+        if starting:
+            return verdict("starting", f"health {_code(current.health_code)}, restarted lately: loading")
+        if previous is not None and previous.health_code not in (None, 200):
+            return verdict("unresponsive", f"health {_code(current.health_code)} at two probes in a row")
+        return verdict("suspect", f"health {_code(current.health_code)}; confirmed or not at the next probe")
+    span = current.time - previous.time if previous is not None else 0.0
+    stalled = _stalled_engines(previous, current)
+    if stalled:
+        return verdict("stalled", "; ".join(f"engine {e}: no token generated in {span:.1f} s while "
+                                            f"{_count(c.running)} running, {_count(c.waiting)} waiting"
+                                            for e, c in stalled))
+    advanced = _advanced(previous, current)
+    if current.liveness is not None and not current.liveness.generated:
+        what = (f"a one-token generate did not finish within {hang_timeout:g} s" if current.liveness.status == 0
+                else f"a one-token generate answered {current.liveness.status} with {current.liveness.size} bytes")
+        if advanced:  # a long queue: the probe waited behind requests that do get tokens
+            return verdict("busy", f"{what}, but {advanced:g} token(s) generated in {span:.1f} s (a long queue)")
+        if previous is None:
+            return verdict("suspect", f"{what}; no earlier probe to compare progress with")
+        queued_before = sum(c.queued for c in previous.engines.values())
+        if (previous.liveness is None or previous.liveness.generated) and not queued_before:
+            # an idle server at the probe before: a burst that arrived since may not have had its first tokens yet
+            # (a long prefill), so it takes a second probe (a stall is still seen within two periods)
+            return verdict("suspect", f"{what} and no token was generated in {span:.1f} s; confirmed or not at "
+                                      "the next probe")
+        return verdict("stalled", f"{what} and no token was generated in {span:.1f} s")
+    if not current.engines:
+        return verdict("healthy", "health 200" + ("" if current.liveness is None else ", a one-token generate answers"))
+    queued = sum(c.queued for c in current.engines.values())
+    if not queued:
+        return verdict("idle", "no request held")
+    if advanced:
+        return verdict("busy", f"{advanced:g} token(s) generated in {span:.1f} s, {queued:g} request(s) held")
+    return verdict("busy", f"{queued:g} request(s) held; its progress is judged at the next probe")
+
+
+def _stalled_engines(previous: Optional[Observation], current: Observation) -> list[tuple[str, EngineCounters]]:
+    """Engines whose counters did not move between the two probes while they held requests at both."""
+    if previous is None:
+        return []
+    out = []
+    for index, now in current.engines.items():
+        before = previous.engines.get(index)
+        if before is None or now.generation_tokens is None or before.generation_tokens is None:
+            continue
+        if now.generation_tokens < before.generation_tokens:
+            continue  # the counter restarted: the engine did
+        flat = now.generation_tokens == before.generation_tokens and (
+            now.prompt_tokens is None or before.prompt_tokens is None or now.prompt_tokens == before.prompt_tokens)
+        if flat and before.queued > 0 and now.queued > 0:
+            out.append((index, now))
+    return out
+
+
+def _advanced(previous: Optional[Observation], current: Observation) -> float:
+    """Tokens generated between the two probes, over every engine, less the one token of the previous probe's own
+    one-token generate (it read /metrics before asking it): that one proves nothing about the requests held."""
+    if previous is None:
+        return 0.0
+    total = 0.0
+    for index, now in current.engines.items():
+        before = previous.engines.get(index)
+        if before and now.generation_tokens is not None and before.generation_tokens is not None:
+            total += max(0.0, now.generation_tokens - before.generation_tokens)
+    own = 1.0 if previous.liveness is not None and previous.liveness.generated else 0.0
+    return max(0.0, total - own)
+
+
+def _code(code: int) -> str:
+    return "no answer" if code == 0 else str(code)
+
+
+def _count(value: Optional[float]) -> str:
+    return "?" if value is None else f"{value:g}"
+
+
+# --- what restarts ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Restart:
+    """One unit to restart: a whole DP group (its ranks fail together: one rank's collective hangs every other's),
+    or one instance; with the verdicts that asked for it."""
+
+    unit: str  # `decode0` (a group) or the instance's container name
+    instances: tuple[Instance, ...]
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(f"{v.instance}: {v.state}: {v.reason}" for v in self.verdicts)
+
+    def to_json(self) -> dict:
+        return {"unit": self.unit, "containers": [i.name for i in self.instances],
+                "hosts": sorted({i.host for i in self.instances}), "reason": self.reason}
+
+
+def unit_of(spec: Spec, instance: Instance) -> tuple[str, tuple[Instance, ...]]:
+    """The restart unit an instance belongs to: every server of its vllm-ascend DP group (on every host), else the
+    instance alone (an AscendCloud or GPU instance, a front)."""
+    if instance.server is None:
+        return instance.name, (instance,)
+    label = instance.server.group.label
+    return label, tuple(i for i in spec.instances if i.server is not None and i.server.group.label == label)
+
+
+def restarts(spec: Spec, verdicts: Sequence[Verdict]) -> tuple[Restart, ...]:
+    """The units to restart, in spec order, each once however many of its servers stalled."""
+    by_name = {i.name: i for i in spec.instances}
+    units: dict[str, tuple[tuple[Instance, ...], list[Verdict]]] = {}
+    for verdict in verdicts:
+        instance = by_name.get(verdict.instance)
+        if instance is None or not verdict.restarts:
+            continue
+        unit, members = unit_of(spec, instance)
+        units.setdefault(unit, (members, []))[1].append(verdict)
+    return tuple(Restart(unit, members, tuple(found)) for unit, (members, found) in units.items())
+
+
+# --- how a unit restarts ----------------------------------------------------------------------------------------
+
+# A constant script: is NAME ($1) still the container ID ($2) the probe saw? An `up` may have replaced it since.
+SAME_CONTAINER = '[ "$(docker inspect --format "{{.Id}}" "$1" 2>/dev/null)" = "$2" ]'
+
+
+def front_stages(spec: Spec, restart: Restart, address_of: Mapping[str, str]) -> tuple[Stage, Stage]:
+    """Take the unit out of the front and wait for its requests, then put it back once it serves (the rollout's
+    own steps, plan/rollout.py front_steps); empty stages where the front cannot change its list or the front's
+    addresses are not known."""
+    from deployctl.plan.rollout import front_steps
+
+    found = front_steps(spec, tuple(i.name for i in restart.instances), address_of) if address_of else None
+    out, back = found if found is not None else ((), ())
+    return Stage("drain", (out,) if out else ()), Stage("undrain", (back,) if back else ())
+
+
+def restart_plan(spec: Spec, restart: Restart, observed: Mapping[str, Optional[str]],
+                 address_of: Mapping[str, str] = {}) -> Plan:  # noqa: B006 - read only
+    """drain (the front's) -> stop every container of the unit (each checked to be the one observed) -> start them
+    again, at once (a DP group serves only once every rank is back), each waited for until healthy -> back into
+    the front. The same containers: their digest labels, and any `.previous` beside them, stay as `up` left
+    them. `observed`: container name -> the ID the probe saw (None: it was missing and is not touched);
+    `address_of`: how the front names each host's servers (none: the front is left as it is)."""
+    from deployctl.plan.probes import health_path
+
+    stops, starts = [], []
+    for instance in restart.instances:
+        seen = observed.get(instance.name)
+        if not seen:
+            continue
+        why = restart.reason
+        stops.append(Step(instance.host, "stop", "restart", why, container=instance.name, commands=(
+            Command(("sh", "-c", SAME_CONTAINER, "sh", instance.name, seen),
+                    failure=f"{instance.name} is no longer the container watch observed (an `up` replaced it?)"),
+            Command(("docker", "stop", "--time", str(STOP_SECONDS), instance.name)),
+        )))
+        health = (HealthCheck(instance.name, instance.port, health_path(spec, instance))
+                  if instance.port is not None else None)
+        starts.append(Step(instance.host, "workers", "restart", why, container=instance.name,
+                           commands=(Command(("docker", "start", instance.name)),), health=health))
+    drain, undrain = front_stages(spec, restart, address_of)
+    stages = [drain, Stage("stop", tuple(stops)), Stage("workers", tuple(starts)), undrain]
+    return Plan(spec.name, tuple(s for s in stages if s.steps))
+
+
+def missing_members(restart: Restart, observed: Mapping[str, Optional[str]]) -> tuple[str, ...]:
+    """The unit's containers the probe did not see (missing, or on a host that did not answer): restarting the rest
+    of a DP group would wait for a rank that never comes."""
+    return tuple(i.name for i in restart.instances if not observed.get(i.name))
+
+
+def history_record(restart: Restart, result: str, dry_run: bool = False) -> dict:
+    """The deployment's history line for one restart (deployctl/lock.py appends it as the lock is released)."""
+    return {"action": "watch restart", "unit": restart.unit, "containers": [i.name for i in restart.instances],
+            "reason": restart.reason, "result": result, **({"dry_run": True} if dry_run else {})}

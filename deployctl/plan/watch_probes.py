@@ -1,0 +1,93 @@
+"""What one `deployctl watch` probe asks a host (one batch: one round trip) and the observations it makes of the
+answers (pure): the containers, each API server's health code and /metrics, the one-token generate `status` sends
+to each engine server, and each container's log lines since the last probe, matched against the known errors."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from deployctl.diagnose.signatures import Text, match
+from deployctl.facts.deployed import DeployedState, deployed_probe
+from deployctl.facts.liveness import liveness_probe
+from deployctl.facts.probe import Probe
+from deployctl.facts.progress import NewLines, ServerProgress, logs_probe, progress_probe
+from deployctl.plan.probes import health_path
+from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
+from deployctl.plan.watch import EngineCounters, Observation
+from deployctl.servers import flavour_of
+from deployctl.spec.model import Instance, Spec
+
+LOG_KIND = "log"  # the signatures looked for in container logs (data/signatures.json `sources`)
+
+
+def is_front(spec: Spec, instance: Instance) -> bool:
+    return spec.front is not None and instance.name == spec.front.name
+
+
+def watch_probes(spec: Spec, host: str, since: Mapping[str, Optional[str]], hang_timeout: float) -> tuple[Probe, ...]:
+    """`since`: container name -> the newest log stamp already read there (None: none yet)."""
+    here = [i for i in spec.instances if i.host == host]
+    if not here:
+        return ()
+    probes = [deployed_probe("", (), ())]
+    served = tuple((i.port, health_path(spec, i)) for i in here if i.port is not None)
+    if served:
+        probes.append(progress_probe(served))
+    engines = tuple((i.port, ONE_TOKEN_PATH) for i in here if i.port is not None and not is_front(spec, i))
+    if engines and flavour_of(spec).one_token_liveness:
+        probes.append(liveness_probe(engines, one_token_body(spec), hang_timeout))
+    probes.append(logs_probe({i.name: since.get(i.name) for i in here}))
+    return tuple(probes)
+
+
+def observe(spec: Spec, host: str, answers: Optional[Mapping[str, Any]], now: float,
+            known_ids: Mapping[str, Optional[str]]) -> list[Observation]:
+    """One Observation per instance on `host` from the parsed answers (probe key -> value; None: the host did not
+    answer). `known_ids`: container name -> the ID of the last probe; a log line of another container (one an
+    `up` replaced) only sets the baseline."""
+    here = [i for i in spec.instances if i.host == host]
+    if answers is None or answers.get("deployed") is None:
+        return [Observation(i.name, host, now, "unreachable") for i in here]
+    deployed: DeployedState = answers["deployed"]
+    progress: Mapping[int, ServerProgress] = answers.get("progress") or {}
+    liveness = answers.get("liveness") or {}
+    logs: Mapping[str, NewLines] = answers.get("new_log_lines") or {}
+    out = []
+    for instance in here:
+        container = deployed.container(instance.name)
+        if container is None:
+            out.append(Observation(instance.name, host, now, "missing"))
+            continue
+        served = progress.get(instance.port) if instance.port is not None else None
+        new = logs.get(instance.name)
+        same = known_ids.get(instance.name) == container.id
+        found = ()
+        if new is not None and new.lines and same:
+            text = "\n".join(line for _, line in new.lines)
+            found = tuple((hint.id, hint.line) for hint in match([Text(host, instance.name, LOG_KIND, text)]))
+        out.append(Observation(
+            instance.name, host, now, container.state, container.id, exit_code=container.exit_code,
+            health_code=(served.health_code if served else 0) if instance.port is not None else None,
+            liveness=liveness.get(instance.port) if instance.port is not None and not is_front(spec, instance)
+            else None,
+            engines={k: EngineCounters(e.generation_tokens, e.prompt_tokens, e.running, e.waiting)
+                     for k, e in (served.engines.items() if served else ())},
+            signatures=found))
+    return out
+
+
+def parse_answers(results) -> dict[str, Any]:
+    """gather.run_probes' (probe, output) pairs -> probe key -> parsed value (None where it failed or did not
+    parse: that part of the observation is then unknown)."""
+    from deployctl.errors import FactParseError
+
+    out: dict[str, Any] = {}
+    for probe, output in results:
+        if output.exit_code != 0:
+            out[probe.key] = None
+            continue
+        try:
+            out[probe.key] = probe.parse(output.stdout)
+        except FactParseError:
+            out[probe.key] = None
+    return out

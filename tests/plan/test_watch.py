@@ -1,0 +1,246 @@
+"""`deployctl watch`, pure half: verdicts from two probes (stall vs saturation vs idle vs engine death vs a known
+error in the logs), restart units (a whole DP group; anything else alone), the restart plan (the same containers
+stopped and started by the executor, checked to be the ones observed) and the front's seam."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from deployctl.facts.liveness import Answer
+from deployctl.plan.model import Step
+from deployctl.plan.watch import (EngineCounters, Observation, Restart, Verdict, history_record, judge,
+                                  missing_members, restart_plan, restarts, unit_of)
+from deployctl.spec.load import load_spec_text
+from tests.plan.test_image_stage import SPEC as GPU_MIXED
+from tests.spec.test_upstream_build import QWEN3
+
+GOOD, HUNG = Answer(200, 120), Answer(0, 0)
+
+
+def obs(time, tokens=None, running=0, waiting=0, *, liveness=GOOD, health=200, state="running", cid="c1",
+        engines=None, signatures=(), name="d-mixed0-r0"):
+    counters = engines if engines is not None else (
+        {} if tokens is None else {"0": EngineCounters(tokens, 10.0, running, waiting)})
+    return Observation(name, "h1", time, state, cid, health_code=health, liveness=liveness, engines=counters,
+                       signatures=signatures)
+
+
+# --- verdicts ---------------------------------------------------------------------------------------------------
+
+def test_tokens_flat_while_requests_run_or_wait_is_a_stall_naming_the_engine():
+    verdict = judge(obs(0, 500, running=2, waiting=3), obs(30, 500, running=2, waiting=4, liveness=HUNG))
+    assert verdict.state == "stalled" and verdict.restarts
+    assert verdict.reason == "engine 0: no token generated in 30.0 s while 2 running, 4 waiting"
+
+
+def test_saturation_a_long_queue_with_slow_advancing_tokens_is_busy_even_when_the_one_token_probe_times_out():
+    before, after = obs(0, 500, running=16, waiting=200), obs(30, 531, running=16, waiting=210, liveness=HUNG)
+    verdict = judge(before, after, hang_timeout=15)
+    assert verdict.state == "busy" and not verdict.restarts
+    assert verdict.reason == ("a one-token generate did not finish within 15 s, but 30 token(s) generated in 30.0 s "
+                              "(a long queue)")
+    assert judge(before, obs(30, 502, running=16, waiting=210)).state == "busy"
+
+
+def test_idle_with_flat_tokens_is_not_a_stall():
+    verdict = judge(obs(0, 500), obs(30, 501))  # the previous probe's one token
+    assert (verdict.state, verdict.reason) == ("idle", "no request held")
+    # flat but nothing held at the probe before: a request that just arrived, judged at the next probe
+    assert judge(obs(0, 500), obs(30, 500, waiting=1)).state == "busy"
+
+
+def test_a_one_token_generate_that_does_not_finish_with_no_progress_is_a_stall_once_there_is_a_probe_before():
+    assert judge(None, obs(0, 500, liveness=HUNG)).state == "suspect"  # the first probe has nothing to compare
+    # idle at the probe before (its one-token generate answered, nothing held): a second probe confirms it, as a
+    # burst that arrived since may still be in its first prefill
+    idle, hung = obs(0, 500), obs(30, 501, liveness=HUNG)  # 501: the token of the probe before itself
+    assert judge(idle, hung).state == "suspect"
+    verdict = judge(hung, obs(60, 501, liveness=HUNG), hang_timeout=15)
+    assert (verdict.state, verdict.reason) == (
+        "stalled", "a one-token generate did not finish within 15 s and no token was generated in 30.0 s")
+    # requests held at the probe before and none advanced since: at once
+    assert judge(obs(0, 500, running=1), obs(30, 501, liveness=HUNG)).state == "stalled"
+    assert judge(obs(0, 500, liveness=HUNG), obs(30, 501, waiting=1, liveness=HUNG)).state == "busy"
+    # without /metrics: two failed probes in a row
+    assert judge(obs(0), obs(30, liveness=HUNG)).state == "suspect"
+    assert judge(obs(0, liveness=HUNG), obs(30, liveness=HUNG)).state == "stalled"
+
+
+def test_one_stalled_engine_of_an_internal_dp_server_is_named():
+    def counters(zero, one):
+        return {"0": EngineCounters(zero, 0.0, 1, 0), "1": EngineCounters(one, 0.0, 0, 2)}
+
+    verdict = judge(obs(0, engines=counters(100, 40)), obs(10, engines=counters(150, 40)))
+    assert verdict.state == "stalled" and verdict.reason.startswith("engine 1: no token generated in 10.0 s")
+
+
+def test_engine_dead_health_503_restarts_and_an_unanswered_health_needs_two_probes():
+    assert judge(None, obs(0, 500, health=503)).state == "engine-dead"
+    assert judge(None, obs(0, health=0)).state == "suspect"
+    assert judge(obs(0, health=0), obs(30, health=0)).state == "unresponsive"
+    assert judge(obs(0, health=0), obs(30, health=0), starting=True).state == "starting"
+
+
+def test_a_known_error_in_new_log_lines_is_a_stall_even_with_health_200():
+    line = "ERROR [core_client.py] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."
+    verdict = judge(obs(0, 500), obs(30, 520, signatures=(("engine_core_died", line),)))
+    assert verdict.state == "stalled" and verdict.reason == f"known error in its new log lines: engine_core_died: {line}"
+    dead = judge(None, obs(0, 500, health=503, signatures=(("engine_core_died", line),)))
+    assert dead.state == "engine-dead" and dead.reason.endswith(f"; known error in its new log lines: "
+                                                                f"engine_core_died: {line}")
+
+
+def test_container_states_and_another_container_since():
+    assert judge(None, obs(0, state="exited")).state == "down"
+    assert judge(None, Observation("n", "h1", 0, "missing")).state == "missing"
+    assert judge(None, Observation("n", "h1", 0, "unreachable")).state == "unreachable"
+    # an `up` replaced the container between the probes: its counters are not comparable
+    assert judge(obs(0, 500, running=1, cid="old"), obs(30, 500, running=1, cid="new")).state == "busy"
+    # the front is restarted only when its container stopped
+    assert judge(None, obs(0, health=503), front=True).state == "unhealthy"
+    assert judge(None, obs(0, state="exited"), front=True).state == "down"
+    # a headless server: running is all it shows
+    assert judge(None, obs(0, health=None, liveness=None)).state == "healthy"
+
+
+def test_observations_survive_the_state_file():
+    before = obs(12.5, 500, running=2, waiting=1, liveness=HUNG)
+    again = Observation.from_json(before.to_json())
+    assert again == Observation(before.instance, before.host, before.time, before.state, before.container_id,
+                                health_code=200, liveness=HUNG, engines=before.engines)
+
+
+# --- units and plans --------------------------------------------------------------------------------------------
+
+def qwen3():
+    return load_spec_text(QWEN3 % "external")
+
+
+def stalled(name):
+    return Verdict(name, "node2", "stalled", "engine 0: no token generated in 30.0 s while 1 running, 0 waiting")
+
+
+def test_a_stalled_rank_restarts_its_whole_dp_group_across_hosts_and_nothing_else():
+    spec = qwen3()
+    found = restarts(spec, [stalled("qwen3-decode0-r5"), stalled("qwen3-decode0-r6"),
+                            Verdict("qwen3-prefill0-r0", "node1", "busy", "...")])
+    assert [(r.unit, [i.name for i in r.instances]) for r in found] == [
+        ("decode0", [f"qwen3-decode0-r{r}" for r in range(8)])]
+    assert {i.host for i in found[0].instances} == {"node2", "node3"}
+    assert found[0].reason.startswith("qwen3-decode0-r5: stalled: engine 0") and "qwen3-decode0-r6" in found[0].reason
+
+
+def test_ascendcloud_and_gpu_instances_restart_alone():
+    spec = load_spec_text(GPU_MIXED.replace("WHERE", "once"))
+    name = spec.instances[1].name
+    assert unit_of(spec, spec.instances[1]) == (name, (spec.instances[1],))
+    assert [r.unit for r in restarts(spec, [Verdict(name, "b", "engine-dead", "health 503")])] == [name]
+    assert restarts(spec, [Verdict(name, "b", "missing", "no container")]) == ()
+
+
+def test_the_restart_plan_stops_then_starts_the_same_containers_checked_to_be_the_ones_observed():
+    spec = qwen3()
+    restart = restarts(spec, [stalled("qwen3-prefill0-r1")])[0]
+    plan = restart_plan(spec, restart, {"qwen3-prefill0-r0": "id0", "qwen3-prefill0-r1": "id1"})
+    assert [s.name for s in plan.stages] == ["stop", "workers"]  # no front addresses given: the front is left alone
+    stops, starts = plan.stages[0].steps, plan.stages[1].steps
+    assert [s.container for s in stops] == [s.container for s in starts] == ["qwen3-prefill0-r0", "qwen3-prefill0-r1"]
+    assert [c.argv for c in stops[1].commands] == [
+        ("sh", "-c", '[ "$(docker inspect --format "{{.Id}}" "$1" 2>/dev/null)" = "$2" ]', "sh",
+         "qwen3-prefill0-r1", "id1"),
+        ("docker", "stop", "--time", "30", "qwen3-prefill0-r1")]
+    assert "no longer the container watch observed" in stops[1].commands[0].failure
+    assert [c.argv for c in starts[1].commands] == [("docker", "start", "qwen3-prefill0-r1")]
+    assert (starts[1].health.port, starts[1].health.path) == (9101, "/health")
+    assert all(not s.undo for s in stops + starts)  # a restart has nothing to roll back to
+    assert missing_members(restart, {"qwen3-prefill0-r0": "id0", "qwen3-prefill0-r1": "id1"}) == ()
+    assert missing_members(restart, {"qwen3-prefill0-r0": "id0", "qwen3-prefill0-r1": None}) == ("qwen3-prefill0-r1",)
+    # a container that was missing is not touched
+    assert [s.container for s in restart_plan(spec, restart, {"qwen3-prefill0-r0": "id0"}).stages[0].steps] == [
+        "qwen3-prefill0-r0"]
+    assert history_record(restart, "ok") == {
+        "action": "watch restart", "unit": "prefill0", "containers": ["qwen3-prefill0-r0", "qwen3-prefill0-r1"],
+        "reason": restart.reason, "result": "ok"}
+
+
+def test_the_whole_unit_leaves_the_front_before_the_stop_and_comes_back_after():
+    """The rollout's own front steps (plan/rollout.py front_steps): every rank of the stalled one's group goes out
+    of vllm-ascend's proxy and is drained, and is put back once it serves."""
+    from deployctl.plan.front import front_of, reach
+    from deployctl.plan.actions import Drain
+
+    spec = qwen3()
+    assert front_of(spec).changes_list  # a release whose proxy has /instances/add|remove
+    restart = restarts(spec, [stalled("qwen3-decode0-r3")])[0]
+    plan = restart_plan(spec, restart, {i.name: f"id-{i.name}" for i in restart.instances}, reach(spec))
+    assert [s.name for s in plan.stages] == ["drain", "stop", "workers", "undrain"]
+    everyone = {f"qwen3-decode0-r{r}" for r in range(8)}
+    (out,), (back,) = plan.stages[0].steps, plan.stages[3].steps
+    assert out.host == back.host == spec.front.host
+    (drain,) = [a for a in out.actions if isinstance(a, Drain)]
+    assert {name for name, _ in drain.servers} == everyone
+    said = " ".join(" ".join(c.argv) for c in out.commands)
+    assert "/instances/remove" in said and "/instances/add" in " ".join(" ".join(c.argv) for c in back.commands)
+
+
+def test_restart_units_are_plain_data():
+    restart = Restart("u", (), (stalled("x"),))
+    assert restart.to_json() == {"unit": "u", "containers": [], "hosts": [], "reason": f"x: stalled: {stalled('x').reason}"}
+
+
+# --- one probe's questions and what they show ---------------------------------------------------------------------
+
+def container(name, cid, state="running"):
+    from deployctl.facts.model import ContainerDevices
+
+    return ContainerDevices(cid, name, state == "running", (), (), (), state=state, exit_code=0 if state == "running"
+                            else 137)
+
+
+def test_each_host_is_asked_once_with_every_question_and_the_front_gets_no_one_token_generate():
+    from deployctl.plan.watch_probes import watch_probes
+
+    spec = qwen3()
+    probes = watch_probes(spec, "node1", {"qwen3-prefill0-r0": "2026-11-25T23:10:16.000000001Z"}, 3)
+    assert [p.key for p in probes] == ["deployed", "progress", "liveness", "new_log_lines"]
+    assert probes[1].argv[4:] == ("9100/health", "9101/health", "8000/healthcheck")
+    assert probes[2].argv[4] == "3" and probes[2].argv[6:] == ("9100/v1/completions", "9101/v1/completions")
+    assert probes[3].argv[4:] == ("qwen3-prefill0-r0 2026-11-25T23:10:16.000000001Z", "qwen3-prefill0-r1 -",
+                                  "qwen3-proxy -")
+    assert watch_probes(spec, "elsewhere", {}, 3) == ()
+
+
+def test_observations_from_one_hosts_answers():
+    from deployctl.facts.deployed import DeployedState
+    from deployctl.facts.progress import NewLines, ServerProgress
+    from deployctl.bench.telemetry import Engine
+    from deployctl.plan.watch_probes import observe
+
+    spec = qwen3()
+    died = "ERROR Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."
+    answers = {
+        "deployed": DeployedState(containers=(container("qwen3-prefill0-r0", "a"),
+                                              container("qwen3-prefill0-r1", "b", "exited"))),
+        "progress": {9100: ServerProgress(200, {"0": Engine("0", running=1.0, waiting=2.0, generation_tokens=7.0)}),
+                     9101: ServerProgress(0, {})},
+        "liveness": {9100: HUNG},
+        "new_log_lines": {"qwen3-prefill0-r0": NewLines((("t1", "INFO fine"), ("t2", died)), "t2")},
+    }
+    r0, r1, proxy = observe(spec, "node1", answers, 5.0, {"qwen3-prefill0-r0": "a"})
+    assert (r0.state, r0.health_code, r0.liveness, r0.engines["0"]) == (
+        "running", 200, HUNG, EngineCounters(7.0, None, 1.0, 2.0))
+    assert r0.signatures == (("engine_core_died", died),)
+    assert (r1.state, r1.exit_code) == ("exited", 137)
+    assert proxy.state == "missing"
+    # the same lines from a container watch has not seen before (an `up` replaced it): a baseline, no finding
+    again = observe(spec, "node1", answers, 5.0, {"qwen3-prefill0-r0": "older"})
+    assert again[0].signatures == ()
+    assert [o.state for o in observe(spec, "node1", None, 5.0, {})] == ["unreachable"] * 3
+
+
+def test_vllm_0_33s_line_for_a_dead_engine_core_is_the_known_error():
+    from deployctl.diagnose.signatures import Text, match
+
+    line = "WARNING 11-25 23:10:16 [core_client.py:840] [shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
+    assert [h.id for h in match([Text("h", "c", "log", line)])] == ["engine_core_died"]
