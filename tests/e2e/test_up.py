@@ -230,10 +230,10 @@ def test_logs_prefix_each_line_with_its_instance_and_up_bench_measures(bed, depl
         runs = re.findall(r"^  parallel_num=(\d) 128/32: (\d+)/(\d+) ok, [\d.]+ req/s, [\d.]+ out tok/s, "
                           r"TTFT p50 \d+\.\d ms$", err, re.MULTILINE)
         assert runs == [("1", "2", "2"), ("4", "8", "8")], err
-        code, out, err = deployctl("logs", path, "--tail", "5")
+        code, out, err = deployctl("logs", path, "--tail", "2")
         assert code == 0
-        assert out.splitlines() == [f"e2e-logs-mixed-0 | standin: loading weights {n}/4" for n in range(1, 5)] + [
-            "e2e-logs-mixed-0 | standin: startup complete: serving on http://0.0.0.0:8185"]
+        assert out.splitlines() == ["e2e-logs-mixed-0 | standin: startup complete: serving on http://0.0.0.0:8185",
+                                    "e2e-logs-mixed-0 | INFO:     Application startup complete."]
         code, out, err = deployctl("logs", path, "no-such-instance")
         assert code == 2 and "instances: e2e-logs-mixed-0" in err
     finally:
