@@ -69,28 +69,37 @@ def execute_timed(path: Path) -> dict:
         raise SystemExit(f"up failed: {report.error and report.error.message}")
     spans: dict = {}
     for t, kind, step in events:
-        key = (step.stage, step.wave, step.container or step.host)
+        key = (step.stage, step.wave, id(step))
         if kind == "start":
             spans[key] = [t, None]
         elif kind == "done" and key in spans:
             spans[key][1] = t
     waves = {}
-    for (stage, wave, _), (begin, end) in spans.items():
-        if wave and end is not None and stage in ("drain", "workers", "surge"):
-            row = waves.setdefault(wave, {"drain_s": 0.0, "start_s": 0.0})
-            key = "drain_s" if stage == "drain" else "start_s"
-            row[key] = max(row[key], end - begin)  # a wave's steps of one stage run in parallel
-    stages: dict = {}  # seconds per stage over every wave (a stage's steps run in parallel: its longest)
-    longest: dict = {}
-    for (stage, wave, _), (begin, end) in spans.items():
-        if end is not None:
-            longest[(stage, wave)] = max(longest.get((stage, wave), 0.0), end - begin)
-    for (stage, _), value in longest.items():
-        stages[stage] = round(stages.get(stage, 0.0) + value, 2)
+    for wave in {w for (_, w, _) in spans if w}:
+        drains = [s for (stage, w, _), s in spans.items() if w == wave and stage == "drain" and s[1] is not None]
+        starts = [s for (stage, w, _), s in spans.items() if w == wave and stage in ("workers", "surge")
+                  and s[1] is not None]
+        # a stage's steps run in parallel, stages one after another: the time covered by each kind
+        waves[wave] = {"drain_s": _covered(drains), "start_s": _covered(starts)}
+    stages: dict = {}  # seconds per stage name over every wave (the time its steps covered)
+    for name in {stage for (stage, _, _) in spans}:
+        stages[name] = round(_covered([s for (stage, _, _), s in spans.items() if stage == name and s[1] is not None]),
+                             2)
     in_waves = [t for (_, wave, _), span in spans.items() if wave for t in span if t is not None]
     rollout_s = max(in_waves) - min(in_waves) if in_waves else 0.0  # first drain to the last wave's end
     return {"update_s": seconds, "rollout_s": rollout_s, "waves": waves, "stages": stages,
             "rollout": prepared.plan.rollout}
+
+
+def _covered(spans: list) -> float:
+    """Seconds covered by the union of [begin, end] spans."""
+    total, reach = 0.0, None
+    for begin, end in sorted(spans):
+        if reach is None or begin > reach:
+            total, reach = total + end - begin, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
 
 
 def bench(url: str) -> subprocess.Popen:
