@@ -104,16 +104,22 @@ def parse_devices(text: str, platform: str) -> tuple[Device, ...]:
                         _float(chip.temp_c)) for chip in info.chips)
 
 
-def parse_prometheus(text: str) -> dict[str, list[float]]:
-    """Metric name -> the value of each of its label sets, in order (one per engine behind the server)."""
-    out: dict[str, list[float]] = {}
+def _samples(text: str):
+    """Each sample of a Prometheus text page: (name, labels text, value); comments and unreadable lines skipped."""
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
         match = _SAMPLE.match(line)
         value = _number(match["value"]) if match else None
         if match and value is not None:
-            out.setdefault(match["name"], []).append(value)
+            yield match["name"], match["labels"] or "", value
+
+
+def parse_prometheus(text: str) -> dict[str, list[float]]:
+    """Metric name -> the value of each of its label sets, in order (one per engine behind the server)."""
+    out: dict[str, list[float]] = {}
+    for name, _, value in _samples(text):
+        out.setdefault(name, []).append(value)
     return out
 
 
@@ -133,15 +139,9 @@ def parse_engines(text: str) -> dict[str, Engine]:
     """One server's /metrics per engine behind it (label `engine`; a series without it counts as engine "0"):
     an internal DP launch's API server fronts several, and one of them can stall while the others run."""
     per_engine: dict[str, dict[str, list[float]]] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        value = _number(match["value"]) if match else None
-        if match and value is not None:
-            label = _ENGINE_LABEL.search(match["labels"] or "")
-            engine = label["engine"] if label else "0"
-            per_engine.setdefault(engine, {}).setdefault(match["name"], []).append(value)
+    for name, labels, value in _samples(text):
+        label = _ENGINE_LABEL.search(labels)
+        per_engine.setdefault(label["engine"] if label else "0", {}).setdefault(name, []).append(value)
     return {engine: _engine_of(engine, metrics) for engine, metrics in sorted(per_engine.items())}
 
 
