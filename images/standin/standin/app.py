@@ -38,6 +38,10 @@ class Engine:
                        writer: asyncio.StreamWriter) -> None:
         raise NotImplementedError
 
+    async def hang(self, gen: GenRequest) -> None:
+        """A generation that never answers (STANDIN_HANG_AFTER_REQUESTS); instances hold a batch slot meanwhile."""
+        await asyncio.Event().wait()
+
 
 def log(line: str) -> None:
     print(f"standin: {line}", flush=True)
@@ -125,7 +129,7 @@ class App:
             # what an HCCL hang looks like from outside: /health still 200, the request never answers
             if self._generations == hang_after + 1:
                 log(f"hanging every generation from now on (STANDIN_HANG_AFTER_REQUESTS={hang_after})")
-            await asyncio.Event().wait()
+            await self.engine.hang(gen)
         try:
             await self.engine.generate(req, body, gen, rid, record, writer)
         except (ConnectionError, asyncio.IncompleteReadError):

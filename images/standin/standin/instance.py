@@ -46,6 +46,17 @@ class InstanceEngine(Engine):
     async def healthy(self) -> bool:
         return True
 
+    async def hang(self, gen: GenRequest) -> None:
+        """Never answer, holding a KV cache slot (or waiting for one) as a request scheduled into a batch whose
+        engine is stuck in a collective does: vLLM's gauges keep it running while no token comes."""
+        cache = self.place()
+        await cache.admit()
+        try:
+            cache.prompt_tokens += gen.prompt_tokens
+            await asyncio.Event().wait()
+        finally:
+            cache.release()
+
     async def generate(self, req: Request, body: dict, gen: GenRequest, rid: str, record: TraceRecord,
                        writer: asyncio.StreamWriter, garbled: bool = False) -> None:
         await self.run(req, gen, self._answer, rid, record, writer, garbled)
@@ -58,8 +69,9 @@ class InstanceEngine(Engine):
         waited = await cache.admit()
         try:
             cache.prompt_tokens += gen.prompt_tokens
-            await answer(self.first_deadline(cache, loop.time() if waited else req.arrival_mono), cache, req, gen,
-                         *args)
+            first = self.first_deadline(cache, loop.time() if waited else req.arrival_mono)
+            await answer(first, cache, req, gen, *args)
+            cache.observe(req.arrival_mono, first, loop.time(), gen.completion_tokens)
             cache.finished[finish_reason(gen)] += 1
         except (ConnectionError, asyncio.IncompleteReadError):
             cache.finished["abort"] += 1  # the client went away
