@@ -80,6 +80,9 @@ def run(args, ui) -> int:
 
                     bundle_after_failure(spec, transports, error, ui)  # never raises: the error below is the news
                     raise error
+                from deployctl.commands.monitor import regenerate
+
+                regenerate(spec, transports, ui)  # `monitor:`: the targets follow what runs now
                 _finish(spec, plan, report, rows, ui)
             finally:
                 lock.history = {"action": "up", "spec_digest": spec.digest, "result": result}

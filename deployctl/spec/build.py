@@ -13,8 +13,8 @@ from deployctl.core import Secret
 from deployctl.spec.locate import Document
 from deployctl.spec.references import is_env_value
 from deployctl.spec.model import (
-    EnvVar, Host, ImageBuild, ImageSpec, Instance, ModelArgs, Requirements, Spec, SshSettings, UpstreamTopology,
-    WeightsSpec,
+    EnvVar, Host, ImageBuild, ImageSpec, Instance, ModelArgs, MonitorSpec, Requirements, Spec, SshSettings,
+    UpstreamTopology, WeightsSpec,
 )
 from deployctl.spec.dp_groups import DpGroup, default_kv_port, servers_of
 from deployctl.spec.profiles import select_profile
@@ -62,6 +62,21 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         memory=container.get("memory"),
         startup_timeout=data.get("health", {}).get("startup_timeout"),
         profile=select_profile(data.get("server_version"), data.get("image", {}).get("name")) if upstream else None,
+        monitor=_monitor(data["monitor"], base_dir) if "monitor" in data else None,
+    )
+
+
+def _monitor(data: dict, base_dir: Optional[Path]) -> MonitorSpec:
+    out = data.get("out")
+    defaults = MonitorSpec()
+    return MonitorSpec(
+        out=(base_dir / out if base_dir is not None and not Path(out).is_absolute() else Path(out)) if out else None,
+        scrape_interval=data.get("scrape_interval", defaults.scrape_interval),
+        npu_exporter_port=data.get("npu_exporter_port", defaults.npu_exporter_port),
+        node_exporter_port=data.get("node_exporter_port", defaults.node_exporter_port),
+        blackbox_exporter=data.get("blackbox_exporter", defaults.blackbox_exporter),
+        deploy=data.get("deploy", False),
+        host=data.get("host"),
     )
 
 
