@@ -95,16 +95,24 @@ class Queries:
         preempting = f"sum by ({RANK}) (increase({n.preemptions}{{{self.sel}}}[{self.rate_window}])) > 0"
         return f"({full}) and ({preempting})"
 
+    @property
+    def down_window(self) -> str:
+        """Three scrapes: one scrape that timed out (a busy host) is not a rank gone."""
+        return duration(3 * self.scrape_ms)
+
     def rank_down(self) -> str:
-        return f'up{{{self.sel},job="{SERVERS_JOB}"}} == 0'
+        """No scrape of the API server succeeded over the last three."""
+        return f'max_over_time(up{{{self.sel},job="{SERVERS_JOB}"}}[{self.down_window}]) == 0'
 
     def ranks_missing(self, expected: int) -> str:
-        """Fewer API servers scraped up than the spec runs (a target gone from the list counts too)."""
-        return f'(count(up{{{self.sel},job="{SERVERS_JOB}"}} == 1) or vector(0)) < {expected}'
+        """Fewer API servers answered a scrape over the last three than the spec runs (a target gone from the list
+        counts too)."""
+        return (f'(count(max_over_time(up{{{self.sel},job="{SERVERS_JOB}"}}[{self.down_window}]) == 1) '
+                f'or vector(0)) < {expected}')
 
     def front_down(self) -> str:
-        return (f'(probe_success{{{self.sel},job="{FRONT_JOB}"}} == 0) or '
-                f'(up{{{self.sel},job="{FRONT_JOB}"}} == 0)')
+        return (f'(max_over_time(probe_success{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0) or '
+                f'(max_over_time(up{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0)')
 
     def known_errors(self, ids: tuple[str, ...]) -> str:
         return f'max by (deployment, host, container, signature) ' \

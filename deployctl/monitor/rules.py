@@ -17,6 +17,9 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str, descrip
 def alert_rules(q: Queries, api_servers: int, deployed: bool = True) -> dict:
     """The rule file's document: one group named after the deployment (empty after `down`)."""
     twice = duration(2 * q.scrape_ms)
+    # a target gone for three scrapes, still gone three intervals later: neither one slow scrape nor the first
+    # seconds of a Prometheus that has not scraped everything yet
+    thrice = duration(3 * q.scrape_ms)
     rules = [] if not deployed else [
         _alert("DeployctlServerHung", q.hang(), "0s", "critical",
                "{{ $labels.instance }} holds requests but generated no token for two scrapes",
@@ -28,15 +31,15 @@ def alert_rules(q: Queries, api_servers: int, deployed: bool = True) -> dict:
                "{{ $labels.instance }}: KV cache full and preempting",
                "The KV cache of {{ $labels.instance }} is full and the engine preempts sequences (recomputed "
                "later): latency grows with load. Add instances, lower max_num_seqs, or raise the cache."),
-        _alert("DeployctlRankDown", q.rank_down(), twice, "critical",
-               "{{ $labels.instance }} does not answer /metrics",
+        _alert("DeployctlRankDown", q.rank_down(), thrice, "critical",
+               "{{ $labels.instance }} has not answered /metrics for three scrapes",
                "Prometheus cannot scrape {{ $labels.instance }} ({{ $labels.role }} on {{ $labels.host }}): "
                "its container stopped or its host is unreachable. `deployctl status SPEC`."),
-        _alert("DeployctlRanksMissing", q.ranks_missing(api_servers), twice, "critical",
+        _alert("DeployctlRanksMissing", q.ranks_missing(api_servers), thrice, "critical",
                f"fewer than {api_servers} API servers of {q.deployment} are up",
                f"{q.deployment} runs {api_servers} API servers; fewer answer /metrics (or their targets are "
                "gone). `deployctl status SPEC`."),
-        _alert("DeployctlFrontDown", q.front_down(), twice, "critical",
+        _alert("DeployctlFrontDown", q.front_down(), thrice, "critical",
                "the front of {{ $labels.deployment }} fails its health check",
                "{{ $labels.instance }} ({{ $labels.role }}) does not answer its health path with 200: "
                "requests to the endpoint fail. `deployctl status SPEC`, `deployctl logs SPEC`."),

@@ -338,3 +338,15 @@ def test_a_hung_request_holds_its_slot_while_no_token_comes(launch, weights, tmp
     finally:
         for sock in hung:
             sock.close()
+
+
+def test_generated_tokens_count_as_they_come_even_when_not_streamed(launch, weights, tmp_path):  # noqa: F811
+    """vLLM counts generation tokens every engine step, streamed or not: the counter moves during a long
+    non-streamed answer (else a busy server looks hung to `deployctl monitor`'s hang alert)."""
+    server, metrics = start(launch, weights, tmp_path, tpot_ms=100)
+    thread = send_in_background(server.port, "whole", {**body(20), "stream": False})
+    partial = metrics.wait_for(lambda v: 0 < v["vllm:generation_tokens_total"] < 20,
+                               "tokens counted before the answer is complete")
+    assert partial["vllm:num_requests_running"] == 1
+    join_all([thread])
+    assert metrics.read()["vllm:generation_tokens_total"] == 20

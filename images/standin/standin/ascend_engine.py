@@ -158,7 +158,6 @@ class AscendEngine(InstanceEngine):
         doc["kv_transfer_params"] = self._kv_params(gen)
         writer.write(json_response(200, doc, req.keep_alive, (("x-request-id", rid),)))
         await writer.drain()
-        cache.generation_tokens += len(words)
         record.chunk_written()
         record.finish(200)
 

@@ -96,12 +96,11 @@ class InstanceEngine(Engine):
             yield due
 
     async def whole_answer_due(self, loop, cache: KvCache, first: float, count: int) -> None:
-        """Wait until the last of `count` tokens is due (token by token when the load can change meanwhile)."""
-        if cache.capacity is None:
-            await sleep_until(loop, first + self.tpot_s * (count - 1))
-            return
+        """Wait until the last of `count` tokens is due, token by token, counting each as it is generated: vLLM's
+        generation_tokens counter moves every engine step, whether the answer is streamed or not."""
         for due in self.deadlines(cache, first, count):
             await sleep_until(loop, due)
+            cache.generation_tokens += 1
 
     async def _answer(self, first: float, cache: KvCache, req: Request, gen: GenRequest, rid: str,
                       record: TraceRecord, writer: asyncio.StreamWriter, garbled: bool) -> None:
@@ -113,7 +112,6 @@ class InstanceEngine(Engine):
             await self.whole_answer_due(loop, cache, first, len(words))
             writer.write(json_response(200, full_body(gen, rid, created, "".join(words)), req.keep_alive, extra))
             await writer.drain()
-            cache.generation_tokens += len(words)
             record.chunk_written()
             record.finish(200)
             return
