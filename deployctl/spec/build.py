@@ -75,8 +75,6 @@ def _monitor(data: dict, base_dir: Optional[Path]) -> MonitorSpec:
         npu_exporter_port=data.get("npu_exporter_port", defaults.npu_exporter_port),
         node_exporter_port=data.get("node_exporter_port", defaults.node_exporter_port),
         blackbox_exporter=data.get("blackbox_exporter", defaults.blackbox_exporter),
-        deploy=data.get("deploy", False),
-        host=data.get("host"),
     )
 
 

@@ -84,8 +84,6 @@ class MonitorSpec:
     npu_exporter_port: Optional[int] = 8082  # MindCluster npu-exporter's -port default (cmd/npu-exporter/main.go)
     node_exporter_port: Optional[int] = 9100  # node_exporter's default --web.listen-address
     blackbox_exporter: str = "127.0.0.1:9115"  # blackbox_exporter's default --web.listen-address
-    deploy: bool = False
-    host: Optional[str] = None  # None: the first host
 
 
 @dataclass(frozen=True)

@@ -283,10 +283,9 @@ def check_flavour(c: Context) -> Iterator[Problem]:
 from deployctl.spec.rules_model import (  # noqa: E402 (they use Context, defined above)
     check_batched_tokens, check_env, check_kv_cache, check_model_fields, check_model_table,
 )
-from deployctl.spec.rules_monitor import check_monitor  # noqa: E402
 from deployctl.spec.rules_profile import check_server_version  # noqa: E402
 from deployctl.spec.rules_values import check_image_references, check_weights_dest  # noqa: E402
 
 RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
          check_kv_cache, check_platform, check_model_fields, check_model_table, check_env, check_flavour,
-         check_weights_dest, check_image_references, check_server_version, check_monitor)
+         check_weights_dest, check_image_references, check_server_version)

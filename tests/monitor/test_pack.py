@@ -165,14 +165,18 @@ def test_the_spec_key_sets_the_interval_ports_and_directory(tmp_path):
                           if r["alert"] == "DeployctlServerHung")
 
 
-def test_an_unknown_monitor_host_is_refused_at_its_path():
+@pytest.mark.parametrize("value, path", [("{scrape_interval: 15}", "monitor.scrape_interval"),
+                                         ("{scrape_interval: 1h}", "monitor.scrape_interval"),
+                                         ("{npu_exporter_port: 0}", "monitor.npu_exporter_port"),
+                                         ("{deploy: true}", "monitor.deploy")])
+def test_a_bad_monitor_value_is_refused_at_its_path_and_line(value, path):
     from deployctl.errors import SpecError
 
-    text = (ROOT / "playbooks" / "demo-pd.yaml").read_text() + "monitor: {deploy: true, host: tb9}\n"
+    text = (ROOT / "playbooks" / "demo-pd.yaml").read_text() + f"monitor: {value}\n"
     with pytest.raises(SpecError) as caught:
         load_spec_text(text)
     problem = caught.value.problems[0]
-    assert problem.dotted_path == "monitor.host" and "unknown host 'tb9'" in problem.message and problem.line > 0
+    assert problem.dotted_path == path and problem.line == text.count("\n"), problem
 
 
 # --- a real promtool ---------------------------------------------------------------------------------------------
