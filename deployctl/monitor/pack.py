@@ -11,7 +11,7 @@ import yaml
 
 from deployctl.monitor import queries as jobs
 from deployctl.monitor.dashboard import dashboard, dashboard_provisioning, datasource_provisioning
-from deployctl.monitor.durations import duration
+from deployctl.monitor.durations import duration, millis
 from deployctl.monitor.queries import Queries
 from deployctl.monitor.rules import alert_rules
 from deployctl.monitor.targets import Exporters, Target, Targets, build_targets
@@ -55,18 +55,19 @@ def _targets(targets: tuple[Target, ...]) -> str:
     return _json([t.to_json() for t in targets])
 
 
-def prometheus_config(spec: Spec, monitor: MonitorSpec) -> dict:
+def prometheus_config(monitor: MonitorSpec) -> dict:
     """prometheus.yml: one job per kind of target, each reading its file_sd list (paths relative to this file)."""
-    interval = duration(Queries.of(spec.name, flavour_of(spec).metrics, monitor.scrape_interval).scrape_ms)
+    scrape_ms = millis(monitor.scrape_interval)
+    interval = duration(scrape_ms)
 
     def job(name: str, key: str, **extra) -> dict:
         return {"job_name": name, **extra, "file_sd_configs": [{"files": [TARGET_FILES[key]],
                                                                   "refresh_interval": "30s"}]}
 
     return {
+        # Prometheus' own default timeout (10 s), never longer than the interval (it refuses that)
         "global": {"scrape_interval": interval, "evaluation_interval": interval,
-                   "scrape_timeout": duration(min(Queries.of("", flavour_of(spec).metrics,
-                                                             monitor.scrape_interval).scrape_ms, 10_000))},
+                   "scrape_timeout": duration(min(scrape_ms, 10_000))},
         "rule_files": [RULES],
         "scrape_configs": [
             job(jobs.SERVERS_JOB, "servers"),
@@ -98,7 +99,7 @@ def render_pack(spec: Spec, exporters: Optional[Exporters] = None, deployed: boo
     api_servers = len([i for i in spec.instances if i is not spec.front and flavour.metrics_endpoint(i)])
     npu = flavour.platform == "ascend" and bool(monitor.npu_exporter_port)
     files = {
-        PROMETHEUS: _yaml(prometheus_config(spec, monitor), header),
+        PROMETHEUS: _yaml(prometheus_config(monitor), header),
         RULES: _yaml(alert_rules(q, api_servers, deployed), header + f"# metric names: {flavour.metrics.source}\n"),
         BLACKBOX: _yaml(blackbox_config(), header),
         TARGET_FILES["servers"]: _targets(targets.servers),

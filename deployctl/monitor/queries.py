@@ -115,5 +115,7 @@ class Queries:
                 f'(max_over_time(up{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0)')
 
     def known_errors(self, ids: tuple[str, ...]) -> str:
-        return f'max by (deployment, host, container, signature) ' \
-               f'(deployctl_known_error_lines{{{self.sel},signature=~"{"|".join(ids)}"}}) > 0'
+        """Lines of these known-error signatures in a container's log (deployctl's scan, monitor/known_errors.py)."""
+        signatures = "|".join(ids)
+        return (f"max by (deployment, host, container, signature) "
+                f'(deployctl_known_error_lines{{{self.sel},signature=~"{signatures}"}}) > 0')

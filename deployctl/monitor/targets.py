@@ -19,7 +19,7 @@ class Exporters:
     """What the hosts said: host name -> the TCP ports it listens on (doctor's `listening` fact); a host that is
     not in `listening` was not asked (its exporters are assumed present)."""
 
-    listening: Mapping[str, frozenset[int]] = None  # type: ignore[assignment]
+    listening: Optional[Mapping[str, frozenset[int]]] = None
 
     def state(self, host: str, port: int) -> str:
         """present | missing | unknown."""
