@@ -188,6 +188,24 @@ def build_parser() -> argparse.ArgumentParser:
                         "progress defers the restart to the next probe)")
     _host_key_flag(p)
 
+    p = _verb(sub, "monitor", "deployctl.commands.monitor:run",
+              "write the monitoring pack: Prometheus file_sd targets for every API server, the front, each host's "
+              "NPU exporter and node_exporter, prometheus.yml, alert rules, a provisioned Grafana dashboard",
+              "deployctl monitor playbooks/demo-pd.yaml\n"
+              "deployctl monitor spec.yaml --out /etc/prometheus/deployctl --scan-logs /var/lib/node_exporter")
+    _spec_arg(p)
+    p.add_argument("--out", metavar="DIR",
+                   help="where to write it (default: monitor.out, else .deployctl/<deployment>/monitoring beside "
+                        "the spec)")
+    p.add_argument("--offline", action="store_true",
+                   help="ask no host which exporters listen (every host's exporters become targets)")
+    p.add_argument("--scan-logs", metavar="DIR",
+                   help="also count known-error lines (HCCL ...) in each container's log into "
+                        "DIR/deployctl-<deployment>.prom for node_exporter's textfile collector")
+    p.add_argument("--lines", type=number("--lines"), default=2000, metavar="N",
+                   help="log lines per container --scan-logs reads (default %(default)s)")
+    _host_key_flag(p)
+
     p = _verb(sub, "logs", "deployctl.commands.logs:run",
               "container logs, each line prefixed by its instance",
               "deployctl logs playbooks/demo-pd.yaml demo-pd-prefill-0 -f")

@@ -31,6 +31,10 @@ def run(args, ui) -> int:
             report = Executor(transports, on_event=progress_printer(ui)).execute(plan)
             lock.history = {"action": "down", "spec_digest": spec.digest,
                             "result": "failed" if report.failed else "ok"}
+        if not report.failed:
+            from deployctl.commands.monitor import regenerate
+
+            regenerate(spec, transports, ui, deployed=False)  # `monitor:`: no targets, no alerts left
     render_report(ui, report)
     files = [{"host": s.host, "paths": list(removed_paths(s))} for s in plan.steps if s.stage == "files"]
     if ui.json:

@@ -96,6 +96,9 @@ def run(args, ui) -> int:
 
                     bundle_after_failure(spec, transports, error, ui)  # never raises: the error below is the news
                     raise error
+                from deployctl.commands.monitor import regenerate
+
+                regenerate(spec, transports, ui)  # `monitor:`: the targets follow what runs now
                 document = _finish(spec, plan, report, rows, ui, ledger)
             finally:
                 lock.history = {"action": "up", "spec_digest": spec.digest, "result": result,

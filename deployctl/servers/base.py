@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.servers.fields import Flag, Table, flag_rows
+from deployctl.servers.metrics import VLLM_V1, ServerMetrics
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
@@ -36,6 +37,7 @@ class Flavour:
     reads_host_networks: bool = False  # its containers need each host's address and NIC (HCCL, DP master)
     has_compile_cache: bool = True  # `cache.compile` applies: its profile names where its compile caches live
     host_tuning: bool = False  # doctor checks the host tuning its tutorials set (swappiness, NUMA balancing)
+    metrics: ServerMetrics = VLLM_V1  # the names its /metrics writes (`deployctl monitor`'s panels and alerts)
 
     # --- spec rules -------------------------------------------------------------------------------------------
     def check(self, c: "Context") -> Iterator["Problem"]:
@@ -91,6 +93,16 @@ class Flavour:
         from deployctl.spec.profiles import vllm_startup
 
         return vllm_startup()
+
+    # --- monitoring -------------------------------------------------------------------------------------------
+    def metrics_endpoint(self, instance: "Instance") -> Optional[tuple[int, str]]:
+        """(port, path) where Prometheus scrapes an instance's server metrics; None where it serves none. vLLM's
+        OpenAI server serves /metrics on its API port; the fronts (AscendCloud's scheduler, vllm-ascend's proxy
+        example, which has no /metrics route; vllm-router, whose metrics are on a port of their own) have none
+        there, so `deployctl monitor` probes their health instead."""
+        if instance.role in ("scheduler", "proxy", "router") or instance.port is None:
+            return None
+        return instance.port, "/metrics"
 
     # --- export -----------------------------------------------------------------------------------------------
     def export_refusals(self, spec: "Spec", stack: str) -> Iterator["Problem"]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 from deployctl.servers.ascendcloud import FAMILY
 from deployctl.servers.base import Flavour
 from deployctl.servers.fields import Flag, Refused
+from deployctl.servers.metrics import TRITON_VLLM_BACKEND
 from deployctl.servers.vllm_gpu import NO_ASCEND, NO_INT8_KV, NO_SCALES, NO_SMOOTHQUANT, gpu_shape
 
 if TYPE_CHECKING:
@@ -88,11 +89,16 @@ class TritonVllm(Flavour):
     openai_api = False
     one_token_liveness = False  # its generate endpoint is not the OpenAI one the liveness probe asks
     has_compile_cache = False
+    metrics = TRITON_VLLM_BACKEND
 
     def startup(self, spec: "Spec"):
         """Triton logs its own start-up lines, which no profile lists yet: its ledger has no server phases and
         `cache.compile` is refused."""
         return None
+
+    def metrics_endpoint(self, instance: "Instance") -> Optional[tuple[int, str]]:
+        # Triton's metrics service (--metrics-port), not its HTTP port, serves /metrics
+        return (instance.metrics_port, "/metrics") if instance.metrics_port else None
 
     def check(self, c: "Context") -> Iterator["Problem"]:
         from deployctl.spec.rules_model import check_served_name

@@ -14,7 +14,7 @@ from deployctl.spec.locate import Document
 from deployctl.spec.references import is_env_value
 from deployctl.spec.model import (
     DEFAULT_COMPILE_CACHE_DIR, CacheSpec, EnvVar, FrontSpec, Host, ImageBuild, ImageSpec, Instance, ModelArgs,
-    Requirements, Rollout, Spec, SshSettings, UpstreamTopology, WeightsSpec,
+    MonitorSpec, Requirements, Rollout, Spec, SshSettings, UpstreamTopology, WeightsSpec,
 )
 from deployctl.spec.dp_groups import DpGroup, default_kv_port, servers_of
 from deployctl.spec.profiles import select_profile
@@ -70,6 +70,19 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         memory=container.get("memory"),
         startup_timeout=data.get("health", {}).get("startup_timeout"),
         profile=select_profile(data.get("server_version"), data.get("image", {}).get("name")) if upstream else None,
+        monitor=_monitor(data["monitor"], base_dir) if "monitor" in data else None,
+    )
+
+
+def _monitor(data: dict, base_dir: Optional[Path]) -> MonitorSpec:
+    out = data.get("out")
+    defaults = MonitorSpec()
+    return MonitorSpec(
+        out=(base_dir / out if base_dir is not None and not Path(out).is_absolute() else Path(out)) if out else None,
+        scrape_interval=data.get("scrape_interval", defaults.scrape_interval),
+        npu_exporter_port=data.get("npu_exporter_port", defaults.npu_exporter_port),
+        node_exporter_port=data.get("node_exporter_port", defaults.node_exporter_port),
+        blackbox_exporter=data.get("blackbox_exporter", defaults.blackbox_exporter),
     )
 
 

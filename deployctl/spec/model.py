@@ -87,6 +87,17 @@ class CacheSpec:
 
 
 @dataclass(frozen=True)
+class MonitorSpec:
+    """`monitor:`: where `deployctl monitor` writes its pack and what it scrapes (defaults when the key is absent)."""
+
+    out: Optional[Path] = None  # None: .deployctl/<name>/monitoring beside the spec
+    scrape_interval: str = "15s"
+    npu_exporter_port: Optional[int] = 8082  # MindCluster npu-exporter's -port default (cmd/npu-exporter/main.go)
+    node_exporter_port: Optional[int] = 9100  # node_exporter's default --web.listen-address
+    blackbox_exporter: str = "127.0.0.1:9115"  # blackbox_exporter's default --web.listen-address
+
+
+@dataclass(frozen=True)
 class ModelArgs:
     """vLLM engine arguments shared by every instance."""
 
@@ -196,6 +207,7 @@ class Spec:
     profile: Optional["ProfileChoice"] = None  # vllm-ascend: the server profile it renders with, and why
     front_spec: Optional[FrontSpec] = None  # topology.front (or vllm-ascend's proxy as kind proxy)
     rollout: Rollout = field(default_factory=Rollout)
+    monitor: Optional[MonitorSpec] = None  # `monitor:` (None: absent; `up`/`down` then write no monitoring pack)
 
     def host(self, name: str) -> Host:
         for host in self.hosts:
@@ -251,6 +263,12 @@ class Spec:
         """`.deployctl/<deployment>/` beside the spec file (control-machine cache)."""
         base = self.source.parent if self.source else Path.cwd()
         return base / ".deployctl" / self.name
+
+    @property
+    def monitor_dir(self) -> Path:
+        """Where the monitoring pack goes: `monitor.out`, else `.deployctl/<deployment>/monitoring/`."""
+        out = self.monitor.out if self.monitor else None
+        return out if out is not None else self.state_dir / "monitoring"
 
     @property
     def remote_state_dir(self) -> str:

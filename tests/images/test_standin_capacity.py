@@ -17,6 +17,8 @@ from tests.ports import free_port
 
 EVENT_TIMEOUT_S = 20
 SLACK_MS = 1.0  # wall-clock (trace) against the event loop's clock: sub-millisecond apart
+HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
+              "vllm:e2e_request_latency_seconds")
 SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
 
 
@@ -52,11 +54,30 @@ class Metrics:
         assert status == 200, text
         values = {}
         for (name, labels), value in parse_metrics(text).items():
+            if name.startswith(HISTOGRAMS):
+                continue  # histograms(), below
             labels = dict(labels)
             assert labels["model_name"] == f'"{self.model}"' and labels["engine"] == '"0"', labels
             reason = labels.get("finished_reason")
             values[name + (":" + reason.strip('"') if reason else "")] = value
         return values
+
+    def histograms(self) -> dict:
+        """{name: ([(le, cumulative count)...], sum, count)} of engine 0's latency histograms."""
+        status, _, text = self.raw()
+        assert status == 200, text
+        out = {name: ([], 0.0, 0.0) for name in HISTOGRAMS}
+        for (name, labels), value in sorted(parse_metrics(text).items(), key=lambda item: str(item[0])):
+            base = next((h for h in HISTOGRAMS if name.startswith(h)), None)
+            if base is None:
+                continue
+            buckets, total, count = out[base]
+            labels = dict(labels)
+            if name.endswith("_bucket"):
+                buckets.append((labels["le"].strip('"'), value))
+            out[base] = (buckets, value if name.endswith("_sum") else total,
+                         value if name.endswith("_count") else count)
+        return out
 
     def wait_for(self, condition, what: str) -> dict:
         deadline = time.monotonic() + EVENT_TIMEOUT_S
@@ -273,3 +294,59 @@ def test_bad_capacity_is_refused(launch, weights, tmp_path, value):  # noqa: F81
     server = launch(MIXED, vllm_args(weights, port, 1), env, port, wait=False)
     assert server.proc.wait(timeout=EVENT_TIMEOUT_S) == 1
     assert "standin: refusing to start: STANDIN_CAPACITY=" in server.output()
+
+
+def test_latency_histograms_count_each_finished_request_in_vllms_buckets(launch, weights, tmp_path):  # noqa: F811
+    """TTFT, inter-token latency and e2e as vLLM 0.33's histograms (names and default buckets of
+    vllm/v1/metrics/loggers.py and buckets.py): one TTFT and one e2e per request, one ITL per gap between tokens,
+    each in the bucket its value falls in (cumulative, ending at +Inf = _count)."""
+    server, metrics = start(launch, weights, tmp_path, ttft_ms=30, tpot_ms=12)
+    empty = metrics.histograms()
+    assert all(count == 0 for _, _, count in empty.values())
+    assert "+Inf" in [le for le, _ in empty["vllm:time_to_first_token_seconds"][0]]
+    join_all([send_in_background(server.port, f"h{i}", body(5)) for i in range(3)])
+    found = metrics.histograms()
+    ttft, itl, e2e = (found[name] for name in HISTOGRAMS)
+    assert (ttft[2], itl[2], e2e[2]) == (3, 3 * 4, 3)
+    for buckets, _, count in (ttft, itl, e2e):
+        cumulative = [value for _, value in sorted(buckets, key=lambda b: float(b[0]))]  # float("+Inf") sorts last
+        assert cumulative == sorted(cumulative) and cumulative[-1] == count
+    # 30 ms to the first token (its deadline): in (0.02, 0.04]; 12 ms (never less) between tokens: in (0.01, 0.025]
+    assert dict(ttft[0])["0.02"] == 0 and dict(ttft[0])["0.04"] == 3
+    assert dict(itl[0])["0.01"] == 0 and dict(itl[0])["0.025"] == 12
+    assert e2e[1] >= 3 * (0.030 + 4 * 0.012) and dict(e2e[0])["0.3"] == 3
+
+
+def test_requests_to_a_hung_engine_wait_while_no_token_comes(launch, weights, tmp_path):  # noqa: F811
+    """STANDIN_HANG_AFTER_REQUESTS: the engine hangs (standin/stall.py); every further request is accepted and
+    shows as waiting while the generated-token counter stands still — vLLM's gauges with a stuck engine, what
+    `deployctl monitor`'s hang alert looks for."""
+    server, metrics = start(launch, weights, tmp_path, capacity=1, hang_after_requests=1)
+    join_all([send_in_background(server.port, "ok", body(3))])
+    assert metrics.read()["vllm:generation_tokens_total"] == 3
+    hung = []
+    try:
+        for _ in range(2):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=EVENT_TIMEOUT_S)
+            payload = json.dumps(body(3)).encode()
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
+            hung.append(sock)
+        held = metrics.wait_for(lambda v: v["vllm:num_requests_running"] == 0 and v["vllm:num_requests_waiting"] == 2,
+                                "both requests waiting on the hung engine")
+        assert held["vllm:generation_tokens_total"] == 3
+    finally:
+        for sock in hung:
+            sock.close()
+
+
+def test_generated_tokens_count_as_they_come_even_when_not_streamed(launch, weights, tmp_path):  # noqa: F811
+    """vLLM counts generation tokens every engine step, streamed or not: the counter moves during a long
+    non-streamed answer (else a busy server looks hung to `deployctl monitor`'s hang alert)."""
+    server, metrics = start(launch, weights, tmp_path, tpot_ms=100)
+    thread = send_in_background(server.port, "whole", {**body(20), "stream": False})
+    partial = metrics.wait_for(lambda v: 0 < v["vllm:generation_tokens_total"] < 20,
+                               "tokens counted before the answer is complete")
+    assert partial["vllm:num_requests_running"] == 1
+    join_all([thread])
+    assert metrics.read()["vllm:generation_tokens_total"] == 20

@@ -98,8 +98,9 @@ class InstanceEngine(Engine):
             raise
         try:
             cache.prompt_tokens += gen.prompt_tokens
-            reason = await answer(self.first_deadline(cache, loop.time() if waited else req.arrival_mono), cache,
-                                  req, gen, *args)
+            first = self.first_deadline(cache, loop.time() if waited else req.arrival_mono)
+            reason = await answer(first, cache, req, gen, *args)
+            cache.observe(req.arrival_mono, first, loop.time(), gen.completion_tokens)
             cache.finished[reason or finish_reason(gen)] += 1
         except (ConnectionError, asyncio.IncompleteReadError):
             cache.finished["abort"] += 1  # the client went away

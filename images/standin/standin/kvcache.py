@@ -5,11 +5,40 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Deque, Dict, Optional
+from typing import Deque, Dict, Optional, Tuple
 
 from standin.stall import EngineStall
 
 FINISH_REASONS = ("stop", "length", "abort")  # vLLM v1's FinishReason values, each a request_success series
+
+# vLLM 0.33.0's default bucket bounds (vllm/v1/metrics/buckets.py: TIME_TO_FIRST_TOKEN_BUCKETS,
+# INTER_TOKEN_LATENCY_BUCKETS, REQUEST_LATENCY_BUCKETS), which loggers.py:831-839 gives its histograms
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+               80.0)
+LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+                   480.0, 960.0, 1920.0, 7680.0)
+
+
+class Histogram:
+    """A Prometheus histogram as prometheus_client keeps it: a count per upper bound, the sum and the count."""
+
+    def __init__(self, bounds: Tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * len(bounds)  # not cumulative; render() adds them up
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float, times: int = 1) -> None:
+        if times <= 0:
+            return
+        for i, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[i] += times
+                break
+        self.sum += value * times
+        self.count += times
 
 
 class KvCache:
@@ -24,6 +53,17 @@ class KvCache:
         self.generation_tokens = 0
         self.finished: Dict[str, int] = {reason: 0 for reason in FINISH_REASONS}
         self.stall = EngineStall()  # closed while this engine hangs (standin/stall.py)
+        self.ttft = Histogram(TTFT_BUCKETS)  # vllm:time_to_first_token_seconds
+        self.itl = Histogram(ITL_BUCKETS)  # vllm:inter_token_latency_seconds
+        self.e2e = Histogram(LATENCY_BUCKETS)  # vllm:e2e_request_latency_seconds
+
+    def observe(self, arrival: float, first: float, end: float, tokens: int) -> None:
+        """One finished request's latencies (seconds on the event loop's clock): TTFT to the first token's
+        deadline, the mean gap between its tokens once per gap, and arrival to end."""
+        self.ttft.observe(max(0.0, first - arrival))
+        if tokens > 1:
+            self.itl.observe(max(0.0, end - first) / (tokens - 1), tokens - 1)
+        self.e2e.observe(max(0.0, end - arrival))
 
     @property
     def waiting(self) -> int:

@@ -40,6 +40,24 @@ def render(caches: Sequence[Tuple[str, KvCache]], model_name: str) -> bytes:
     metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", lambda c: c.prompt_tokens)
     metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
            lambda c: c.generation_tokens)
+    def histogram(name: str, help_text: str, of) -> None:
+        # prometheus_client's text: cumulative _bucket series up to +Inf, then _sum and _count
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} histogram")
+        for engine, cache in caches:
+            h = of(cache)
+            total = 0
+            for bound, count in zip(h.bounds, h.counts):
+                total += count
+                lines.append(f'{name}_bucket{{{labels(engine)},le="{float(bound)!r}"}} {float(total)!r}')
+            lines.append(f'{name}_bucket{{{labels(engine)},le="+Inf"}} {float(h.count)!r}')
+            lines.append(f"{name}_sum{{{labels(engine)}}} {float(h.sum)!r}")
+            lines.append(f"{name}_count{{{labels(engine)}}} {float(h.count)!r}")
+
+    # the names and help texts of 0.33.0 vllm/v1/metrics/loggers.py:931-967
+    histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", lambda c: c.ttft)
+    histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", lambda c: c.itl)
+    histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", lambda c: c.e2e)
     lines.append("# HELP vllm:request_success_total Count of successfully processed requests.")
     lines.append("# TYPE vllm:request_success_total counter")
     for engine, cache in caches:

@@ -1,0 +1,121 @@
+"""PromQL for one deployment (pure): every query the dashboard draws and the alerts test, from the flavour's metric
+names and the target labels, so panels and rules cannot drift apart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deployctl.monitor import npu_exporter
+from deployctl.monitor.durations import duration, millis
+from deployctl.servers.metrics import ServerMetrics
+
+SERVERS_JOB = "deployctl-servers"
+FRONT_JOB = "deployctl-front"
+NPU_JOB = "deployctl-npu-exporter"
+NODE_JOB = "deployctl-node-exporter"
+
+RANK = "deployment, role, group, rank, host, instance"  # a server's identity in every per-rank query
+
+
+@dataclass(frozen=True)
+class Queries:
+    deployment: str
+    names: ServerMetrics
+    scrape_ms: int
+
+    @classmethod
+    def of(cls, deployment: str, names: ServerMetrics, scrape_interval: str) -> "Queries":
+        return cls(deployment, names, millis(scrape_interval))
+
+    @property
+    def sel(self) -> str:
+        return f'deployment="{self.deployment}"'
+
+    @property
+    def rate_window(self) -> str:
+        """For panels: four scrapes, at least a minute (rate() needs two samples, and a minute smooths)."""
+        return duration(max(4 * self.scrape_ms, 60_000))
+
+    @property
+    def stall_window(self) -> str:
+        """For the hang: two scrapes. increase() over it is 0 only when two samples in a row agree."""
+        return duration(2 * self.scrape_ms)
+
+    def quantile(self, histogram: str, q: float) -> str:
+        return (f"histogram_quantile({q}, sum by (le, role) "
+                f"(rate({histogram}_bucket{{{self.sel}}}[{self.rate_window}])))")
+
+    def per_rank(self, metric: str) -> str:
+        return f"sum by ({RANK}) ({metric}{{{self.sel}}})"
+
+    def per_rank_rate(self, metric: str) -> str:
+        return f"sum by ({RANK}) (rate({metric}{{{self.sel}}}[{self.rate_window}]))"
+
+    def per_card(self, metric: str) -> str:
+        return f'max by (deployment, host, id) ({metric}{{{self.sel},job="{NPU_JOB}"}})'
+
+    # --- panels -------------------------------------------------------------------------------------------------
+    def in_flight_by_role(self) -> str:
+        """P:D balance: requests held per role (running + waiting), prefill against decode."""
+        n = self.names
+        return (f'sum by (role) ({n.running}{{{self.sel},role=~"prefill|decode"}}) + '
+                f'sum by (role) ({n.waiting}{{{self.sel},role=~"prefill|decode"}})')
+
+    def tokens_by_role(self) -> str:
+        """P:D balance: prompt tokens/s into prefill and generated tokens/s out of decode."""
+        n = self.names
+        return (f'sum by (role) (rate({n.prompt_tokens}{{{self.sel},role="prefill"}}[{self.rate_window}])) or '
+                f'sum by (role) (rate({n.generation_tokens}{{{self.sel},role="decode"}}[{self.rate_window}]))')
+
+    def targets_up(self) -> str:
+        return f"up{{{self.sel}}}"
+
+    def front_up(self) -> str:
+        return f'probe_success{{{self.sel},job="{FRONT_JOB}"}}'
+
+    def hbm_used(self) -> str:
+        return self.per_card(npu_exporter.HBM_USED)
+
+    def hbm_total(self) -> str:
+        return self.per_card(npu_exporter.HBM_TOTAL)
+
+    # --- alerts -------------------------------------------------------------------------------------------------
+    def hang(self) -> str:
+        """Requests held (running or waiting) while the generated-token counter stood still over the last two
+        scrapes: what an HCCL hang looks like (the engine's gauges freeze with its batch in them)."""
+        n = self.names
+        held = f"sum by ({RANK}) ({n.running}{{{self.sel}}} + {n.waiting}{{{self.sel}}}) > 0"
+        flat = f"sum by ({RANK}) (increase({n.generation_tokens}{{{self.sel}}}[{self.stall_window}])) == 0"
+        return f"({held}) and ({flat})"
+
+    def kv_full(self) -> str:
+        """The KV cache full (99 % or more) while the engine preempts sequences."""
+        n = self.names
+        full = f"max by ({RANK}) ({n.kv_usage}{{{self.sel}}}) >= 0.99"
+        preempting = f"sum by ({RANK}) (increase({n.preemptions}{{{self.sel}}}[{self.rate_window}])) > 0"
+        return f"({full}) and ({preempting})"
+
+    @property
+    def down_window(self) -> str:
+        """Three scrapes: one scrape that timed out (a busy host) is not a rank gone."""
+        return duration(3 * self.scrape_ms)
+
+    def rank_down(self) -> str:
+        """No scrape of the API server succeeded over the last three."""
+        return f'max_over_time(up{{{self.sel},job="{SERVERS_JOB}"}}[{self.down_window}]) == 0'
+
+    def ranks_missing(self, expected: int) -> str:
+        """Fewer API servers answered a scrape over the last three than the spec runs (a target gone from the list
+        counts too)."""
+        return (f'(count(max_over_time(up{{{self.sel},job="{SERVERS_JOB}"}}[{self.down_window}]) == 1) '
+                f'or vector(0)) < {expected}')
+
+    def front_down(self) -> str:
+        return (f'(max_over_time(probe_success{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0) or '
+                f'(max_over_time(up{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0)')
+
+    def known_errors(self, ids: tuple[str, ...]) -> str:
+        """Lines of these known-error signatures in a container's log (deployctl's scan, monitor/known_errors.py)."""
+        signatures = "|".join(ids)
+        return (f"max by (deployment, host, container, signature) "
+                f'(deployctl_known_error_lines{{{self.sel},signature=~"{signatures}"}}) > 0')

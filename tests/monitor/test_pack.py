@@ -1,0 +1,293 @@
+"""The monitoring pack (deployctl/monitor/, pure): targets with their labels, the flavour's metric names in every
+query, what is missing said once, deterministic bytes, no secret; and a real promtool accepts the config and the
+rules (`check config`, `check rules`) and evaluates every alert on synthetic series (`test rules`): the hang fires,
+saturation fires nothing, the KV cache full with preemptions, a missing rank, HCCL errors in a log."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deployctl.monitor import Exporters, render_pack
+from deployctl.monitor.known_errors import ContainerLog, hccl_signature_ids, render_textfile
+from deployctl.monitor.pack import PROMETHEUS, RULES, TARGET_FILES
+from deployctl.servers import flavour_of
+from deployctl.servers.metrics import TRITON_VLLM_BACKEND, VLLM_V1
+from deployctl.spec.load import load_spec, load_spec_text
+from tests.monitor.prometheus import promtool
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOKS = sorted((ROOT / "playbooks").glob("*.yaml"))
+LABELS = {"deployment", "role", "group", "rank", "host", "instance"}
+
+
+def pack_of(name: str, **options):
+    return render_pack(load_spec(ROOT / "playbooks" / name, environ={}, unresolved_env="allow"), **options)
+
+
+def write(pack, directory: Path) -> Path:
+    for relative, text in pack.files.items():
+        (directory / relative).parent.mkdir(parents=True, exist_ok=True)
+        (directory / relative).write_text(text)
+    return directory
+
+
+def targets(pack, kind: str) -> list:
+    return json.loads(pack.files[TARGET_FILES[kind]])
+
+
+def test_demo_targets_every_api_server_the_front_and_each_hosts_exporters_with_their_labels():
+    pack = pack_of("demo-pd.yaml")
+    servers = targets(pack, "servers")
+    assert [(g["targets"], g["labels"]["role"], g["labels"]["host"], g["labels"]["instance"]) for g in servers] == [
+        (["10.200.0.11:8088"], "prefill", "tb1", "demo-pd-prefill-0"),
+        (["10.200.0.12:8089"], "decode", "tb2", "demo-pd-decode-0")]
+    assert all(set(g["labels"]) == LABELS and g["labels"]["deployment"] == "demo-pd" for g in servers)
+    # the scheduler serves no /metrics: blackbox_exporter probes its health path
+    assert [g["targets"] for g in targets(pack, "fronts")] == [["http://10.200.0.11:9000/health"]]
+    # MindCluster npu-exporter's default port (cmd/npu-exporter/main.go portConst), node_exporter's
+    assert [g["targets"] for g in targets(pack, "npu")] == [["10.200.0.11:8082"], ["10.200.0.12:8082"]]
+    assert [g["targets"] for g in targets(pack, "node")] == [["10.200.0.11:9100"], ["10.200.0.12:9100"]]
+
+
+def test_vllm_ascend_ranks_are_labelled_by_group_and_dp_rank_and_the_proxy_by_its_health_path():
+    pack = pack_of("vllm-ascend-pd-qwen3.yaml")
+    servers = targets(pack, "servers")
+    ranks = [(g["labels"]["role"], g["labels"]["group"], g["labels"]["rank"], g["labels"]["host"]) for g in servers]
+    # prefill group 0: DP2 on node1; decode group 0: DP8 over node2 (ranks 0-3) and node3 (4-7); one API server each
+    assert ranks == [("prefill", "0", str(r), "node1") for r in range(2)] + \
+        [("decode", "0", str(r), "node2" if r < 4 else "node3") for r in range(8)]
+    assert len({g["labels"]["instance"] for g in servers}) == len(servers)  # each rank its own series
+    assert [g["targets"][0].endswith("/healthcheck") for g in targets(pack, "fronts")] == [True]
+    # its servers listen on 9100: node_exporter's default port there is theirs, so no node target, said once a host
+    assert targets(pack, "node") == [] and len([n for n in pack.notes if "9100" in n]) == 3
+
+
+def test_missing_exporters_are_not_targets_and_are_said():
+    spec = load_spec(ROOT / "playbooks" / "demo-pd.yaml", environ={}, unresolved_env="allow")
+    pack = render_pack(spec, Exporters({"tb1": frozenset({22, 8082}), "tb2": frozenset({22})}))
+    assert [g["labels"]["host"] for g in targets(pack, "npu")] == ["tb1"]
+    assert targets(pack, "node") == []
+    assert any("tb2" in n and "npu-exporter" in n and "8082" in n for n in pack.notes)
+    assert "tb2" in pack.files["NOTES.txt"] and "node_exporter" in pack.files["NOTES.txt"]
+
+
+def test_after_down_no_target_and_no_alert_remain():
+    pack = pack_of("demo-pd.yaml", deployed=False)
+    assert all(targets(pack, kind) == [] for kind in TARGET_FILES)
+    assert yaml.safe_load(pack.files[RULES])["groups"][0]["rules"] == []
+
+
+@pytest.mark.parametrize("name, names", [("demo-pd.yaml", VLLM_V1), ("gpu-vllm.yaml", VLLM_V1),
+                                         ("gpu-triton.yaml", TRITON_VLLM_BACKEND)])
+def test_queries_use_the_flavours_metric_names(name, names):
+    spec = load_spec(ROOT / "playbooks" / name, environ={}, unresolved_env="allow")
+    assert flavour_of(spec).metrics == names
+    pack = render_pack(spec)
+    exprs = " ".join(t["expr"] for p in json.loads(pack.files[f"grafana/dashboards/{spec.name}.json"])["panels"]
+                     for t in p["targets"]) + pack.files[RULES]
+    for metric in (names.ttft, names.tpot, names.e2e, names.running, names.waiting, names.kv_usage, names.preemptions,
+                   names.generation_tokens):
+        assert metric in exprs, metric
+    other = VLLM_V1 if names is TRITON_VLLM_BACKEND else TRITON_VLLM_BACKEND
+    assert other.tpot not in exprs and other.kv_usage not in exprs
+
+
+def test_triton_is_scraped_on_its_metrics_port_and_gpu_hosts_have_no_npu_panels():
+    spec = load_spec(ROOT / "playbooks" / "gpu-triton.yaml", environ={}, unresolved_env="allow")
+    pack = render_pack(spec)
+    instance = spec.instances[0]
+    assert targets(pack, "servers")[0]["targets"] == [f"{spec.host(instance.host).address}:{instance.metrics_port}"]
+    assert targets(pack, "npu") == []
+    assert "npu_chip_info" not in pack.files[f"grafana/dashboards/{spec.name}.json"]
+
+
+def test_dashboard_has_every_panel_the_issue_names():
+    pack = pack_of("demo-pd.yaml")
+    panels = json.loads(pack.files["grafana/dashboards/demo-pd.json"])["panels"]
+    titles = [p["title"] for p in panels]
+    for title in ("Time to first token", "Time per output token", "End-to-end request latency", "Requests running",
+                  "Requests waiting", "KV cache usage", "Preemptions /s", "NPU AI core utilisation", "NPU HBM used",
+                  "NPU temperature", "NPU power", "P:D balance: requests held"):
+        assert title in titles
+    assert len({p["id"] for p in panels}) == len(panels)
+    provisioning = yaml.safe_load(pack.files["grafana/provisioning/datasources/deployctl.yaml"])
+    assert {t["datasource"]["uid"] for p in panels for t in p["targets"]} == {provisioning["datasources"][0]["uid"]}
+    mixed = json.loads(next(v for k, v in pack_of("mixed-1host-910b.yaml").files.items()
+                            if k.startswith("grafana/dashboards/")))
+    assert not [p for p in mixed["panels"] if p["title"].startswith("P:D")]  # no P:D balance without P/D
+
+
+def test_the_pack_is_the_same_bytes_in_every_process(tmp_path):
+    """Deterministic: sorted and stable, whatever the hash seed (sets and dicts never leak their order)."""
+    script = ("import hashlib, sys; from pathlib import Path; from deployctl.monitor import render_pack; "
+              "from deployctl.spec.load import load_spec\n"
+              "for p in sorted(Path(sys.argv[1]).glob('*.yaml')):\n"
+              "    pack = render_pack(load_spec(p, environ={}, unresolved_env='allow'))\n"
+              "    print(p.name, hashlib.sha256(repr(sorted(pack.files.items())).encode()).hexdigest())\n")
+    outputs = {subprocess.run([sys.executable, "-c", script, str(ROOT / "playbooks")], capture_output=True, text=True,
+                              check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(outputs) == 1 and len(next(iter(outputs)).splitlines()) == len(PLAYBOOKS)
+
+
+def test_no_secret_reaches_the_pack():
+    marker = "s3cr3t-VALUE-42"
+    text = (ROOT / "playbooks" / "demo-pd.yaml").read_text().replace("env: {}", "env: {HF_TOKEN: '${HF_TOKEN}'}")
+    spec = load_spec_text(text, environ={"HF_TOKEN": marker, "AWS_ACCESS_KEY_ID": marker,
+                                         "AWS_SECRET_ACCESS_KEY": marker})
+    assert any(e.is_secret for e in spec.env)
+    files = render_pack(spec).files
+    assert not [path for path, body in files.items() if marker in body or "HF_TOKEN" in body]
+
+
+def test_the_spec_key_sets_the_interval_ports_and_directory(tmp_path):
+    text = (ROOT / "playbooks" / "demo-pd.yaml").read_text() + (
+        "monitor: {out: mon, scrape_interval: 1s, npu_exporter_port: 9082, node_exporter_port: null,"
+        " blackbox_exporter: '127.0.0.1:9999'}\n")
+    spec = load_spec_text(text, base_dir=tmp_path)
+    assert spec.monitor_dir == tmp_path / "mon"
+    pack = render_pack(spec)
+    config = yaml.safe_load(pack.files[PROMETHEUS])
+    assert config["global"]["scrape_interval"] == "1s" and config["global"]["evaluation_interval"] == "1s"
+    assert [g["targets"] for g in targets(pack, "npu")] == [["10.200.0.11:9082"], ["10.200.0.12:9082"]]
+    assert targets(pack, "node") == []
+    front = next(j for j in config["scrape_configs"] if j["job_name"] == "deployctl-front")
+    assert {"target_label": "__address__", "replacement": "127.0.0.1:9999"} in front["relabel_configs"]
+    # the hang looks at two scrapes
+    assert "[2s]" in next(r["expr"] for r in yaml.safe_load(pack.files[RULES])["groups"][0]["rules"]
+                          if r["alert"] == "DeployctlServerHung")
+
+
+@pytest.mark.parametrize("value, path", [("{scrape_interval: 15}", "monitor.scrape_interval"),
+                                         ("{scrape_interval: 1h}", "monitor.scrape_interval"),
+                                         ("{npu_exporter_port: 0}", "monitor.npu_exporter_port"),
+                                         ("{deploy: true}", "monitor.deploy")])
+def test_a_bad_monitor_value_is_refused_at_its_path_and_line(value, path):
+    from deployctl.errors import SpecError
+
+    text = (ROOT / "playbooks" / "demo-pd.yaml").read_text() + f"monitor: {value}\n"
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(text)
+    problem = caught.value.problems[0]
+    assert problem.dotted_path == path and problem.line == text.count("\n"), problem
+
+
+# --- a real promtool ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", PLAYBOOKS, ids=lambda p: p.name)
+def test_promtool_accepts_the_config_and_the_rules(prometheus_tools, path, tmp_path):
+    pack = render_pack(load_spec(path, environ={}, unresolved_env="allow"))
+    out = write(pack, tmp_path)
+    config = promtool("check", "config", str(out / PROMETHEUS))
+    assert config.returncode == 0, config.stdout + config.stderr
+    rules = promtool("check", "rules", str(out / RULES))
+    assert rules.returncode == 0 and "SUCCESS: 6 rules found" in rules.stdout, rules.stdout + rules.stderr
+
+
+def _series(labels: dict) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def test_every_alert_fires_on_its_fault_and_none_at_saturation(prometheus_tools, tmp_path):
+    """`promtool test rules`: Prometheus' own rule engine on synthetic 1 s scrapes of the demo's decode rank."""
+    text = (ROOT / "playbooks" / "demo-pd.yaml").read_text() + "monitor: {scrape_interval: 1s}\n"
+    spec = load_spec_text(text, environ={}, unresolved_env="allow")
+    out = write(render_pack(spec), tmp_path)
+    rank = {"deployment": "demo-pd", "role": "decode", "group": "0", "rank": "0", "host": "tb2",
+            "instance": "demo-pd-decode-0"}
+    series = {**rank, "job": "deployctl-servers", "model_name": "demo-tiny", "engine": "0"}
+    prefill = {**series, "role": "prefill", "host": "tb1", "instance": "demo-pd-prefill-0"}
+    front = {**rank, "job": "deployctl-front", "role": "scheduler", "host": "tb1", "instance": "demo-pd-scheduler-0"}
+
+    def s(name, labels, values):
+        return {"series": name + _series(labels), "values": values}
+
+    healthy = [s("up", prefill, "1x40"), s("probe_success", front, "1x40"), s("up", front, "1x40"),
+               s("vllm:num_requests_running", prefill, "0x40"), s("vllm:num_requests_waiting", prefill, "0x40"),
+               s("vllm:generation_tokens_total", prefill, "0+1x40"),
+               s("vllm:kv_cache_usage_perc", prefill, "0x40"), s("vllm:num_preemptions_total", prefill, "0x40")]
+    hung_at = 10  # the decode rank generates until t=10 s, then holds 4 requests and no token comes
+    tests = [
+        {"name": "hang", "interval": "1s", "input_series": healthy + [
+            s("up", series, "1x40"), s("vllm:num_requests_running", series, "4x40"),
+            s("vllm:num_requests_waiting", series, "0x40"),
+            s("vllm:generation_tokens_total", series, f"0+10x{hung_at} {10 * hung_at}x30"),
+            s("vllm:kv_cache_usage_perc", series, "0.25x40"), s("vllm:num_preemptions_total", series, "0x40")],
+         "alert_rule_test": [
+             {"eval_time": f"{hung_at}s", "alertname": "DeployctlServerHung", "exp_alerts": []},
+             # two scrapes later the counter has stood still over the whole window: firing (for: 0s)
+             {"eval_time": f"{hung_at + 2}s", "alertname": "DeployctlServerHung",
+              "exp_alerts": [{"exp_labels": {**rank, "severity": "critical"}}]}]},
+        {"name": "saturation: the cache full, every slot busy, tokens flowing, nobody preempted", "interval": "1s",
+         "input_series": healthy + [
+             s("up", series, "1x40"), s("vllm:num_requests_running", series, "16x40"),
+             s("vllm:num_requests_waiting", series, "0x40"), s("vllm:generation_tokens_total", series, "0+16x40"),
+             s("vllm:kv_cache_usage_perc", series, "1x40"), s("vllm:num_preemptions_total", series, "0x40")],
+         "alert_rule_test": [{"eval_time": "30s", "alertname": name, "exp_alerts": []}
+                             for name in ("DeployctlServerHung", "DeployctlKvCacheFull", "DeployctlRankDown",
+                                          "DeployctlRanksMissing", "DeployctlFrontDown", "DeployctlHcclErrors")]},
+        {"name": "overload: the cache full and preempting", "interval": "1s", "input_series": healthy + [
+            s("up", series, "1x40"), s("vllm:num_requests_running", series, "16x40"),
+            s("vllm:num_requests_waiting", series, "8x40"), s("vllm:generation_tokens_total", series, "0+16x40"),
+            s("vllm:kv_cache_usage_perc", series, "1x40"), s("vllm:num_preemptions_total", series, "0+1x40")],
+         "alert_rule_test": [{"eval_time": "30s", "alertname": "DeployctlKvCacheFull",
+                              "exp_alerts": [{"exp_labels": {**rank, "severity": "warning"}}]},
+                             {"eval_time": "30s", "alertname": "DeployctlServerHung", "exp_alerts": []}]},
+        {"name": "a rank gone", "interval": "1s", "input_series": healthy + [s("up", series, "1x10 0x30")],
+         "alert_rule_test": [
+             {"eval_time": "30s", "alertname": "DeployctlRankDown",
+              "exp_alerts": [{"exp_labels": {**series, "severity": "critical"}}]},
+             {"eval_time": "30s", "alertname": "DeployctlRanksMissing",
+              "exp_alerts": [{"exp_labels": {"severity": "critical"}}]}]},
+        {"name": "one scrape that timed out (a busy host) is not a rank gone", "interval": "1s",
+         "input_series": healthy + [s("up", series, "1x10 0 1x29")],
+         "alert_rule_test": [{"eval_time": f"{t}s", "alertname": name, "exp_alerts": []} for t in (11, 12, 13, 14)
+                             for name in ("DeployctlRankDown", "DeployctlRanksMissing")]},
+        {"name": "HCCL errors in a log", "interval": "1s", "input_series": healthy + [
+            s("up", series, "1x40"),
+            s("deployctl_known_error_lines", {"deployment": "demo-pd", "host": "tb2", "container": "demo-pd-decode-0",
+                                              "signature": "hccl_exec_timeout", "job": "deployctl-node-exporter",
+                                              "instance": "tb2"}, "0x10 3x30"),
+            s("deployctl_known_error_lines", {"deployment": "demo-pd", "host": "tb2", "container": "demo-pd-decode-0",
+                                              "signature": "npu_oom", "job": "deployctl-node-exporter",
+                                              "instance": "tb2"}, "1x40")],
+         "alert_rule_test": [
+             {"eval_time": "5s", "alertname": "DeployctlHcclErrors", "exp_alerts": []},
+             {"eval_time": "12s", "alertname": "DeployctlHcclErrors", "exp_alerts": [{"exp_labels": {
+                 "deployment": "demo-pd", "host": "tb2", "container": "demo-pd-decode-0",
+                 "signature": "hccl_exec_timeout", "severity": "critical"}}]}]},
+    ]
+    rules = {r["alert"]: r for r in yaml.safe_load((out / RULES).read_text())["groups"][0]["rules"]}
+    for test in tests:  # promtool compares annotations too: each rule's, expanded with the alert's labels
+        for case in test["alert_rule_test"]:
+            for alert in case["exp_alerts"]:
+                alert["exp_annotations"] = {key: re.sub(r"\{\{ \$labels\.(\w+) \}\}",
+                                                        lambda m: alert["exp_labels"][m.group(1)], value)
+                                            for key, value in rules[case["alertname"]]["annotations"].items()}
+    unit = tmp_path / "test.yml"
+    unit.write_text(yaml.safe_dump({"rule_files": [str(out / RULES)], "evaluation_interval": "1s",
+                                    "tests": tests}, sort_keys=False))
+    result = promtool("test", "rules", str(unit))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_known_error_lines_become_a_textfile_metric(prometheus_tools):
+    lines = json.loads((ROOT / "tests" / "fixtures" / "diagnose" / "signature-lines.json").read_text())["lines"]
+    hccl = next(row["line"] for row in lines if row["id"] == "hccl_exec_timeout")
+    logs = [ContainerLog("tb2", "demo-pd-decode-0", f"INFO ok\n{hccl}\n{hccl}\nINFO more"),
+            ContainerLog("tb1", "demo-pd-prefill-0", "INFO all fine")]
+    text = render_textfile("demo-pd", logs, 1700000000.0)
+    assert ('deployctl_known_error_lines{deployment="demo-pd",host="tb2",container="demo-pd-decode-0",'
+            'signature="hccl_exec_timeout"} 2') in text
+    # a clean container still has a 0 for every HCCL signature (the alert sees a scan, not an absence)
+    assert all(f'container="demo-pd-prefill-0",signature="{i}"}} 0' in text for i in hccl_signature_ids())
+    assert render_textfile("demo-pd", list(reversed(logs)), 1700000000.0) == text
+    lint = promtool("check", "metrics", stdin=text)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
