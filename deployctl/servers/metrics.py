@@ -3,7 +3,7 @@ alert rules query. A flavour names its set (`Flavour.metrics`); nothing else spe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -41,15 +41,6 @@ VLLM_V1 = ServerMetrics(
 # Triton's vLLM backend re-exports vLLM's stats through Triton's own metrics service (--metrics-port) under its
 # older names (triton-inference-server/vllm_backend src/utils/metrics.py, TritonMetrics: time_per_output_token,
 # gpu_cache_usage_perc), only when the model's config sets REPORT_CUSTOM_METRICS.
-TRITON_VLLM_BACKEND = ServerMetrics(
-    source="triton-inference-server/vllm_backend src/utils/metrics.py",
-    ttft="vllm:time_to_first_token_seconds",
-    tpot="vllm:time_per_output_token_seconds",
-    e2e="vllm:e2e_request_latency_seconds",
-    running="vllm:num_requests_running",
-    waiting="vllm:num_requests_waiting",
-    kv_usage="vllm:gpu_cache_usage_perc",
-    preemptions="vllm:num_preemptions_total",
-    generation_tokens="vllm:generation_tokens_total",
-    prompt_tokens="vllm:prompt_tokens_total",
-)
+TRITON_VLLM_BACKEND = replace(
+    VLLM_V1, source="triton-inference-server/vllm_backend src/utils/metrics.py",
+    tpot="vllm:time_per_output_token_seconds", kv_usage="vllm:gpu_cache_usage_perc")
