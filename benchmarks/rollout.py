@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.testbed import Testbed, router_image  # noqa: E402
-from tests.testbed.demo import tiny_model  # noqa: E402
+from tests.testbed.demo import place_tiny_model  # noqa: E402
 
 MODEL = ("image: {name: deployctl/standin-vllm:latest}\nweights: {dest: /srv/weights/tiny}\n"
          "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: %d, max_num_batched_tokens: 2048}\n"
@@ -180,11 +180,7 @@ def main() -> None:
     # scheduler)
     bed = Testbed(2).up(2)
     try:
-        for host in bed.hosts:
-            target = host.dir / "srv" / "weights" / "tiny"
-            target.mkdir(parents=True, exist_ok=True)
-            for name, data in tiny_model().items():
-                (target / name).write_bytes(data)
+        place_tiny_model(bed)
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             url = "http://10.200.0.11:8500"

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.testbed import Testbed  # noqa: E402
-from tests.testbed.demo import tiny_model  # noqa: E402
+from tests.testbed.demo import place_tiny_model  # noqa: E402
 
 HOSTS = 8
 UP_NOOP_TARGET_S = 0.81
@@ -59,14 +59,6 @@ def baseline_tree(revision: str, into: Path) -> dict:
                    capture_output=True)
     return {**os.environ, "PYTHONPATH": str(into)}
 
-
-def place_tiny_model(bed: Testbed) -> None:
-    """The stand-in's tiny model at /srv/weights/tiny on every host (what `--skip weights` expects there)."""
-    for host in bed.hosts:
-        target = host.dir / "srv" / "weights" / "tiny"
-        target.mkdir(parents=True, exist_ok=True)
-        for name, data in tiny_model().items():
-            (target / name).write_bytes(data)
 
 
 def main() -> int:

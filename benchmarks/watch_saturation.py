@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.testbed import Testbed  # noqa: E402
-from tests.testbed.demo import tiny_model  # noqa: E402
+from tests.testbed.demo import place_tiny_model  # noqa: E402
 
 HOSTS = 2
 CONCURRENCY = 24  # requests kept in flight per rank: 4 run, 20 wait
@@ -44,13 +44,6 @@ EXTRA = ("server: vllm-ascend\nrequirements: {cards: 8}\n"
          "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 16, max_num_batched_tokens: 2048}\n"
          "env: {STANDIN_CAPACITY: '4', STANDIN_TPOT_MS: '20'}\n")
 
-
-def place_tiny_model(bed: Testbed) -> None:
-    for host in bed.hosts:
-        target = host.dir / "srv" / "weights" / "tiny"
-        target.mkdir(parents=True, exist_ok=True)
-        for name, data in tiny_model().items():
-            (target / name).write_bytes(data)
 
 
 def closed_loop(bed: Testbed, seconds: float) -> threading.Thread:

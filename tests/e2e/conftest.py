@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from deployctl.cli import main
-from tests.testbed.demo import tiny_model
+from tests.testbed.demo import place_tiny_model
 
 MODEL_DIR = "/srv/weights/tiny"
 
@@ -16,11 +16,7 @@ MODEL_DIR = "/srv/weights/tiny"
 @pytest.fixture(scope="session")
 def bed(testbed):
     """The test bed with a tiny model directory at /srv/weights/tiny on every host."""
-    for host in testbed.hosts:
-        target = host.dir / "srv" / "weights" / "tiny"
-        target.mkdir(parents=True, exist_ok=True)
-        for name, data in tiny_model().items():
-            (target / name).write_bytes(data)
+    place_tiny_model(testbed)
     return testbed
 
 

@@ -73,14 +73,19 @@ def _image_id(bed, host):
     return bed.docker_on(host, "image", "inspect", "--format", "{{.Id}}", IMAGE, check=False).stdout.strip()
 
 
-def test_the_control_machine_sends_one_copy_and_every_target_loads_the_same_image(tagged):
-    bed, log = tagged, []
+def _ship(bed, log):
+    """Ship IMAGE from tb1 to TARGETS over fresh SSH transports: (seconds per target, the transports, closed)."""
     transports = _transports(bed, log)
     try:
-        seconds = ship_image(IMAGE, transports["tb1"], [transports[h] for h in TARGETS])
+        return ship_image(IMAGE, transports["tb1"], [transports[h] for h in TARGETS]), transports
     finally:
         for transport in transports.values():
             transport.inner.close()
+
+
+def test_the_control_machine_sends_one_copy_and_every_target_loads_the_same_image(tagged):
+    bed, log = tagged, []
+    seconds, transports = _ship(bed, log)
     assert sorted(seconds) == TARGETS
     source_id = _image_id(bed, "tb1")
     assert source_id.startswith("sha256:") and all(_image_id(bed, h) == source_id for h in TARGETS)
@@ -103,12 +108,7 @@ def test_a_target_whose_port_is_taken_is_skipped_by_the_chain_and_served_directl
                                 stdout=subprocess.PIPE, text=True)
     try:
         assert squatter.stdout.readline().strip() == "up"
-        transports = _transports(bed, log)
-        try:
-            seconds = ship_image(IMAGE, transports["tb1"], [transports[h] for h in TARGETS])
-        finally:
-            for transport in transports.values():
-                transport.inner.close()
+        seconds, transports = _ship(bed, log)
     finally:
         squatter.kill()
         squatter.wait()

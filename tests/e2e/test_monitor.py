@@ -24,7 +24,7 @@ from tests.monitor.conftest import prometheus_tools  # noqa: F401 (the fixture)
 from tests.monitor.prometheus import Blackbox, Prometheus, promtool, wait_until
 from tests.ports import free_port
 from tests.testbed import hosts as bed_hosts
-from tests.testbed.demo import PLAYBOOK, tiny_model
+from tests.testbed.demo import PLAYBOOK, place_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPORTER = ROOT / "tests" / "monitor" / "fake_npu_exporter.py"
@@ -114,11 +114,7 @@ def check_pack_serves(pack: Path, prometheus: Prometheus, expected: dict) -> Non
 
 
 def test_demo_pack_every_target_up_and_every_panel_has_series(bed, deployctl, prometheus_tools, tmp_path):  # noqa: F811
-    for name in ("tb1", "tb2"):  # the demo's model directory, as `weights sync` would leave it
-        target = bed.host(name).dir / "srv" / "weights" / "demo-tiny"
-        target.mkdir(parents=True, exist_ok=True)
-        for file, data in tiny_model().items():
-            (target / file).write_bytes(data)
+    place_tiny_model(bed, "demo-tiny", ("tb1", "tb2"))  # the demo's model directory
     pack, blackbox_port = tmp_path / "pack", free_port()
     text = PLAYBOOK.read_text().replace("/tmp/deployctl-testbed/", f"{bed.root}/")
     path = deployctl.write(text + monitor_key(pack, blackbox_port), "demo-pd.yaml")

@@ -37,22 +37,29 @@ def bench(url: str, prompts: int = 160, rate: float = 4.0) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def up_under_load(deployctl, path, url: str, prompts: int, timeout: float, *flags: str) -> tuple[dict, dict, bool]:
+    """`up --yes` of `path` while a bench sends `prompts` requests through `url`: (the bench's run, up's document,
+    whether the bench was still running when `up` returned, i.e. it covered the whole update)."""
+    load = bench(url, prompts)
+    try:
+        code, doc = deployctl.json("up", path, "--yes", "--skip", "weights", *flags)
+        updated = time.monotonic()
+    finally:
+        out, err = load.communicate(timeout=timeout)
+    covered = time.monotonic() > updated
+    assert code == 0, doc
+    (run,) = json.loads(out)["runs"]
+    return run, doc, covered
+
+
 def update_under_load(bed, deployctl, strategy: str, seqs: int) -> tuple[dict, dict, dict, dict]:
     """`up` the spec with max_num_seqs `seqs` while a bench runs through the front: (bench run, up document,
     containers before, after)."""
     path = deployctl.write(bed.spec_yaml("e2e-roll", MIXED % (seqs, router_image.IMAGE, strategy),
                                          hosts_used=["tb1"]))
     before = container_ids(bed, "tb1", "e2e-roll")
-    load = bench("http://10.200.0.11:8300")
-    try:
-        code, doc = deployctl.json("up", path, "--yes", "--skip", "weights", "--drain-timeout", "30")
-        updated = time.monotonic()
-    finally:
-        out, err = load.communicate(timeout=300)
-    finished = time.monotonic()
-    assert code == 0, doc
-    assert finished > updated, "the bench ended before the update did: it did not cover the rollout"
-    (run,) = json.loads(out)["runs"]
+    run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.11:8300", 160, 300, "--drain-timeout", "30")
+    assert covered, "the bench ended before the update did: it did not cover the rollout"
     return run, doc, before, container_ids(bed, "tb1", "e2e-roll")
 
 
@@ -101,15 +108,8 @@ def test_a_single_instance_with_a_free_card_updates_through_surge_with_no_failed
         code, plan = deployctl.json("plan", path, "--skip", "weights")
         assert plan["rollout"]["waves"][0]["surge"][0].startswith("e2e-surge-mixed-0-surge on tb2 devices 1 ")
         before = container_ids(bed, "tb2", "e2e-surge")
-        load = bench("http://10.200.0.12:8400", prompts=100)
-        try:
-            code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
-            updated = time.monotonic()
-        finally:
-            out, err = load.communicate(timeout=300)
-        assert code == 0, doc
-        assert time.monotonic() > updated
-        (run,) = json.loads(out)["runs"]
+        run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.12:8400", 100, 300)
+        assert covered
         assert run["failed"] == 0 and run["requests"] == 100, run.get("errors")
         after = container_ids(bed, "tb2", "e2e-surge")
         assert set(after) == {"e2e-surge-mixed-0", "e2e-surge-router"}  # the surge server is gone
@@ -152,15 +152,8 @@ def test_the_vllm_ascend_pd_shape_updates_through_its_proxy_with_no_failed_reque
         assert [w["units"] for w in plan["rollout"]["waves"]] == [["prefill group 0", "decode group 0"],
                                                                   ["prefill group 1", "decode group 1"]]
         before = container_ids(bed, "tb3", "e2e-pdroll")
-        load = bench("http://10.200.0.13:8450", prompts=160)
-        try:
-            code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
-            updated = time.monotonic()
-        finally:
-            out, err = load.communicate(timeout=600)
-        assert code == 0, doc
-        assert time.monotonic() > updated, "the bench ended before the update did"
-        (run,) = json.loads(out)["runs"]
+        run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.13:8450", 160, 600)
+        assert covered, "the bench ended before the update did"
         assert run["failed"] == 0 and run["requests"] == 160, run.get("errors")
         after = container_ids(bed, "tb3", "e2e-pdroll")
         servers = [name for name in before if name != "e2e-pdroll-proxy"]
@@ -168,13 +161,7 @@ def test_the_vllm_ascend_pd_shape_updates_through_its_proxy_with_no_failed_reque
         assert after["e2e-pdroll-proxy"] == before["e2e-pdroll-proxy"]
 
         path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (24, "recreate"), hosts_used=["tb3"]))
-        load = bench("http://10.200.0.13:8450", prompts=160)
-        try:
-            code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
-        finally:
-            out, err = load.communicate(timeout=600)
-        assert code == 0, doc
-        (run,) = json.loads(out)["runs"]
+        run, doc, _ = up_under_load(deployctl, path, "http://10.200.0.13:8450", 160, 600)
         assert run["failed"] > 0, "recreate stops every server at once: requests must fail"
     finally:
         code, out, err = deployctl("down", path, "--yes")

@@ -28,6 +28,16 @@ def tiny_model() -> dict:
             "model.safetensors": weights}
 
 
+def place_tiny_model(bed, name: str = "tiny", hosts=None) -> None:
+    """tiny_model() at /srv/weights/<name> on every bed host (or those named), as `weights sync` leaves it: what a
+    spec run with `--skip weights` expects there."""
+    for host in bed.hosts if hosts is None else [bed.host(h) for h in hosts]:
+        target = host.dir / "srv" / "weights" / name
+        target.mkdir(parents=True, exist_ok=True)
+        for file, data in tiny_model().items():
+            (target / file).write_bytes(data)
+
+
 def run(tear_down: bool = False) -> int:
     bed = Testbed(2).up(2)
     try:
