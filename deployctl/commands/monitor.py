@@ -33,19 +33,15 @@ def run(args, ui) -> int:
 
 def listening_ports(transports: Mapping) -> dict[str, frozenset[int]]:
     """Each host's listening TCP ports (doctor's `listening` fact), one round trip per host, all at once."""
+    from deployctl.facts.assemble import host_facts_from
     from deployctl.facts.listening import listening_probe
     from deployctl.fanout import on_hosts
     from deployctl.gather import run_probes
 
     def one(transport) -> Optional[frozenset[int]]:
-        from deployctl.errors import FactParseError
-
-        probe = listening_probe()
-        [(_, output)] = run_probes(transport, [probe], timeout=30)
-        try:
-            return probe.parse(output.stdout).ports if output.exit_code == 0 else None
-        except FactParseError:  # an unreadable /proc: say nothing about its exporters (they stay targets)
-            return None
+        # an unreadable /proc (no `listening` fact): say nothing about its exporters (they stay targets)
+        listening = host_facts_from(run_probes(transport, [listening_probe()], timeout=30)).listening
+        return listening.ports if listening is not None else None
 
     found = on_hosts(transports, one)
     return {name: ports for name, ports in found.items() if ports is not None}

@@ -115,17 +115,13 @@ def _ship_chain(image: str, source: Transport, targets: Sequence[Transport]) -> 
 
 def _check_ids(image: str, source: Transport, targets: Sequence[Transport]) -> None:
     """Every target now holds the very image the source saved (same image ID: the digest of its config)."""
-    ids: dict[str, str] = {}
+    from deployctl.fanout import on_hosts
 
-    def image_id(transport: Transport) -> None:
+    def image_id(transport: Transport) -> str:
         result = transport.run(Command(("docker", "image", "inspect", "--format", "{{.Id}}", image)), timeout=60)
-        ids[transport.name] = result.stdout.strip() if result.ok else ""
+        return result.stdout.strip() if result.ok else ""
 
-    threads = [threading.Thread(target=image_id, args=(t,), daemon=True) for t in (source, *targets)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    ids = on_hosts({t.name: t for t in (source, *targets)}, image_id)
     for target in targets:
         if not ids.get(target.name) or ids[target.name] != ids.get(source.name):
             raise HostError(target.name, f"{image} after `docker load` is {ids.get(target.name) or 'missing'}, "

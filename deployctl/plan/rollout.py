@@ -19,6 +19,7 @@ from deployctl.plan.model import Stage, Step
 from deployctl.spec.model import Instance, Spec
 
 DEFAULT_DRAIN_TIMEOUT = 120.0  # seconds a drained instance may take to finish its requests (--drain-timeout)
+DEFAULT_SHUTDOWN_TIMEOUT = 30  # seconds `docker stop` gives a server to finish before SIGKILL (--shutdown-timeout)
 WAVE_STAGES = ("stop", "workers", "contract")  # a replaced unit's steps in these move into its wave
 
 
@@ -27,7 +28,7 @@ class RolloutOptions:
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     answer_tokens: int = 8  # 0: no answer check per wave
     answer_timeout: float = 120.0
-    shutdown_timeout: int = 30
+    shutdown_timeout: int = DEFAULT_SHUTDOWN_TIMEOUT
 
 
 @dataclass(frozen=True)

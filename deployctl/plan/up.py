@@ -36,14 +36,13 @@ from deployctl.plan.image_stage import plan_image_stages
 from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS, plan_answers
 from deployctl.plan.contract import contract_step
 from deployctl.plan.upstream import HostNetwork, host_networks, with_host_facts
-from deployctl.plan.rollout import DEFAULT_DRAIN_TIMEOUT
+from deployctl.plan.rollout import DEFAULT_DRAIN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
 from deployctl.servers import flavour_of
 from deployctl.image.inputs import BuildInputs
 from deployctl.spec.model import Spec
 
-DEFAULT_SHUTDOWN_TIMEOUT = 30  # seconds `docker stop` gives a server to finish before SIGKILL (--shutdown-timeout)
 
 
 def _sha256(data: bytes) -> str:

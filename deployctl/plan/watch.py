@@ -15,12 +15,12 @@ from typing import Mapping, Optional, Sequence
 from deployctl.core import Command
 from deployctl.facts.liveness import Answer
 from deployctl.plan.model import HealthCheck, Plan, Stage, Step
+from deployctl.plan.rollout import DEFAULT_SHUTDOWN_TIMEOUT  # as `up` stops a container it replaces
 from deployctl.spec.model import Instance, Spec
 
 # verdicts that restart a unit; the others are said and left alone
 RESTART = ("stalled", "engine-dead", "down", "unresponsive")
 NO_ACTION = ("healthy", "idle", "busy", "starting", "suspect", "missing", "unhealthy", "unreachable")
-STOP_SECONDS = 30  # as `up` stops a container it replaces
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ def restart_plan(spec: Spec, restart: Restart, observed: Mapping[str, Optional[s
         stops.append(Step(instance.host, "stop", "restart", why, container=instance.name, commands=(
             Command(("sh", "-c", SAME_CONTAINER, "sh", instance.name, seen),
                     failure=f"{instance.name} is no longer the container watch observed (an `up` replaced it?)"),
-            Command(("docker", "stop", "--time", str(STOP_SECONDS), instance.name)),
+            Command(("docker", "stop", "--time", str(DEFAULT_SHUTDOWN_TIMEOUT), instance.name)),
         )))
         health = (HealthCheck(instance.name, instance.port, health_path(spec, instance))
                   if instance.port is not None else None)
