@@ -81,6 +81,7 @@ def run(args, ui) -> int:
                 report, plan = _execute(spec, prepared, transports, skip, args, ui, recorder)
                 result = "ok" if not report.failed else ("interrupted" if report.interrupted else "rolled back")
                 rows = _status(spec, transports) if report.executed else _rows(spec, prepared.facts)
+                recorder.note(report)
                 ledger = _ledger(spec, transports, recorder, read_logs=not report.failed)
                 render_report(ui, report)
                 if report.failed:

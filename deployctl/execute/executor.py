@@ -33,6 +33,7 @@ class StepOutcome:
     results: list[Result] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # builds and ships: seconds per host
     transferred: int = 0  # weight bytes moved
+    copies: dict[str, dict] = field(default_factory=dict)  # compile caches: target -> seconds, bytes, path taken
 
 
 @dataclass
@@ -219,7 +220,9 @@ class Executor:
         elif isinstance(item, CacheCopy):
             from deployctl.execute.compile_cache import run_cache_copy
 
-            outcome.seconds[step.host] = run_cache_copy(transport, item, self.transports)
+            for target, copied in run_cache_copy(transport, item, self.transports).items():
+                outcome.seconds[target] = copied.seconds
+                outcome.copies[target] = {"key": item.key, "from": step.host, **copied.to_json()}
         elif isinstance(item, AnswerCheck):
             from deployctl.execute.answers import run_answer_check
 

@@ -21,6 +21,7 @@ class LedgerRecorder:
         self.spans: list[StepSpan] = []
         self._open: dict[int, float] = {}
         self._read: tuple = ({}, {})  # the servers' milestones and instance hosts, once read
+        self.cache_copies: dict[str, dict] = {}
 
     def wrap(self, on_event):
         def recording(kind: str, step, message: str) -> None:
@@ -38,12 +39,17 @@ class LedgerRecorder:
         """Work of the control machine's outside the executor (the doctor's checks), from `start` to now."""
         self.spans.append(StepSpan(stage, "", start, self.clock()))
 
+    def note(self, report) -> None:
+        """What the executor's report tells beyond the steps' times: how each host got its compile cache."""
+        for outcome in report.outcomes:
+            self.cache_copies.update(outcome.copies)
+
     def ledger(self, milestones: Optional[Mapping[str, StartupMilestones]] = None,
                instance_hosts: Optional[Mapping[str, str]] = None) -> Ledger:
         """The ledger from t0 to now (without arguments: with what an earlier call was given)."""
         if milestones is not None or instance_hosts is not None:
             self._read = (milestones or {}, instance_hosts or {})
-        return build_ledger(self.t0, self.clock(), self.spans, *self._read)
+        return build_ledger(self.t0, self.clock(), self.spans, *self._read, self.cache_copies)
 
 
 def read_milestones(spec, transports, spans: list[StepSpan]) -> dict[str, StartupMilestones]:

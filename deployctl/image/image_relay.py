@@ -8,7 +8,13 @@ token (a wrong one is refused, the listener goes on waiting). Every byte that ar
 `docker load` and, at the same time, on to the first following host that takes it (`next` lists them in chain
 order; one that does not answer is skipped). The control machine's uplink carries one copy.
 Prints `docker load`'s output and exits with its code; a broken next hop is said on stderr (`F reason`) and does
-not stop the local load."""
+not stop the local load.
+
+Other streams ride the same chain (the compile cache, deployctl/execute/compile_cache.py): the job's `sink` names
+the local consumer instead of `docker load` (empty: none, this host only passes the stream on), its `source` a
+local command whose output is the stream (the chain's head is then a host, and the control machine carries none of
+it), and with `counts` the last stderr line says how many bytes arrived and from where (`C bytes peer|controller|
+local`)."""
 
 import hmac
 import json
@@ -120,36 +126,50 @@ def main():
     except (IOError, OSError) as exc:
         sys.stderr.write("F no image stream arrived: %s\n" % exc)
         return 1
-    load = subprocess.Popen(["docker", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    source = subprocess.Popen(job["source"], stdout=subprocess.PIPE) if job.get("source") else None
+    sink = job.get("sink", ["docker", "load"])
+    load = subprocess.Popen(sink, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT) if sink else None
     failed = {}
     # The stream goes on to the first of the following hosts that takes it; that one serves the ones after it.
     following = job.get("next") or []
     nxt = connect(following, token, deadline) if following else None
-    queues = {"load": queue.Queue(DEPTH)}
-    sinks = {"load": lambda data: (load.stdin.write(data), load.stdin.flush())}
+    queues, sinks = {}, {}
+    if load is not None:
+        queues["load"] = queue.Queue(DEPTH)
+        sinks["load"] = lambda data: (load.stdin.write(data), load.stdin.flush())
     if nxt is not None:
         queues["next"] = queue.Queue(DEPTH)
         sinks["next"] = nxt.sendall
     threads = [threading.Thread(target=pump, args=(queues[n], sinks[n], failed, n), daemon=True) for n in queues]
     for thread in threads:
         thread.start()
+    received = 0
     while True:
-        data = upstream.recv(CHUNK) if upstream is not None else stdin.read1(CHUNK)
+        if upstream is not None:
+            data = upstream.recv(CHUNK)
+        else:
+            data = (source.stdout if source is not None else stdin).read1(CHUNK)
         if not data:
             break
+        received += len(data)
         for name in queues:
             queues[name].put(data)
     for name in queues:
         queues[name].put(None)
     for thread in threads:
         thread.join()
-    try:
-        load.stdin.close()
-    except OSError:
-        pass
-    output = load.stdout.read()
-    code = load.wait()
+    output, code = b"", 0
+    if load is not None:
+        try:
+            load.stdin.close()
+        except OSError:
+            pass
+        output = load.stdout.read()
+        code = load.wait()
+    if source is not None and source.wait() != 0:
+        sys.stderr.write("F %s exited with %d\n" % (job["source"][0], source.returncode))
+        code = code or source.returncode
     if upstream is not None:
         upstream.close()
     if nxt is not None:
@@ -162,6 +182,11 @@ def main():
     sys.stdout.flush()
     if "next" in failed:
         sys.stderr.write("F the next host did not get the image: %s\n" % failed["next"])
+    if load is None and (nxt is None or "next" in failed):
+        code = code or 1  # this host's only work was to pass the stream on
+    if job.get("counts"):
+        came = "peer" if upstream is not None else ("local" if source is not None else "controller")
+        sys.stderr.write("C %d %s\n" % (received, came))
     return code
 
 

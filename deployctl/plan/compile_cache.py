@@ -1,11 +1,13 @@
 """cache.compile: one host directory per (image, model, parallel layout) for the servers' torch.compile and graph
 caches, mounted into every server of that key, and a `cache` stage that copies a sealed one from a host that has
-it to hosts that do not (pure).
+it to the hosts that do not, host to host (pure).
 
 The key is in the directory's name, so a server never sees a cache made by another image, model or layout; the
 server's own cache (vLLM's torch_compile_cache/<hash>) checks the finer factors itself. A directory is sealed
 (facts/compile_cache.py's marker, the digest of its files) once its servers served: only a sealed one is copied,
-and the copy is verified against that digest before it is put in place (execute/compile_cache.py)."""
+and the copy is verified against that digest before it is put in place (execute/compile_cache.py). The copy is one
+step on the host that gives it: its `tar` stream goes straight to the hosts that need it, as a chain over the
+cluster network, so the control machine carries none of it whatever the number of hosts."""
 
 from __future__ import annotations
 
@@ -88,48 +90,59 @@ def seal_command(spec: "Spec", key: CacheKey) -> Command:
 
 @dataclass(frozen=True)
 class CacheCopy:
-    """Copy a sealed key directory from `source` (another host) to the step's host, verified by its digest."""
+    """Copy a sealed key directory from the step's host (`source`) to `targets`, host to host, each copy verified
+    by its digest."""
 
     key: str
     cache_dir: str
     source: str
     digest: str
+    targets: tuple[str, ...]
 
     def display(self) -> str:
-        return f"copy compile cache {self.key} from {self.source} (verified: sha256 {self.digest[:12]})"
+        return (f"copy compile cache {self.key} from {self.source} to {', '.join(self.targets)} "
+                f"(host to host; verified: sha256 {self.digest[:12]})")
 
     def to_json(self) -> dict:
         return {"type": "compile_cache_copy", "key": self.key, "dir": self.cache_dir, "from": self.source,
-                "digest": self.digest}
+                "to": list(self.targets), "digest": self.digest}
 
 
 def plan_cache(spec: "Spec", sealed: Mapping[str, Optional[Mapping[str, str]]],
                keys: Mapping[str, set[str]]) -> Optional[Stage]:
     """For each host, each key its servers need: nothing when it holds it sealed; else a copy from the first host
-    of the spec (in `hosts` order, serving or not) that holds it sealed; else its directory made empty-handed (its servers compile, cold).
+    of the spec (in `hosts` order, serving or not) that holds it sealed, one step on that host for all the hosts
+    that need the key; else its directory made empty-handed (its servers compile, cold).
     `sealed`: host -> key -> digest (the probe); `keys`: host -> the keys its servers use."""
-    steps = []
+    gives: dict[tuple[str, str], list[str]] = {}  # (donor, key) -> the hosts it copies to
+    make: dict[str, list[str]] = {}
+    warm: dict[str, list[str]] = {}
     for host in spec.used_hosts:
-        wanted = sorted(keys.get(host.name, ()))
         have = sealed.get(host.name) or {}
-        copies, make = [], []
-        for key in wanted:
+        for key in sorted(keys.get(host.name, ())):
             if key in have:
+                warm.setdefault(host.name, []).append(key)
                 continue
             donor = next((h.name for h in spec.hosts if h.name != host.name and key in (sealed.get(h.name) or {})),
                          None)
             if donor is not None:
-                copies.append(CacheCopy(key, spec.cache.dir, donor, sealed[donor][key]))
+                gives.setdefault((donor, key), []).append(host.name)
             else:
-                make.append(f"{spec.cache.dir}/{key}")
-        if not copies and not make:
-            if wanted:
-                steps.append(Step(host.name, "cache", "keep", f"compile cache warm: {', '.join(wanted)}"))
+                make.setdefault(host.name, []).append(f"{spec.cache.dir}/{key}")
+    steps = []
+    for host in spec.hosts:
+        copies = tuple(CacheCopy(key, spec.cache.dir, donor, sealed[donor][key], tuple(targets))
+                       for (donor, key), targets in gives.items() if donor == host.name)
+        made = make.get(host.name, [])
+        if not copies and not made:
+            if warm.get(host.name):
+                steps.append(Step(host.name, "cache", "keep", f"compile cache warm: {', '.join(warm[host.name])}"))
             continue
         # world-writable: the servers may run as another user (the vendor images' ma-user)
-        commands = (Command(("mkdir", "-p", "-m", "0777", *make)),) if make else ()
-        reason = ", ".join([f"copy {c.key} from {c.source}" for c in copies] + [f"cold: {m.rsplit('/', 1)[1]}" for m in make])
-        steps.append(Step(host.name, "cache", "run", reason, commands=commands, actions=tuple(copies)))
+        commands = (Command(("mkdir", "-p", "-m", "0777", *made)),) if made else ()
+        reason = ", ".join([f"copy {c.key} to {', '.join(c.targets)}" for c in copies]
+                           + [f"cold: {m.rsplit('/', 1)[1]}" for m in made])
+        steps.append(Step(host.name, "cache", "run", reason, commands=commands, actions=copies))
     if not steps:
         return None
     return Stage("cache", tuple(steps))

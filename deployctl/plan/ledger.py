@@ -41,12 +41,16 @@ class Ledger:
     phases: dict[str, float]
     hosts: dict[str, list[dict]] = field(default_factory=dict)
     instances: dict[str, dict] = field(default_factory=dict)
+    # compile caches copied: target host -> key, from, seconds, bytes, via (peer: host to host | controller)
+    cache_copies: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """`time_to_serve` in `up --output json` and in the history."""
+        copies = {"compile_cache": {"hosts": self.cache_copies, "controller_bytes": sum(
+            c.get("bytes", 0) for c in self.cache_copies.values() if c.get("via") == "controller")}}
         return {"wall_s": round(self.wall, 3),
                 "phases": {name: round(seconds, 3) for name, seconds in self.phases.items()},
-                "hosts": self.hosts, "instances": self.instances}
+                "hosts": self.hosts, "instances": self.instances, **(copies if self.cache_copies else {})}
 
 
 def phase_of(span: StepSpan) -> str:
@@ -77,8 +81,10 @@ def server_split(seconds: float, milestones: Optional[StartupMilestones]) -> dic
 
 
 def build_ledger(t0: float, t_end: float, spans: list[StepSpan],
-                 milestones: Mapping[str, StartupMilestones], instance_hosts: Mapping[str, str]) -> Ledger:
-    """The ledger of one `up` that started at t0 and ended at t_end (monotonic seconds)."""
+                 milestones: Mapping[str, StartupMilestones], instance_hosts: Mapping[str, str],
+                 cache_copies: Optional[Mapping[str, dict]] = None) -> Ledger:
+    """The ledger of one `up` that started at t0 and ended at t_end (monotonic seconds); `cache_copies`: how each
+    host got its compile cache (the executor's outcomes)."""
     wall = max(0.0, t_end - t0)
     phases: dict[str, float] = {}
 
@@ -108,7 +114,8 @@ def build_ledger(t0: float, t_end: float, spans: list[StepSpan],
     named = sum(phases.values())
     phases["other"] = max(0.0, wall - named)
     ordered = {name: phases[name] for name in PHASES if name in phases}
-    return Ledger(wall, ordered, _per_host(t0, spans, milestones), _per_instance(spans, milestones, instance_hosts))
+    return Ledger(wall, ordered, _per_host(t0, spans, milestones), _per_instance(spans, milestones, instance_hosts),
+                  dict(cache_copies or {}))
 
 
 def _per_host(t0: float, spans: list[StepSpan], milestones: Mapping[str, StartupMilestones]) -> dict[str, list[dict]]:

@@ -46,3 +46,17 @@ def test_the_history_keeps_the_newest_up_with_a_ledger():
     text = "\n".join(json.dumps(line) for line in lines) + "\nnot json\n"
     assert last_time_to_serve(text)["time_to_serve"]["wall_s"] == 2.0
     assert last_time_to_serve("") is None
+
+
+def test_the_ledger_says_how_each_host_got_its_compile_cache_and_what_the_controller_carried():
+    from deployctl.execute.executor import Report, StepOutcome
+
+    recorder = LedgerRecorder(0.0, Clock())
+    give = StepOutcome(Step("tb1", "cache", "run"), "done",
+                       copies={"tb2": {"key": "k", "from": "tb1", "seconds": 1.0, "bytes": 100, "via": "peer"},
+                               "tb3": {"key": "k", "from": "tb1", "seconds": 2.0, "bytes": 100, "via": "controller"}})
+    recorder.note(Report([StepOutcome(Step("tb2", "cache", "run"), "done"), give]))
+    copies = recorder.ledger({}, {}).to_json()["compile_cache"]
+    assert {host: c["via"] for host, c in copies["hosts"].items()} == {"tb2": "peer", "tb3": "controller"}
+    assert copies["controller_bytes"] == 100
+    assert "compile_cache" not in LedgerRecorder(0.0, Clock()).ledger({}, {}).to_json()  # nothing copied

@@ -75,11 +75,26 @@ def test_cold_hosts_make_their_directories_and_a_warm_host_is_copied_from():
     assert f"/var/cache/dc/{tp2}" in made["h1"] and f"/var/cache/dc/{tp4}" in made["h2"]
     warm = plan_up(s, facts({"h1": {tp2: "d" * 64}}), UpInputs())
     stage = next(st for st in warm.stages if st.name == "cache")
-    assert [(st.host, st.action) for st in stage.steps] == [("h1", "keep"), ("h2", "run")]  # h1 holds it
-    (copy,) = stage.steps[1].actions
-    assert copy == CacheCopy(tp2, "/var/cache/dc", "h1", "d" * 64)
+    # h1 holds it: the copy is h1's step (its tar goes host to host), h2 only makes its cold tp4 directory
+    assert [(st.host, st.action) for st in stage.steps] == [("h1", "run"), ("h2", "run")]
+    (copy,) = stage.steps[0].actions
+    assert copy == CacheCopy(tp2, "/var/cache/dc", "h1", "d" * 64, ("h2",))
+    assert not stage.steps[0].commands and not stage.steps[1].actions
     assert stage.steps[1].commands[0].argv[-1] == f"/var/cache/dc/{tp4}"  # the tp4 key is cold everywhere
-    assert copy.to_json()["from"] == "h1"
+    assert copy.to_json()["from"] == "h1" and copy.to_json()["to"] == ["h2"]
+
+
+def test_one_step_on_the_host_that_holds_a_key_copies_it_to_every_host_that_needs_it():
+    hosts = "  h2: {address: 192.0.2.12}\n"
+    tp4 = "    - {host: h2, devices: [2, 3, 4, 5], port: 8081}\n"
+    assert hosts in TWO_HOSTS and tp4 in TWO_HOSTS
+    s = load_spec_text(TWO_HOSTS.replace(hosts, hosts + "  h3: {address: 192.0.2.13}\n")
+                       .replace(tp4, "    - {host: h3, devices: [0, 1], port: 8080}\n"))
+    stage = plan_cache(s, {"h2": {"k1": "d" * 64}}, {"h1": {"k1"}, "h2": {"k1"}, "h3": {"k1"}})
+    assert [(st.host, st.action) for st in stage.steps] == [("h2", "run")]
+    (copy,) = stage.steps[0].actions
+    assert (copy.source, copy.targets, copy.digest) == ("h2", ("h1", "h3"), "d" * 64)
+    assert stage.steps[0].reason == "copy k1 to h1, h3"
 
 
 def test_a_cache_of_another_key_is_never_copied_or_used():
