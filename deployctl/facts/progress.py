@@ -4,17 +4,17 @@ lines since the last probe. Constant scripts, every value an argument; pure pars
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from deployctl.bench.telemetry import Engine, parse_engines
+from deployctl.facts.docker_logs import MARK, mark_line, marked_blocks, split_stamp
 from deployctl.facts.probe import Probe
 
-MARK = "@@deployctl@@"
 LOG_LINES = 2000  # new lines read per container and probe (the newest); a signature in a flood of more is missed
 
-# args: PORT/HEALTH_PATH words. Per server: `MARK PORT CODE` (000: no answer within 2 s), then its /metrics text.
+# args: PORT/HEALTH_PATH words. Per server: `MARK PORT CODE` (MARK: facts/docker_logs.py; 000: no answer within
+# 2 s), then its /metrics text.
 PROGRESS_SCRIPT = (
     'for x in "$@"; do p=${x%%/*}; printf "' + MARK + ' %s %s\\n" "$p" "$(curl --silent --max-time 2 --output '
     '/dev/null --write-out "%{http_code}" "http://127.0.0.1:$p/${x#*/}")"; curl --silent --max-time 2 '
@@ -23,13 +23,10 @@ PROGRESS_SCRIPT = (
 # args: "NAME SINCE" words, SINCE a docker timestamp or `-` (no baseline yet: only the newest line, for its time).
 # Per container: `MARK NAME`, then `docker logs --timestamps` lines (both streams: vLLM logs on stderr).
 LOGS_SCRIPT = (
-    'for x in "$@"; do c=${x%% *}; s=${x#* }; echo "' + MARK + ' $c"; if [ "$s" = - ]; then '
+    'for x in "$@"; do c=${x%% *}; s=${x#* }; ' + mark_line("c") + 'if [ "$s" = - ]; then '
     'docker logs --timestamps --tail 1 "$c" 2>&1; else docker logs --timestamps --since "$s" "$c" 2>&1 | '
     f'tail -n {LOG_LINES}; fi; done; true'
 )
-# docker writes log timestamps as RFC 3339 with nanoseconds, fixed width (jsonmessage.RFC3339NanoFixed), so two
-# stamps compare as strings
-_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+(Z|[+-]\d\d:\d\d)$")
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,7 @@ def progress_probe(targets: tuple[tuple[int, str], ...]) -> Probe:
 
 def parse_progress(text: str) -> dict[int, ServerProgress]:
     out: dict[int, ServerProgress] = {}
-    for port, code, body in _sections(text, 2):
+    for port, code, body in marked_blocks(text, 2):
         if port.isdigit():
             out[int(port)] = ServerProgress(int(code) if code.isdigit() else 0, parse_engines(body))
     return out
@@ -73,29 +70,12 @@ def parse_new_lines(text: str, since: Mapping[str, Optional[str]]) -> dict[str, 
     newest line only sets the baseline and counts as nothing new. Lines without docker's stamp (docker's own
     errors, a missing container) are not the container's."""
     out = {}
-    for name, body in _sections(text, 1):
-        stamped = []
-        for line in body.splitlines():
-            stamp, _, rest = line.partition(" ")
-            if _STAMP.match(stamp):
-                stamped.append((stamp, rest))
+    for name, body in marked_blocks(text, 1):
+        # docker's stamps compare as strings (fixed width: facts/docker_logs.py)
+        stamped = [pair for pair in map(split_stamp, body.splitlines()) if pair is not None]
         before = since.get(name)
         last = max((s for s, _ in stamped), default=before)
         new = tuple((s, t) for s, t in stamped if before is not None and s > before)
         out[name] = NewLines(new, last)
     return out
 
-
-def _sections(text: str, words: int):
-    """(word..., body) per `MARK word...` header line."""
-    header, body = None, []
-    for line in text.split("\n"):
-        if line.startswith(MARK + " "):
-            if header is not None:
-                yield (*header, "\n".join(body))
-            header = (line[len(MARK) + 1:].split(" ", words - 1) + [""] * words)[:words]
-            body = []
-        elif header is not None:
-            body.append(line)
-    if header is not None:
-        yield (*header, "\n".join(body))

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Mapping, Optional
 
+from deployctl.facts.docker_logs import mark_line, marked_blocks, split_stamp, stamp_seconds
 from deployctl.facts.probe import Probe
 
 LOG_LINES = 20000  # a start-up is the log's head; a long-running server's requests are not read
-SEPARATOR = "==deployctl-startup-log== "
-# $@: container names. For each: a separator line, the container's start time, then its log's head, timestamped.
-_SCRIPT = ('for n in "$@"; do printf "%s%s\\n" "' + SEPARATOR + '" "$n"; '
+# $@: container names. For each: its marker line (facts/docker_logs.py), the container's start time, then its
+# log's head, timestamped.
+_SCRIPT = ('for n in "$@"; do ' + mark_line("n") +
            'docker inspect -f "{{.State.StartedAt}}" "$n" 2>/dev/null || echo -; '
            f'docker logs --timestamps "$n" 2>&1 | head -n {LOG_LINES}; done')
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)\s?(.*)$")
 
 
 @dataclass(frozen=True)
@@ -37,20 +36,9 @@ def startup_log_probe(containers: tuple[str, ...]) -> Probe:
 
 def parse_stamp(text: str) -> Optional[tuple[float, str]]:
     """`2026-11-25T23:05:12.123456789Z message` -> (epoch seconds, message); None when the line has no stamp."""
-    match = _STAMP.match(text.strip("\r"))
-    if match is None:
-        return None
-    whole, fraction, zone, message = match.groups()
-    try:
-        moment = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S")
-    except ValueError:
-        return None
-    offset = 0.0
-    if zone != "Z":
-        sign = -1 if zone[0] == "-" else 1
-        offset = sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
-    seconds = moment.replace(tzinfo=timezone.utc).timestamp() - offset
-    return seconds + (float("0." + fraction) if fraction else 0.0), message
+    stamped = split_stamp(text)
+    seconds = stamp_seconds(stamped[0]) if stamped else None
+    return None if seconds is None else (seconds, stamped[1])
 
 
 def milestones_of(started_line: str, log: list[str], patterns: Mapping[str, tuple[str, ...]]) -> StartupMilestones:
@@ -72,14 +60,7 @@ def milestones_of(started_line: str, log: list[str], patterns: Mapping[str, tupl
 def parse_startup_logs(text: str, patterns: Mapping[str, tuple[str, ...]]) -> dict[str, StartupMilestones]:
     """The probe's output for several containers -> container name -> its milestones."""
     out: dict[str, StartupMilestones] = {}
-    blocks: dict[str, list[str]] = {}
-    name = None
-    for line in text.splitlines():
-        if line.startswith(SEPARATOR):
-            name = line[len(SEPARATOR):].strip()
-            blocks[name] = []
-        elif name is not None:
-            blocks[name].append(line)
-    for name, lines in blocks.items():
-        out[name] = milestones_of(lines[0] if lines else "-", lines[1:], patterns)
+    for name, body in marked_blocks(text, 1):
+        lines = body.splitlines()
+        out[name.strip()] = milestones_of(lines[0] if lines else "-", lines[1:], patterns)
     return out

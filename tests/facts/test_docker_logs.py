@@ -29,3 +29,14 @@ def test_both_streams_merge_in_time_order_and_an_unknown_failure_keeps_docker_wo
     assert parse_docker_logs(1, "", "Error response from daemon: configured logging driver does not support "
                                     "reading\n").failure == "failed"
     assert parse_docker_logs(127, "", "sh: docker: not found\n").failure == "no-docker"
+
+
+def test_the_blocks_and_stamps_the_log_probes_share():
+    from deployctl.facts.docker_logs import MARK, marked_blocks, split_stamp, stamp_seconds
+
+    text = f"junk before\n{MARK} c1 200\nline a\nline b\n{MARK} c2\n"
+    assert list(marked_blocks(text, 2)) == [("c1", "200", "line a\nline b"), ("c2", "", "")]
+    assert split_stamp("2026-11-25T23:10:16.000000007Z INFO up\r") == ("2026-11-25T23:10:16.000000007Z", "INFO up")
+    assert split_stamp("Error response from daemon: No such container: c2") is None
+    assert stamp_seconds("2026-11-25T12:00:00+08:00") == stamp_seconds("2026-11-25T04:00:00Z")
+    assert stamp_seconds("2026-11-25T04:00:00.5Z") - stamp_seconds("2026-11-25T04:00:00Z") == 0.5
