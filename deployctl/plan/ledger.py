@@ -13,10 +13,15 @@ from typing import Mapping, Optional
 
 from deployctl.facts.startup_log import StartupMilestones
 
-# The phases in the order they happen; `other` last. A ledger lists those it saw, in this order.
-PHASES = ("prepare", "checks", "image_build", "image_pull", "image_ship", "weights_sync", "compile_cache", "files", "stop",
-          "container_start", "weights_loaded", "graph_compiled", "server_ready", "contract", "front_start",
-          "first_token", "report", "other")
+# The phases in the order they happen, each with its name on screen (ui/timeline.py); `other` last. A ledger lists
+# those it saw, in this order.
+PHASE_LABELS = {"prepare": "prepare", "checks": "checks", "image_build": "image build", "image_pull": "image pull",
+                "image_ship": "image ship", "weights_sync": "weights sync", "compile_cache": "compile cache",
+                "files": "files", "stop": "stop old", "container_start": "container start",
+                "weights_loaded": "weights loaded", "graph_compiled": "graph compiled", "server_ready": "server ready",
+                "contract": "contract", "front_start": "front start", "first_token": "first token",
+                "report": "report", "other": "other"}
+PHASES = tuple(PHASE_LABELS)
 SERVER_PHASES = ("weights_loaded", "graph_compiled", "server_ready")  # from the server's own log, in order
 _STAGE_PHASE = {"checks": "checks", "ship": "image_ship", "weights": "weights_sync", "cache": "compile_cache", "files": "files",
                 "stop": "stop", "contract": "contract", "scheduler": "front_start", "proxy": "front_start",

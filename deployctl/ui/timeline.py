@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-LABELS = {"prepare": "prepare", "checks": "checks", "image_build": "image build", "image_pull": "image pull", "image_ship": "image ship",
-          "weights_sync": "weights sync", "compile_cache": "compile cache", "files": "files", "stop": "stop old",
-          "container_start": "container start", "weights_loaded": "weights loaded",
-          "graph_compiled": "graph compiled", "server_ready": "server ready", "contract": "contract",
-          "front_start": "front start", "first_token": "first token", "report": "report", "other": "other"}
+from deployctl.plan.ledger import PHASE_LABELS
+
 COLOURS = {"prepare": "grey50", "image_build": "magenta", "image_pull": "magenta", "image_ship": "magenta",
            "weights_sync": "blue", "compile_cache": "cyan", "container_start": "yellow",
            "weights_loaded": "green", "graph_compiled": "red", "server_ready": "bright_green",
@@ -17,7 +14,7 @@ WIDTH = 60
 def render_ledger_line(ui, ledger: dict) -> None:
     """`time to serve 12.3 s: weights sync 4.1 s, graph compiled 3.0 s, ...` (the largest phases first)."""
     phases = sorted(((s, p) for p, s in ledger["phases"].items() if s >= 0.05), reverse=True)
-    parts = ", ".join(f"{LABELS.get(p, p)} {s:.1f} s" for s, p in phases[:5])
+    parts = ", ".join(f"{PHASE_LABELS.get(p, p)} {s:.1f} s" for s, p in phases[:5])
     ui.print(f"time to serve [bold]{ledger['wall_s']:.1f} s[/]: {parts} (`deployctl status --timeline` draws it)")
 
 
@@ -40,13 +37,13 @@ def render_timeline(ui, name: str, record: dict) -> None:
             length = max(1, int(round(row["seconds"] * scale)))
             bar = Text(" " * start)
             bar.append("█" * min(length, WIDTH - start if WIDTH > start else 1), style=COLOURS.get(row["phase"], "white"))
-            table.add_row(host, LABELS.get(row["phase"], row["phase"]), row.get("instance", ""),
+            table.add_row(host, PHASE_LABELS.get(row["phase"], row["phase"]), row.get("instance", ""),
                           f"{row['start_s']:.2f}", f"{row['seconds']:.2f}", bar)
     ui.print(table)
     totals = Table(title="the whole, phase by phase (they add up to the wall time)")
     for column in ("phase", "seconds", "share"):
         totals.add_column(column)
     for phase, seconds in ledger["phases"].items():
-        totals.add_row(LABELS.get(phase, phase), f"{seconds:.2f}", f"{100 * seconds / wall:.0f} %")
+        totals.add_row(PHASE_LABELS.get(phase, phase), f"{seconds:.2f}", f"{100 * seconds / wall:.0f} %")
     totals.add_row("[bold]wall[/]", f"[bold]{wall:.2f}[/]", "100 %")
     ui.print(totals)
