@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Mapping, Optional
 
-from deployctl.facts.startup_log import StartupMilestones, parse_startup_logs, startup_log_probe
+from deployctl.facts.startup_log import StartupMilestones, startup_log_probe
 from deployctl.plan.actions import Build
 from deployctl.plan.ledger import Ledger, StepSpan, build_ledger
 
@@ -55,9 +55,9 @@ class LedgerRecorder:
 def read_milestones(spec, transports, spans: list[StepSpan]) -> dict[str, StartupMilestones]:
     """Each server started by this `up` (the workers stage): its start-up log, one round trip per host, all hosts
     at once. A host that cannot answer leaves its servers without log phases (the ledger says "deployctl")."""
-    from deployctl.core import Command
     from deployctl.errors import DeployctlError
     from deployctl.fanout import on_hosts
+    from deployctl.gather import run_probes
     from deployctl.servers import flavour_of
 
     startup = flavour_of(spec).startup(spec)
@@ -72,11 +72,12 @@ def read_milestones(spec, transports, spans: list[StepSpan]) -> dict[str, Startu
         names = tuple(started.get(transport.name, ()))
         if not names:
             return {}
+        probe = startup_log_probe(names, startup.log)
         try:
-            result = transport.run(Command(startup_log_probe(names).argv, check=False), timeout=60)
+            ((_, output),) = run_probes(transport, (probe,), timeout=60)
         except DeployctlError:
             return {}
-        return parse_startup_logs(result.stdout, startup.log)
+        return probe.parse(output.stdout)
 
     found: dict[str, StartupMilestones] = {}
     for part in on_hosts({h: t for h, t in transports.items() if h in started}, read).values():

@@ -30,8 +30,10 @@ class StartupMilestones:
     ended: Mapping[str, float] = field(default_factory=dict)
 
 
-def startup_log_probe(containers: tuple[str, ...]) -> Probe:
-    return Probe(("sh", "-c", _SCRIPT, "sh", *containers), lambda text: text, "startup_log", tool_name="docker")
+def startup_log_probe(containers: tuple[str, ...], patterns: Mapping[str, tuple[str, ...]]) -> Probe:
+    """The start-up logs of `containers`, parsed with the server profile's `patterns` (container -> milestones)."""
+    return Probe(("sh", "-c", _SCRIPT, "sh", *containers), lambda text: parse_startup_logs(text, patterns),
+                 "startup_log", tool_name="docker")
 
 
 def parse_stamp(text: str) -> Optional[tuple[float, str]]:

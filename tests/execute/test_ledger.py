@@ -60,3 +60,29 @@ def test_the_ledger_says_how_each_host_got_its_compile_cache_and_what_the_contro
     assert {host: c["via"] for host, c in copies["hosts"].items()} == {"tb2": "peer", "tb3": "controller"}
     assert copies["controller_bytes"] == 100
     assert "compile_cache" not in LedgerRecorder(0.0, Clock()).ledger({}, {}).to_json()  # nothing copied
+
+
+def test_the_new_servers_start_up_logs_are_read_in_one_probe_per_host(tmp_path, monkeypatch):
+    """read_milestones asks each host once (the startup_log probe, through the probe layer) for the servers this
+    `up` started, and parses them with the server profile's lines."""
+    from deployctl.execute.ledger import read_milestones
+    from deployctl.plan.ledger import StepSpan
+    from deployctl.spec.load import load_spec_text
+    from deployctl.transport.local import LocalTransport
+    from tests.plan.test_compile_cache import TWO_HOSTS
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "docker"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nif [ "$1" = inspect ]; then echo 2026-11-25T10:00:00Z; '
+                    'else echo "2026-11-25T10:00:07.5Z INFO Loading weights took 6.1 seconds"; '
+                    'echo "2026-11-25T10:00:09Z INFO Application startup complete."; fi\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    spec = load_spec_text(TWO_HOSTS)
+    spans = [StepSpan("workers", "h2", 0.0, 1.0, "cc-mixed-1"), StepSpan("workers", "h2", 0.0, 1.0, "cc-mixed-2"),
+             StepSpan("files", "h1", 0.0, 1.0)]
+    found = read_milestones(spec, {"h1": LocalTransport("h1"), "h2": LocalTransport("h2")}, spans)
+    assert set(found) == {"cc-mixed-1", "cc-mixed-2"}
+    assert found["cc-mixed-1"].ended["weights_loaded"] - found["cc-mixed-1"].started == 7.5
+    assert found["cc-mixed-1"].ended["server_ready"] - found["cc-mixed-1"].started == 9.0
+    assert sum(1 for line in calls.read_text().splitlines() if line.startswith("logs")) == 2  # h1 asked nothing
