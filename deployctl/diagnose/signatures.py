@@ -7,7 +7,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 MAX_LINE = 400  # a matched line is shown up to this many characters
 
@@ -75,18 +75,24 @@ def match(texts: Iterable[Text], table: Optional[tuple[Signature, ...]] = None) 
     rank = {s.id: n for n, s in enumerate(table)}
     found: dict[tuple[str, str, str], Hint] = {}
     for text in texts:
-        candidates = [s for s in table if text.kind in s.sources]
-        if not candidates:
-            continue
-        for line in text.text.splitlines():
-            for signature in candidates:
-                if signature.pattern.search(line):
-                    key = (signature.id, text.host, text.source)
-                    if key not in found:
-                        found[key] = Hint(signature.id, signature.title, text.host, text.source,
-                                          _shown(line), signature.hint)
-                    break
+        for signature, line in matched_lines(text, table):
+            key = (signature.id, text.host, text.source)
+            if key not in found:
+                found[key] = Hint(signature.id, signature.title, text.host, text.source, _shown(line), signature.hint)
     return sorted(found.values(), key=lambda h: (rank[h.id], h.host, h.source))
+
+
+def matched_lines(text: Text, table: Optional[tuple[Signature, ...]] = None) -> Iterator[tuple[Signature, str]]:
+    """Each line of `text` that a signature for its kind matches, with the first such signature (table order)."""
+    table = signatures() if table is None else table
+    candidates = [s for s in table if text.kind in s.sources]
+    if not candidates:
+        return
+    for line in text.text.splitlines():
+        for signature in candidates:
+            if signature.pattern.search(line):
+                yield signature, line
+                break
 
 
 def top_hints(hints: list[Hint], count: int = 3) -> list[Hint]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from deployctl.diagnose.signatures import Signature, signatures
+from deployctl.diagnose.signatures import Signature, Text, matched_lines, signatures
 
 METRIC = "deployctl_known_error_lines"
 SCANNED = "deployctl_known_error_scan_timestamp_seconds"
@@ -30,14 +30,9 @@ class ContainerLog:
 def count_lines(log: ContainerLog, table: Optional[tuple[Signature, ...]] = None) -> dict[str, int]:
     """signature id -> lines of the log that match it; a line counts for the first signature that matches (as
     `diagnose` reports it)."""
-    table = signatures() if table is None else table
-    candidates = [s for s in table if "log" in s.sources]
     counts: dict[str, int] = {}
-    for line in log.text.splitlines():
-        for signature in candidates:
-            if signature.pattern.search(line):
-                counts[signature.id] = counts.get(signature.id, 0) + 1
-                break
+    for signature, _ in matched_lines(Text(log.host, log.container, "log", log.text), table):
+        counts[signature.id] = counts.get(signature.id, 0) + 1
     return counts
 
 
