@@ -13,12 +13,10 @@ DOCKER_HINT = "start it (systemctl start docker) and check `docker ps` on the ho
 
 def read_logs(transport, name: str, since: str | None, tail: int) -> list[tuple[str, str]]:
     """(timestamp, text) pairs of one container, oldest first; a HostError when docker cannot give them."""
-    from deployctl.facts.docker_logs import parse_docker_logs
+    from deployctl.facts.docker_logs import logs_argv, parse_docker_logs
     from deployctl.core import Command
 
-    argv = ["docker", "logs", "--timestamps"]
-    argv += ["--since", since] if since else ["--tail", str(tail)]
-    result = transport.run(Command((*argv, name)), timeout=60)
+    result = transport.run(Command(logs_argv(name, since, tail)), timeout=60)
     answer = parse_docker_logs(result.exit_code, result.stdout, result.stderr)
     if answer.failure is None:
         return list(answer.lines)

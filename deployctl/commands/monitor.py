@@ -87,21 +87,26 @@ def _notes(ui, pack) -> None:
 def scan_logs(spec, transports: Mapping, directory: Path, lines: int) -> Path:
     """Match the last `lines` log lines of each of the deployment's containers against the known-error signatures
     and write `deployctl-<name>.prom` for node_exporter's textfile collector."""
-    from deployctl.commands.logs import read_logs
+    from deployctl.batch import run_batch
+    from deployctl.core import Command
     from deployctl.errors import HostError
+    from deployctl.facts.docker_logs import logs_argv, parse_docker_logs
     from deployctl.fanout import on_hosts
     from deployctl.monitor.known_errors import ContainerLog, render_textfile
 
     def one(transport):
+        """Every container of the host in one round trip (one batch), each with its own exit code."""
+        names = [i.name for i in spec.instances if i.host == transport.name]
+        try:
+            results = run_batch(transport, [Command(logs_argv(name, tail=lines)) for name in names],
+                                timeout=60 * max(1, len(names)))
+        except HostError:
+            return []  # the host does not answer: nothing to count there
         found = []
-        for instance in spec.instances:
-            if instance.host != transport.name:
-                continue
-            try:
-                text = "\n".join(line for _, line in read_logs(transport, instance.name, None, lines))
-            except HostError:
-                continue  # not deployed there: nothing to count
-            found.append(ContainerLog(transport.name, instance.name, text))
+        for name, result in zip(names, results):
+            answer = parse_docker_logs(result.exit_code, result.stdout, result.stderr)
+            if answer.failure is None:  # else not deployed there (or no docker): nothing to count
+                found.append(ContainerLog(transport.name, name, "\n".join(text for _, text in answer.lines)))
         return found
 
     logs = [log for found in on_hosts(transports, one).values() for log in found]

@@ -27,6 +27,11 @@ class LogsAnswer:
     detail: str = ""
 
 
+def logs_argv(container: str, since: Optional[str] = None, tail: int = 100) -> tuple[str, ...]:
+    """`docker logs --timestamps`: the lines after `since` (a docker timestamp), else the last `tail`."""
+    return ("docker", "logs", "--timestamps", *(("--since", since) if since else ("--tail", str(tail))), container)
+
+
 def parse_docker_logs(exit_code: int, stdout: str, stderr: str) -> LogsAnswer:
     """Exit 0: stdout and stderr are the container's two streams, merged by timestamp. Otherwise they are
     docker's own error (the container's output never comes with a non-zero exit of `docker logs`)."""
