@@ -119,11 +119,13 @@ def build_ledger(t0: float, t_end: float, spans: list[StepSpan],
     named = sum(phases.values())
     phases["other"] = max(0.0, wall - named)
     ordered = {name: phases[name] for name in PHASES if name in phases}
-    return Ledger(wall, ordered, _per_host(t0, spans, milestones), _per_instance(spans, milestones, instance_hosts),
-                  dict(cache_copies or {}))
+    copies = dict(cache_copies or {})
+    return Ledger(wall, ordered, _per_host(t0, spans, milestones, copies),
+                  _per_instance(spans, milestones, instance_hosts), copies)
 
 
-def _per_host(t0: float, spans: list[StepSpan], milestones: Mapping[str, StartupMilestones]) -> dict[str, list[dict]]:
+def _per_host(t0: float, spans: list[StepSpan], milestones: Mapping[str, StartupMilestones],
+              cache_copies: Mapping[str, dict]) -> dict[str, list[dict]]:
     hosts: dict[str, list[dict]] = {}
     for span in sorted(spans, key=lambda s: s.start):
         if not span.host:  # the control machine's own work (the doctor's checks on every host at once)
@@ -138,6 +140,15 @@ def _per_host(t0: float, spans: list[StepSpan], milestones: Mapping[str, Startup
                 row["instance"] = span.container
             rows.append(row)
             offset += seconds
+    # A compile cache copied to a host is the step of the host it came from: the copy's row goes on the target too,
+    # from that step's start for as long as its copy took.
+    for target, copy in sorted(cache_copies.items()):
+        giver = next((s for s in spans if s.stage == "cache" and s.host == copy.get("from")), None)
+        if giver is not None:
+            rows = hosts.setdefault(target, [])
+            rows.append({"phase": "compile_cache", "start_s": round(giver.start - t0, 3),
+                         "seconds": round(copy.get("seconds", 0.0), 3), "from": copy["from"]})
+            rows.sort(key=lambda r: r["start_s"])
     return hosts
 
 

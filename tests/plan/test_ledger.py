@@ -77,3 +77,12 @@ def test_the_doctors_checks_are_a_phase_of_their_own_and_no_host_row():
     assert ledger.phases["prepare"] == 1.0 and ledger.phases["checks"] == 1.5
     assert sum(ledger.phases.values()) == pytest.approx(5.0)
     assert list(ledger.hosts) == ["tb1"]
+
+
+def test_a_host_that_got_its_compile_cache_from_another_has_its_row_too():
+    spans = _spans() + [StepSpan("cache", "tb1", 7.0, 7.4)]
+    copies = {"tb3": {"key": "k", "from": "tb1", "seconds": 0.3, "bytes": 10, "via": "peer"}}
+    ledger = build_ledger(0.0, 20.0, spans, {}, {}, copies).to_json()
+    assert ledger["hosts"]["tb3"] == [{"phase": "compile_cache", "start_s": 7.0, "seconds": 0.3, "from": "tb1"}]
+    assert ledger["compile_cache"]["hosts"]["tb3"]["via"] == "peer"
+    assert sums_to_wall(build_ledger(0.0, 20.0, spans, {}, {}, copies))  # the phases are the stages' spans still
