@@ -33,6 +33,7 @@ class StepOutcome:
     results: list[Result] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # builds and ships: seconds per host
     transferred: int = 0  # weight bytes moved
+    left_in_flight: str = ""  # a drain's: what was still in flight at its deadline, stopped gracefully anyway
 
 
 @dataclass
@@ -47,7 +48,11 @@ class Report:
     waves: int = 0  # a drain rollout's waves in the plan
     waves_done: list[int] = field(default_factory=list)  # committed: they stay even when a later one fails
     wave_failed: int = 0  # the wave that failed and was rolled back (0: none)
-    drain_left: list[str] = field(default_factory=list)  # what a drain left in flight at its deadline, per wave
+
+    @property
+    def drain_left(self) -> list[str]:
+        """What each drain left in flight at its deadline, by wave (its step's outcome says)."""
+        return [f"wave {o.step.wave}: {o.left_in_flight}" for o in self.outcomes if o.left_in_flight]
 
     def results_of(self, stage: str) -> list[StepOutcome]:
         return [o for o in self.outcomes if o.step.stage == stage]
@@ -85,7 +90,6 @@ class Executor:
         # Set when Ctrl-C arrives or a step of the running stage fails: its siblings stop waiting on health
         # (a DP group whose rank 0 died never gets healthy) and the rollback starts at once.
         self.stop_stage = threading.Event()
-        self.drain_left: list[str] = []  # what each drain left in flight at its deadline
 
     def execute(self, plan: Plan) -> Report:
         report = Report([], waves=max((stage.wave for stage in plan.stages), default=0))
@@ -119,7 +123,6 @@ class Executor:
             report.rolled_back = True
         else:
             self._finalize(report)
-        report.drain_left = list(self.drain_left)
         return report
 
     def _commit(self, report: Report, wave: int) -> None:
@@ -208,9 +211,8 @@ class Executor:
             left = run_drain(transport, item, poll_interval=self.poll_interval, cancel=self.stop_stage,
                              on_progress=lambda line: self.on_event("progress", step, line))
             if left:
-                said = f"still in flight after {item.timeout:g} s, stopped gracefully: {left}"
-                self.drain_left.append(f"wave {step.wave}: {said}")
-                self.on_event("warning", step, said)
+                outcome.left_in_flight = f"still in flight after {item.timeout:g} s, stopped gracefully: {left}"
+                self.on_event("warning", step, outcome.left_in_flight)
         elif isinstance(item, AwaitListed):
             from deployctl.execute.drain import await_listed
 

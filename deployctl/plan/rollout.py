@@ -16,6 +16,7 @@ from deployctl.facts.deployed import DeployedState
 from deployctl.plan.actions import AnswerCheck, AwaitListed, Drain
 from deployctl.plan.front import Backend, Front, add_commands, backends, front_of, list_command, remove_commands
 from deployctl.plan.model import Stage, Step
+from deployctl.plan.units import serving_units, unit_of
 from deployctl.spec.model import Instance, Spec
 
 DEFAULT_DRAIN_TIMEOUT = 120.0  # seconds a drained instance may take to finish its requests (--drain-timeout)
@@ -60,18 +61,6 @@ def strategy_of(spec: Spec, front: Optional[Front]) -> str:
     return "drain" if front is not None and front.changes_list else "recreate"
 
 
-def units_of(spec: Spec, address_of: Mapping[str, str]) -> dict[str, list]:
-    """Every unit of the spec by its key (an instance's name, or `role group N`), with its instances."""
-    out: dict[str, list] = {}
-    for instance in spec.instances:
-        if instance.role not in ("mixed", "prefill", "decode"):
-            continue
-        group = instance.server.group if instance.server is not None else None
-        key = f"{group.role} group {group.number}" if group is not None else instance.name
-        out.setdefault(key, []).append(instance)
-    return out
-
-
 def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, DeployedState],
                  address_of: Mapping[str, str], options: RolloutOptions = RolloutOptions(),
                  answer_paths=None, spare: Optional[Mapping[str, Spare]] = None,
@@ -91,12 +80,12 @@ def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, D
         return _refreshed(spec, stages, front, replaced, address_of), summary
     all_backends = {b.name: b for b in backends(spec, address_of)}
     units = []
-    for key, members in units_of(spec, address_of).items():
+    for key, members in serving_units(spec).items():
         changed = tuple(i.name for i in members if i.name in replaced)
         if changed:
             units.append(Unit(members[0].role, key, changed,
                               tuple(all_backends[i.name] for i in members if i.name in all_backends)))
-    waves, gaps = _waves(spec, units, address_of)
+    waves, gaps = _waves(spec, units)
     moved = {name for unit in units for name in unit.containers}
     kept = tuple(Stage(s.name, tuple(step for step in s.steps if not (s.name in WAVE_STAGES and step.container in moved)),
                        s.summary, s.counts_bytes) for s in stages if s.name in WAVE_STAGES)
@@ -188,11 +177,11 @@ def _gap(spec: Spec) -> str:
             f"the test bed (0.5 s model load): {BED_SCHEDULER_GAP_S:g} s")
 
 
-def _waves(spec: Spec, units: list[Unit], address_of) -> tuple[list[list[Unit]], list[str]]:
+def _waves(spec: Spec, units: list[Unit]) -> tuple[list[list[Unit]], list[str]]:
     """Waves of at most max_unavailable units per role, never a role's last serving unit beside another of it:
     a role with one unit goes out alone, and that leaves a gap (said)."""
     total = {}
-    for key, members in units_of(spec, address_of).items():
+    for key, members in serving_units(spec).items():
         total[members[0].role] = total.get(members[0].role, 0) + 1
     per_role: dict[str, list[Unit]] = {}
     for unit in units:
@@ -244,25 +233,22 @@ def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Fro
     """Before the wave: each surge server started on its free cards and put into the front. After it: taken out,
     drained and removed (the spec's instance serves on its own devices again)."""
     from deployctl.core import Command
-    from deployctl.plan.model import HealthCheck
 
     started, route_in, route_out, stopped = [], [], [], []
     for instance in surge:
         run, health = surge_container(instance)
-        backend = Backend(instance.role, instance.name, address_of[instance.host], instance.port)
+        backend = (Backend(instance.role, instance.name, address_of[instance.host], instance.port),)
         started.append(Step(instance.host, "surge", "create", f"{tag}: {instance.name} on free devices "
                                                                f"{','.join(map(str, instance.devices))} first",
                             container=instance.name, wave=number,
                             commands=(Command(("docker", "rm", "--force", instance.name), check=False), run),
                             undo=(Command(("docker", "rm", "--force", instance.name), check=False),),
                             health=health))
-        route_in.append(Step(front.host, "route", "add", f"{tag}: put {instance.name} into the {front.kind}",
-                             commands=add_commands(front, (backend,)), undo=remove_commands(front, (backend,)),
-                             actions=(listed(front, (backend,), options.drain_timeout),), wave=number))
-        route_out.append(Step(front.host, "drain", "drain", f"{tag}: take {instance.name} out, wait for its "
-                                                            f"requests", commands=remove_commands(front, (backend,)),
-                              actions=(Drain(((instance.name, f"{backend.url}/metrics"),), options.drain_timeout),),
-                              wave=number))
+        route_in.append(route_step(front, backend, f"{tag}: put {instance.name} into the {front.kind}",
+                                   options.drain_timeout, number, undo=True))
+        # taken out for good: a rollback removes the surge server, so nothing puts it back
+        route_out.append(drain_step(front, backend, f"{tag}: take {instance.name} out, wait for its requests",
+                                    options.drain_timeout, number, put_back=False))
         stopped.append(Step(instance.host, "stop", "remove", f"{tag}: {instance.name} served its turn",
                             container=instance.name, wave=number,
                             commands=(Command(("docker", "stop", "--time", str(options.shutdown_timeout),
@@ -281,10 +267,8 @@ def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_
     tag = f"wave {number}/{total}"
     before, after = (_surge_stages(number, tag, surge, front, surge_container, address_of, options) if surge
                      else ([], []))
-    drain = Step(front.host, "drain", "drain", f"{tag}: take {names} out of the {front.kind}, wait for their requests",
-                 commands=remove_commands(front, out_of_front),
-                 actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in out_of_front), options.drain_timeout),),
-                 late_undo=add_commands(front, out_of_front), wave=number)
+    drain = drain_step(front, out_of_front, f"{tag}: take {names} out of the {front.kind}, wait for their requests",
+                       options.drain_timeout, number)
     stages = [Stage("drain", (drain,), wave=number)]
     for stage in WAVE_STAGES:
         steps = tuple(replace(steps_of[(stage, c)], wave=number) for u in wave for c in u.containers
@@ -297,11 +281,28 @@ def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_
             check = AnswerCheck(paths, options.answer_tokens, options.answer_timeout)
             stages.append(Stage("answers", (Step(front.host, "answers", "run", f"{tag}: the replaced servers answer "
                                                  f"as the others do", actions=(check,), wave=number),), wave=number))
-    route = Step(front.host, "route", "add", f"{tag}: put {names} back into the {front.kind}",
-                 commands=add_commands(front, out_of_front), wave=number,
-                 actions=(listed(front, out_of_front, options.drain_timeout),))
+    route = route_step(front, out_of_front, f"{tag}: put {names} back into the {front.kind}", options.drain_timeout,
+                       number)
     stages.append(Stage("route", (route,), wave=number, commit=not after))
     return before + stages + after
+
+
+def drain_step(front: Front, chosen: tuple[Backend, ...], reason: str, timeout: float, wave: int = 0,
+               put_back: bool = True) -> Step:
+    """On the front's host: take `chosen` out of the front, then wait until they hold no request (at most
+    `timeout`). `put_back`: a rollback adds them again once their old servers serve (`late_undo`)."""
+    return Step(front.host, "drain", "drain", reason, commands=remove_commands(front, chosen),
+                actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in chosen), timeout),),
+                late_undo=add_commands(front, chosen) if put_back else (), wave=wave)
+
+
+def route_step(front: Front, chosen: tuple[Backend, ...], reason: str, timeout: float, wave: int = 0,
+               undo: bool = False) -> Step:
+    """On the front's host: put `chosen` into the front and wait until it lists them. `undo`: a rollback takes
+    them out again (a surge server that is going away)."""
+    return Step(front.host, "route", "add", reason, commands=add_commands(front, chosen),
+                undo=remove_commands(front, chosen) if undo else (),
+                actions=(listed(front, chosen, timeout),), wave=wave)
 
 
 def listed(front: Front, back: tuple[Backend, ...], timeout: float) -> AwaitListed:
@@ -319,42 +320,6 @@ def _wave_paths(paths, replaced: set[str], front_name: str) -> tuple:
     return mine + tuple(others[:1]) if mine else ()
 
 
-
-DRAIN_SCRIPT = ('for u; do printf "== %s\\n" "$u"; curl --silent --max-time 2 --fail "$u" || printf "!! no answer\\n"; '
-                'done')
-MARK = "== "
-
-
-def in_flight(text: str, servers: tuple[tuple[str, str], ...]) -> dict[str, Optional[float]]:
-    """The answers to DRAIN_SCRIPT: requests each server runs or queues (None: its /metrics did not answer or has
-    neither of vLLM's gauges)."""
-    from deployctl.bench.telemetry import parse_engine
-
-    sections: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith(MARK):
-            current = sections.setdefault(line[len(MARK):].strip(), [])
-        elif current is not None:
-            current.append(line)
-    out: dict[str, Optional[float]] = {}
-    for name, url in servers:
-        lines = sections.get(url)
-        engine = parse_engine(name, "\n".join(lines)) if lines and lines != ["!! no answer"] else None
-        if engine is None or (engine.running is None and engine.waiting is None):
-            out[name] = None
-        else:
-            out[name] = (engine.running or 0.0) + (engine.waiting or 0.0)
-    return out
-
-
-def drain_left(counts: Mapping[str, Optional[float]]) -> str:
-    """What a drain leaves at its deadline, by server ("" when nothing)."""
-    parts = [f"{name}: {int(n)} request(s)" for name, n in counts.items() if n]
-    parts += [f"{name}: its /metrics did not answer" for name, n in counts.items() if n is None]
-    return "; ".join(parts)
-
-
 def front_steps(spec: Spec, names: tuple[str, ...], address_of: Mapping[str, str],
                 drain_timeout: float = DEFAULT_DRAIN_TIMEOUT) -> Optional[tuple[Step, Step]]:
     """The seam for anything that restarts servers outside `up` (`deployctl watch`): (take out and drain, put back
@@ -363,15 +328,14 @@ def front_steps(spec: Spec, names: tuple[str, ...], address_of: Mapping[str, str
     front = front_of(spec)
     if front is None or not front.changes_list:
         return None
-    wanted = set(names)
-    members = [i.name for unit in units_of(spec, address_of).values() if wanted & {i.name for i in unit}
-               for i in unit]
+    members = {i.name for name in names for i in _members(spec, name)}
     chosen = tuple(b for b in backends(spec, address_of) if b.name in members)
     label = ", ".join(b.name for b in chosen)
-    out = Step(front.host, "drain", "drain", f"take {label} out of the {front.kind}, wait for their requests",
-               commands=remove_commands(front, chosen),
-               actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in chosen), drain_timeout),),
-               late_undo=add_commands(front, chosen))
-    back = Step(front.host, "route", "add", f"put {label} back into the {front.kind}",
-                commands=add_commands(front, chosen), actions=(listed(front, chosen, drain_timeout),))
-    return out, back
+    return (drain_step(front, chosen, f"take {label} out of the {front.kind}, wait for their requests", drain_timeout),
+            route_step(front, chosen, f"put {label} back into the {front.kind}", drain_timeout))
+
+
+def _members(spec: Spec, name: str) -> tuple[Instance, ...]:
+    """The unit of the container `name` (none when the spec has no such instance)."""
+    instance = next((i for i in spec.instances if i.name == name), None)
+    return unit_of(spec, instance)[1] if instance is not None else ()

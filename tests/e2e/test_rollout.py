@@ -149,8 +149,7 @@ def test_the_vllm_ascend_pd_shape_updates_through_its_proxy_with_no_failed_reque
         assert code == 0 and doc["endpoint"] == "http://10.200.0.13:8450", doc
         path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (16, "drain"), hosts_used=["tb3"]))
         code, plan = deployctl.json("plan", path, "--skip", "weights")
-        assert [w["units"] for w in plan["rollout"]["waves"]] == [["prefill group 0", "decode group 0"],
-                                                                  ["prefill group 1", "decode group 1"]]
+        assert [w["units"] for w in plan["rollout"]["waves"]] == [["prefill0", "decode0"], ["prefill1", "decode1"]]
         before = container_ids(bed, "tb3", "e2e-pdroll")
         run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.13:8450", 160, 600)
         assert covered, "the bench ended before the update did"

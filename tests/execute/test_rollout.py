@@ -7,12 +7,13 @@ from __future__ import annotations
 from deployctl.core import Command
 from deployctl.errors import HostError, RolloutFailed
 from deployctl.execute import Executor
+from deployctl.facts.progress import MARK
 from deployctl.plan.actions import Drain
 from deployctl.plan.model import HealthCheck, Plan, Stage, Step
 from deployctl.transport import Result
 from tests.fakes.transport import FakeTransport
 
-METRICS = "== http://h:1/metrics\nvllm:num_requests_running {}\nvllm:num_requests_waiting {}\n"
+METRICS = MARK + " http://h:1/metrics\nvllm:num_requests_running {}\nvllm:num_requests_waiting {}\n"
 
 
 def wave(n: int, fail_start: bool = False) -> tuple[Stage, ...]:
@@ -47,10 +48,14 @@ def test_a_drain_that_times_out_says_what_remained_and_stops_gracefully_anyway()
     plan = Plan("d", tuple(Stage(s.name, tuple(Step(**{**st.__dict__, "actions": (Drain(st.actions[0].servers, 0),)})
                                                if st.actions else st for st in s.steps), wave=s.wave, commit=s.commit)
                            for s in wave(1)))
-    report = Executor({"h": fake}, on_event=lambda *e: events.append(e)).execute(plan)
+    executor = Executor({"h": fake}, on_event=lambda *e: events.append(e))
+    report = executor.execute(plan)
     assert report.drain_left == ["wave 1: still in flight after 0 s, stopped gracefully: s: 4 request(s)"]
     assert any(kind == "warning" and "s: 4 request(s)" in message for kind, _, message in events)
     assert ("docker", "stop", "w1") in [c.argv for c in fake.ran] and not report.failed
+    # the same executor's next run reports its own drains only
+    fake.responses["for u"] = METRICS.format(0, 0)
+    assert executor.execute(plan).drain_left == []
 
 
 def test_a_failed_wave_is_rolled_back_and_put_back_after_it_serves_the_done_wave_stays():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from deployctl.facts.model import ContainerDevices
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
-from deployctl.plan.rollout import drain_left, in_flight
 from deployctl.plan.up import UpInputs, digest_of, plan_up
 from deployctl.spec.load import load_spec_text
 from tests.plan.hostfacts import deployed
@@ -105,7 +104,7 @@ def test_vllm_ascend_pd_drains_whole_groups_a_prefill_and_a_decode_a_wave():
     after = load_spec_text(text.replace("model: {served_name: tiny}", "model: {served_name: tiny, max_num_seqs: 4}"))
     assert before.front_spec.kind == "proxy"
     units = [w["units"] for w in plan_rollout_units(before, after)]
-    assert units == [["prefill group 0", "decode group 0"], ["prefill group 1", "decode group 1"]]
+    assert units == [["prefill0", "decode0"], ["prefill1", "decode1"]]
 
 
 def plan_rollout_units(before, after):
@@ -131,18 +130,6 @@ def plan_rollout_units(before, after):
     assert calls == ['{"type":"prefill","instances":["10.200.0.11:9100"]}',
                      '{"type":"decode","instances":["10.200.0.11:9200"]}']
     return summary["waves"]
-
-
-def test_in_flight_reads_vllm_gauges_and_says_what_remained():
-    servers = (("a", "http://x:1/metrics"), ("b", "http://x:2/metrics"), ("c", "http://x:3/metrics"))
-    text = ("== http://x:1/metrics\n# HELP vllm:num_requests_running x\n"
-            'vllm:num_requests_running{engine="0",model_name="m"} 2.0\n'
-            'vllm:num_requests_waiting{engine="0",model_name="m"} 1.0\n'
-            "== http://x:2/metrics\nvllm:num_requests_running 0.0\nvllm:num_requests_waiting 0.0\n"
-            "== http://x:3/metrics\n!! no answer\n")
-    counts = in_flight(text, servers)
-    assert counts == {"a": 3.0, "b": 0.0, "c": None}
-    assert drain_left(counts) == "a: 3 request(s); c: its /metrics did not answer"
 
 
 def test_plan_says_the_strategy_each_wave_and_the_gap():
