@@ -9,20 +9,22 @@ from typing import Callable
 
 from deployctl.core import Command
 from deployctl.execute.health import Cancelled
-from deployctl.facts.in_flight import in_flight_probe, left_in_flight
+from deployctl.facts.in_flight import TICK_S, in_flight_probe, left_in_flight
 from deployctl.plan.actions import Drain
 from deployctl.transport import Transport
 
 
 def run_drain(transport: Transport, drain: Drain, *, poll_interval: float, cancel: threading.Event,
               on_progress: Callable[[str], None]) -> str:
-    """Poll until every server runs and queues nothing; returns what remained at the deadline ("" when none)."""
-    probe = in_flight_probe(drain.servers)
+    """Poll until every server runs and queues nothing (each round trip asks on the host until then, for about a
+    poll period); returns what remained at the deadline ("" when none)."""
+    probe = in_flight_probe(drain.servers, max(1, round(poll_interval / TICK_S)))  # the host waits between asks
     command = Command(probe.argv, check=False)
     deadline = time.monotonic() + drain.timeout
     while True:
         if cancel.is_set():
             raise Cancelled
+        asked = time.monotonic()
         counts = probe.parse(transport.run(command, timeout=30).stdout)
         if all(n == 0 for n in counts.values()):
             return ""
@@ -31,7 +33,7 @@ def run_drain(transport: Transport, drain: Drain, *, poll_interval: float, cance
         if time.monotonic() >= deadline:
             return left_in_flight(counts)
         on_progress(f"draining: {sum(n or 0 for n in counts.values()):.0f} request(s) in flight")
-        if cancel.wait(poll_interval):
+        if cancel.wait(max(0.0, poll_interval - (time.monotonic() - asked))):
             raise Cancelled
 
 

@@ -90,6 +90,7 @@ class Executor:
         # Set when Ctrl-C arrives or a step of the running stage fails: its siblings stop waiting on health
         # (a DP group whose rank 0 died never gets healthy) and the rollback starts at once.
         self.stop_stage = threading.Event()
+        self._finalizing: list[threading.Thread] = []  # committed waves' finalize still running
 
     def execute(self, plan: Plan) -> Report:
         report = Report([], waves=max((stage.wave for stage in plan.stages), default=0))
@@ -123,11 +124,15 @@ class Executor:
             report.rolled_back = True
         else:
             self._finalize(report)
+        for thread in self._finalizing:  # the committed waves' finalize, run beside the waves after them
+            thread.join()
+        self._finalizing.clear()
         return report
 
     def _commit(self, report: Report, wave: int) -> None:
-        """A rollout wave passed: what ran so far is kept; a later failure rolls back only from here on."""
-        self._finalize(report)
+        """A rollout wave passed: what ran so far is kept; a later failure rolls back only from here on. Its finalize
+        (removing the old containers) runs in the background: the next wave touches none of them."""
+        self._finalize(report, wait=False)
         for outcome in report.outcomes:
             if outcome.status == "done":
                 outcome.status = "committed"
@@ -275,14 +280,25 @@ class Executor:
                 except HostError as error:
                     report.not_restored.append(f"{step.host}: {error.message}")
 
-    def _finalize(self, report: Report) -> None:
-        for outcome in report.outcomes:
-            if outcome.status == "done":
-                for command in outcome.step.finalize:
-                    try:
-                        self.transports[outcome.step.host].run(command, timeout=120)
-                    except HostError:
-                        pass
+    def _finalize(self, report: Report, wait: bool = True) -> None:
+        """Each done step's finalize commands, best effort, every step's at once; `wait` False: joined at the end of
+        `execute` instead."""
+        def run(transport: Transport, commands: tuple[Command, ...]) -> None:
+            for command in commands:
+                try:
+                    transport.run(command, timeout=120)
+                except HostError:
+                    pass
+
+        threads = [threading.Thread(target=run, args=(self.transports[o.step.host], o.step.finalize), daemon=True)
+                   for o in report.outcomes if o.status == "done" and o.step.finalize]
+        for thread in threads:
+            thread.start()
+        if wait:
+            for thread in threads:
+                thread.join()
+        else:
+            self._finalizing.extend(threads)
 
 
 def _first_error(failed: list[StepOutcome]) -> DeployctlError:

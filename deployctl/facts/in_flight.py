@@ -11,14 +11,23 @@ from deployctl.facts.probe import Probe
 from deployctl.facts.progress import MARK  # the same header line as watch's probe: `MARK URL`, then the page
 
 NO_ANSWER = "!! no answer"
-# args: the /metrics URLs. Per server: `MARK URL`, then its page, or NO_ANSWER (no answer within 2 s, or an error).
-IN_FLIGHT_SCRIPT = ('for u; do printf "' + MARK + ' %s\\n" "$u"; curl --silent --max-time 2 --fail "$u" || '
-                    'printf "\\n' + NO_ANSWER + '\\n"; done; true')
+TICK_S = 0.05  # how often a drain asks, on the front's host (one round trip waits about a poll period there)
+# args: TRIES, then the /metrics URLs. First asks every server up to TRIES times, TICK_S apart, until none holds a
+# request — awk's sum of vLLM's two gauges only says when to stop asking; `in_flight` judges the pages printed
+# last. Per server: `MARK URL`, then its page, or NO_ANSWER (no answer within 2 s, or an error).
+IN_FLIGHT_SCRIPT = (
+    'tries=$1; shift; i=1; while :; do busy=; for u; do curl --silent --max-time 2 --fail "$u" | awk '
+    "'/^vllm:num_requests_(running|waiting)[{ ]/ {n += $NF} END {exit (n > 0)}' || busy=1; done; "
+    'if [ -z "$busy" ] || [ "$i" -ge "$tries" ]; then break; fi; i=$((i + 1)); sleep ' + str(TICK_S) + '; done; '
+    'for u; do printf "' + MARK + ' %s\\n" "$u"; curl --silent --max-time 2 --fail "$u" || '
+    'printf "\\n' + NO_ANSWER + '\\n"; done; true'
+)
 
 
-def in_flight_probe(servers: tuple[tuple[str, str], ...]) -> Probe:
-    """(name, /metrics URL) of each server: how many requests each runs or queues (see `in_flight`)."""
-    argv = ("sh", "-c", IN_FLIGHT_SCRIPT, "sh", *(url for _, url in servers))
+def in_flight_probe(servers: tuple[tuple[str, str], ...], tries: int = 1) -> Probe:
+    """(name, /metrics URL) of each server: how many requests each runs or queues (see `in_flight`), once the
+    servers held none or after `tries` asks TICK_S apart."""
+    argv = ("sh", "-c", IN_FLIGHT_SCRIPT, "sh", str(tries), *(url for _, url in servers))
     return Probe(argv, lambda text: in_flight(text, servers), "in_flight", tool_name="curl")
 
 

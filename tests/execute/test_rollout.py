@@ -90,3 +90,27 @@ def test_a_wave_waits_until_the_front_lists_what_it_put_back_and_fails_naming_wh
         Plan("d", (Stage("route", (Step("h", "route", "add", actions=(AwaitListed(
             "vllm-router", wait.command, ("h:1",), 0),)),)),)))
     assert report.failed and "the vllm-router does not list h:1 0 s after it was put back" in report.error.message
+
+
+def test_a_committed_waves_finalize_runs_beside_the_next_wave_and_ends_before_execute_returns():
+    """Removing wave 1's old container is no reason for wave 2 to wait: its finalize runs in the background (here
+    it waits until wave 2 has begun; run in line, it would wait out its whole 10 s first)."""
+    import threading
+
+    began = threading.Event()
+    finished = []
+
+    def remove_old(command):
+        began.wait(10)
+        finished.append(began.is_set())
+        return Result(command.argv, 0, "", "")
+
+    def take_out(command):
+        began.set()
+        return Result(command.argv, 0, "", "")
+
+    fake = FakeTransport("h", {"for u": METRICS.format(0, 0), ("docker", "rm", "w1.previous"): remove_old,
+                               ("curl", "remove", "w2"): take_out})
+    report = Executor({"h": fake}, poll_interval=0.001).execute(Plan("d", wave(1) + wave(2)))
+    assert not report.failed and report.waves_done == [1, 2]
+    assert finished == [True]  # wave 2 began while wave 1's finalize waited, and execute waited for it

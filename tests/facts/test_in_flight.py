@@ -29,6 +29,6 @@ def test_a_page_without_vllms_gauges_or_a_server_not_asked_counts_as_unknown():
 
 def test_the_probe_passes_each_url_as_an_argument_of_a_constant_script():
     probe = in_flight_probe(SERVERS)
-    assert probe.argv == ("sh", "-c", IN_FLIGHT_SCRIPT, "sh", "http://x:1/metrics", "http://x:2/metrics",
+    assert probe.argv == ("sh", "-c", IN_FLIGHT_SCRIPT, "sh", "1", "http://x:1/metrics", "http://x:2/metrics",
                           "http://x:3/metrics")
     assert probe.parse(f"{MARK} http://x:2/metrics\nvllm:num_requests_waiting 2\n")["b"] == 2.0

@@ -3,6 +3,8 @@ waves (out of the front, drained, stopped gracefully, replaced, checked, back in
 
 from __future__ import annotations
 
+import json
+
 from deployctl.facts.model import ContainerDevices
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
 from deployctl.plan.up import UpInputs, digest_of, plan_up
@@ -38,8 +40,8 @@ def shape(plan):
 def test_a_changed_mixed_deployment_is_replaced_one_instance_a_wave_through_the_router():
     before = mixed()
     plan = plan_up(mixed(seqs=16), running(before), UpInputs(drain_timeout=45, shutdown_timeout=20))
-    waves = [(stage, n) for n in (1, 2) for stage in ("drain", "stop", "workers", "contract", "answers", "route")]
-    assert shape(plan)[:12] == waves and shape(plan)[12:] == [("router", 0), ("answers", 0), ("verify", 0)]
+    waves = [(stage, n) for n in (1, 2) for stage in ("drain", "stop", "workers", "contract", "route")]
+    assert shape(plan)[:10] == waves and shape(plan)[10:] == [("router", 0), ("answers", 0), ("verify", 0)]
     assert plan.stages[[s.name for s in plan.stages].index("route")].commit
     drain = next(s for s in plan.steps if s.stage == "drain")
     assert drain.host == "tb1" and drain.commands[0].argv[-1].endswith("/remove_worker?url=http%3A%2F%2F10.200.0.11%3A9001")
@@ -49,6 +51,12 @@ def test_a_changed_mixed_deployment_is_replaced_one_instance_a_wave_through_the_
     assert ("docker", "stop", "--time", "20", "mix2-mixed-0") in [c.argv for c in stop.commands]
     answers = next(s for s in plan.steps if s.stage == "answers")
     assert [p.name for p in answers.actions[0].paths] == ["mix2-mixed-0", "mix2-mixed-1"]  # with one left alone
+    # one token a wave, asked beside the contract check; the whole --answer-tokens check once, after the waves
+    contract = next(s for s in plan.stages if s.name == "contract" and s.wave == 1)
+    assert [st.stage for st in contract.steps] == ["contract", "answers"] and answers.actions[0].tokens == 1
+    assert all(json.loads(p.body)["max_tokens"] == 1 for p in answers.actions[0].paths)
+    (last,) = [s for s in plan.steps if s.stage == "answers" and not s.wave]
+    assert last.actions[0].tokens == 8
     assert [s.action for s in plan.steps if s.stage == "router"] == ["keep"]
     doc = plan.to_json()
     assert doc["rollout"]["strategy"] == "drain" and [w["units"] for w in doc["rollout"]["waves"]] == [
@@ -157,13 +165,13 @@ def test_a_single_instance_with_a_free_card_surges_so_something_always_serves():
     facts["tb1"] = replace(facts["tb1"], layout=HostLayout(tuple(range(8)), False),
                            listening=Listening(frozenset({8000, 9001, 10001}), (32768, 60999)))
     plan = plan_up(after, facts, UpInputs())
-    assert shape(plan)[:10] == [(s, 1) for s in ("surge", "route", "drain", "stop", "workers", "contract", "answers",
-                                                 "route", "drain", "stop")]
+    assert shape(plan)[:9] == [(s, 1) for s in ("surge", "route", "drain", "stop", "workers", "contract", "route",
+                                                "drain", "stop")]
     (surge,) = [s for s in plan.steps if s.stage == "surge"]
     run = surge.commands[-1].argv
     assert surge.container == "mix2-mixed-0-surge" and run[run.index("--device") + 1] == "/dev/davinci1"
     assert "10002" in run and surge.health.port == 10002  # 10001 is taken on the host
-    assert [s.commit for s in plan.stages if s.wave] == [False] * 9 + [True]
+    assert [s.commit for s in plan.stages if s.wave] == [False] * 8 + [True]
     wave = plan.rollout["waves"][0]
     assert wave["surge"] == ["mix2-mixed-0-surge on tb1 devices 1 port 10002"] and "gap" not in plan.rollout
     assert plan_up(after.__class__(**{**after.__dict__, "rollout": before.rollout}), facts, UpInputs()).rollout[
