@@ -1,15 +1,28 @@
 """Requests lost while `up` replaces a serving deployment, per rollout strategy (issue 31), on the test bed.
 
-Run as root, serialised with other test-bed users: flock /tmp/dctl-bed.lock python benchmarks/rollout.py
+Run as root, serialised with other test-bed users: flock /tmp/dctl-bed.lock python benchmarks/rollout.py [--help]
 Brings up a 2-host test bed. For each strategy (drain, recreate, and drain with surge for one instance), deploys a
 mixed deployment of the stand-in behind the real vllm-router (tests/testbed/router_image.py) — and the vllm-ascend
-P/D shape (2 prefill + 2 decode groups) behind vllm-ascend's proxy, for drain and recreate — then runs
-`deployctl bench dynamic` (Poisson, constant rate, 16-token streams of ~1.6 s) through the router while `up`
-applies a changed max_num_seqs. Prints, per strategy: failed requests, TTFT p99 during the rollout, the update's
-time and, for drain, the sum of each wave's drain and start times it is compared with (target: update <= (drain +
-start) x 1.1; the rest is stop, contract, answers and the front's calls). Then the AscendCloud scheduler flow
-(fixed NODE_PORTS: recreate only): the longest time no request through the scheduler succeeded during its update.
+P/D shape (2 prefill + 2 decode groups) behind vllm-ascend's proxy, for drain, surge and recreate — then runs
+`deployctl bench dynamic` (Poisson, constant rate, 16-token streams of ~1.6 s) through the front while `up`
+applies a changed max_num_seqs. Prints, per strategy: failed requests, TTFT p99 during the rollout, and for drain
+the waves' time (the first removal from the front to the last wave's end) against the sum of each wave's drain and
+start times (target: waves <= (drain + start) x 1.1), plus the whole execution with `up`'s final all-pairs answer
+check and smoke request. Drain and start are the servers' own, seen by a sampler asking each server's /health and
+/metrics every 20 ms from the control machine: drain from the moment the front's remove call returned to the first
+sample with no request running or waiting, start from `docker run` to the first health 200 (a wave's parts that run
+at once count once). The stand-in's model load is 0.5 s by default on the bed, which makes a wave's fixed costs
+(the graceful stop, the front's calls, the checks) loom large; a real server loads for tens of seconds to minutes,
+so the drain and surge runs also go with a 10 s load (--startup-s). Then the AscendCloud scheduler flow (fixed
+NODE_PORTS: recreate only): the longest time no request through the scheduler succeeded during its update.
 Figures only; nothing here is asserted by the tests.
+
+Measured (2026-11-26, two runs, waves against drain + start): 0.5 s load: mixed x1.28 and x1.30, surge x1.30 and
+x1.26, P/D x1.39 and x1.35; 10 s load: mixed x1.05 and x1.06, surge x1.05 and x1.05, P/D x1.07 and x1.08; 0 failed
+requests in every drain and surge run; recreate 10 and 6 failed, P/D recreate 7 and 8; the scheduler flow 2.0 s
+without an answer both times. Before this session's cuts (one run, 0.5 s): x1.98 mixed, x1.59 surge, x2.06 P/D,
+with each wave's drain and start measured the same way. With `up`'s final checks (the all-pairs answer check, the
+32-token smoke request at the stand-in's 100 ms a token) the whole execution is x1.22-1.25 (10 s), x2.2-2.3 (0.5 s).
 """
 
 from __future__ import annotations
@@ -286,7 +299,7 @@ def scheduler_gap(bed: Testbed, tmp: Path) -> dict:
             "update_s": timed["update_s"], "gap_said": (timed["rollout"] or {}).get("gap")}
 
 
-SCENARIOS = ("drain", "recreate", "surge", "pd-drain", "pd-recreate", "scheduler")
+SCENARIOS = ("drain", "recreate", "surge", "pd-drain", "pd-surge", "pd-recreate", "scheduler")
 
 
 def arguments():
@@ -352,6 +365,8 @@ def main() -> None:
                     runs.append((f"surge (1 instance){at}", "bench-surge", ONE % router_image.IMAGE, url, startup))
                 if "pd-drain" in wanted:  # vllm-ascend P/D behind its proxy (/instances/add|remove)
                     runs.append((f"P/D drain{at}", "bench-pd-drain", PD % "drain", pd_url, startup))
+                if "pd-surge" in wanted:  # each wave's two groups first start again as new groups on cards 4-7
+                    runs.append((f"P/D surge{at}", "bench-pd-surge", PD % "drain, max_surge: 2", pd_url, startup))
             if "recreate" in wanted:
                 runs.append((f"recreate, start {first:g} s", "bench-recreate", MIXED % (router_image.IMAGE, "recreate"),
                              url, first))

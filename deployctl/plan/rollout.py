@@ -17,6 +17,7 @@ from deployctl.plan.actions import AnswerCheck, AwaitListed, Drain
 from deployctl.plan.front import Backend, Front, add_commands, backends, front_of, list_command, remove_commands
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
+from deployctl.spec.dp_groups import MAX_PORT, port_uses, servers_of
 from deployctl.spec.model import Instance, Spec
 
 DEFAULT_DRAIN_TIMEOUT = 120.0  # seconds a drained instance may take to finish its requests (--drain-timeout)
@@ -100,18 +101,18 @@ def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, D
     planned: list[Stage] = list(kept)
     surges = _surges(spec, waves, spare or {}, address_of, by_name) if surge_container is not None else {}
     for number, wave in enumerate(waves, 1):
-        surge = tuple(surges[u.label] for u in wave if u.label in surges)
+        surge = tuple(i for u in wave if u.label in surges for i in surges[u.label])
         planned.extend(_wave_stages(number, len(waves), wave, front, steps_of, options, answer_paths,
                                     surge, surge_container, address_of))
     summary["waves"] = [{"wave": n, "units": [u.label for u in wave],
                          "containers": [c for u in wave for c in u.containers],
-                         **({"surge": [f"{surges[u.label].name} on {surges[u.label].host} devices "
-                                       f"{','.join(map(str, surges[u.label].devices))} port {surges[u.label].port}"
-                                       for u in wave if u.label in surges]}
+                         **({"surge": [f"{i.name} on {i.host} devices {','.join(map(str, i.devices))}"
+                                       + (f" port {i.port}" if i.port is not None else " (headless)")
+                                       for u in wave if u.label in surges for i in surges[u.label]]}
                             if any(u.label in surges for u in wave) else {})}
                         for n, wave in enumerate(waves, 1)]
     if surges:
-        gaps = [g for g in gaps if not any(g.startswith(f"{surges[k].role}:") for k in surges)]
+        gaps = [g for g in gaps if not any(g.startswith(f"{surges[k][0].role}:") for k in surges)]
     summary["drain_timeout_s"] = options.drain_timeout
     if gaps:
         summary["gap"] = "; ".join(gaps)
@@ -205,29 +206,79 @@ def _waves(spec: Spec, units: list[Unit]) -> tuple[list[list[Unit]], list[str]]:
     return waves, gaps
 
 
-def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) -> dict[str, Instance]:
-    """Up to max_surge units per wave get a surge server: the same instance on free cards of its host and a free
-    port, started and put into the front before the instance is drained (instances only: a vllm-ascend DP group's
-    ranks, ports and KV engine ids are the group's own)."""
-    if spec.rollout.max_surge < 1 or spec.upstream is not None:
+def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) -> dict[str, tuple[Instance, ...]]:
+    """Up to max_surge units per wave get surge servers, started and put into the front before the unit is
+    drained: an instance again on free cards of its host and a free port; a vllm-ascend DP group as a new group
+    (every rank, on cards free on each of its hosts, with its own index, so its own engine id, and free API, kv and
+    rpc ports)."""
+    if spec.rollout.max_surge < 1:
         return {}
-    free = {host: list(s.cards) for host, s in spare.items()}
-    taken = {host: set(s.ports) | {p for i in spec.instances if i.host == host for p in _ports_of(i)}
-             for host, s in spare.items()}
-    out: dict[str, Instance] = {}
+    used = {host: set(s.ports) | {p for i in spec.instances if i.host == host for p in _ports_of(i)}
+            for host, s in spare.items()}
+    groups = spec.upstream.groups if spec.upstream is not None else ()
+    for group in groups:
+        for host, port, _, _ in port_uses(group, spec.upstream.dp_launch):
+            used.setdefault(host, set()).add(port)
+    units = serving_units(spec)
+    out: dict[str, tuple[Instance, ...]] = {}
     for wave in waves:
+        # a wave's surge servers are gone when it ends: the next wave has the same cards and ports again
+        free = {host: list(s.cards) for host, s in spare.items()}
+        taken = {host: set(ports) for host, ports in used.items()}
         for unit in wave[:spec.rollout.max_surge]:
-            if len(unit.containers) != 1:
+            members = units[unit.label]
+            if members[0].server is not None:
+                found = _group_surge(members, len(groups) + len(out), spec.upstream.dp_launch, free, taken)
+                if found:
+                    out[unit.label] = found
                 continue
-            instance = by_name[unit.containers[0]]
+            instance = members[0]
             cards = free.get(instance.host, [])
-            if len(cards) < len(instance.devices) or instance.port is None:
+            if len(members) != 1 or len(cards) < len(instance.devices) or instance.port is None:
                 continue
             port = next(p for p in range(instance.port + SURGE_PORT_OFFSET, 65536) if p not in taken[instance.host])
             taken[instance.host].add(port)
             devices, free[instance.host] = tuple(cards[:len(instance.devices)]), cards[len(instance.devices):]
-            out[unit.label] = replace(instance, devices=devices, port=port, name=instance.name + SURGE_SUFFIX)
+            out[unit.label] = (replace(instance, devices=devices, port=port, name=instance.name + SURGE_SUFFIX),)
     return out
+
+
+def _group_surge(members: tuple[Instance, ...], index: int, launch: str, free: dict, taken: dict):
+    """The servers of a new DP group shaped as `members`' (same dp, tp, hosts), on cards free on every one of its
+    hosts (a group's devices are the same ids on each), each server named after the one it stands in for; None
+    when the cards or ports are not there."""
+    group = members[0].server.group
+    if any(host not in free for host in group.hosts):
+        return None
+    common = [c for c in free[group.hosts[0]] if all(c in free[h] for h in group.hosts)]
+    need = group.ranks_per_host * group.tp
+    if len(common) < need:
+        return None
+    busy = set().union(*(taken[h] for h in group.hosts))
+
+    def run_from(first: int, count: int) -> Optional[int]:
+        """The first port from `first` starting `count` free ones in a row."""
+        for base in range(first, MAX_PORT - count + 2):
+            if not any(p in busy for p in range(base, base + count)):
+                busy.update(range(base, base + count))
+                return base
+        return None
+
+    api = run_from(group.port + SURGE_PORT_OFFSET, group.ranks_per_host if launch == "external" else 1)
+    kv = run_from(group.kv_port_base + SURGE_PORT_OFFSET, group.dp * group.tp)
+    rpc = run_from(group.data_parallel_rpc_port + SURGE_PORT_OFFSET, 1)
+    if api is None or kv is None or rpc is None:
+        return None
+    surge = replace(group, index=index, number=None, devices=tuple(common[:need]), port=api, kv_port=kv,
+                    rpc_port=rpc)
+    servers = servers_of(surge, need, launch)
+    if len(servers) != len(members):
+        return None
+    for host in group.hosts:
+        free[host] = [c for c in free[host] if c not in surge.devices]
+        taken[host].update(busy)
+    return tuple(replace(m, devices=s.devices, port=s.port, server=s, name=m.name + SURGE_SUFFIX)
+                 for m, s in zip(members, servers))
 
 
 def _ports_of(instance: Instance) -> tuple[int, ...]:
@@ -240,28 +291,30 @@ def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Fro
     drained and removed (the spec's instance serves on its own devices again)."""
     from deployctl.core import Command
 
-    started, route_in, route_out, stopped = [], [], [], []
+    started, stopped = [], []
     for instance in surge:
         run, health = surge_container(instance)
-        backend = (Backend(instance.role, instance.name, address_of[instance.host], instance.port),)
         started.append(Step(instance.host, "surge", "create", f"{tag}: {instance.name} on free devices "
                                                                f"{','.join(map(str, instance.devices))} first",
                             container=instance.name, wave=number,
                             commands=(Command(("docker", "rm", "--force", instance.name), check=False), run),
                             undo=(Command(("docker", "rm", "--force", instance.name), check=False),),
                             health=health))
-        route_in.append(route_step(front, backend, f"{tag}: put {instance.name} into the {front.kind}",
-                                   options.drain_timeout, number, undo=True))
-        # taken out for good: a rollback removes the surge server, so nothing puts it back
-        route_out.append(drain_step(front, backend, f"{tag}: take {instance.name} out, wait for its requests",
-                                    options.drain_timeout, number, put_back=False))
         stopped.append(Step(instance.host, "stop", "remove", f"{tag}: {instance.name} served its turn",
                             container=instance.name, wave=number,
                             commands=(Command(("docker", "stop", "--time", str(options.shutdown_timeout),
                                                instance.name)),
                                       Command(("docker", "rm", "--force", instance.name), check=False))))
-    before = [Stage("surge", tuple(started), wave=number), Stage("route", tuple(route_in), wave=number)]
-    after = [Stage("drain", tuple(route_out), wave=number), Stage("stop", tuple(stopped), wave=number, commit=True)]
+    # the API servers (a DP group's headless ranks serve none); all at once, as a wave's own
+    served = tuple(Backend(i.role, i.name, address_of[i.host], i.port) for i in surge if i.port is not None)
+    names = ", ".join(b.name for b in served)
+    route_in = route_step(front, served, f"{tag}: put {names} into the {front.kind}", options.drain_timeout, number,
+                          undo=True)
+    # taken out for good: a rollback removes the surge servers, so nothing puts them back
+    route_out = drain_step(front, served, f"{tag}: take {names} out, wait for their requests",
+                           options.drain_timeout, number, put_back=False)
+    before = [Stage("surge", tuple(started), wave=number), Stage("route", (route_in,), wave=number)]
+    after = [Stage("drain", (route_out,), wave=number), Stage("stop", tuple(stopped), wave=number, commit=True)]
     return before, after
 
 

@@ -350,7 +350,8 @@ def _rollout(spec: Spec, stages: tuple[Stage, ...], deployed, networks, inputs: 
         original = container_for(spec, spec_instance[instance.name[: -len(SURGE_SUFFIX)]], inputs.ranktables, networks)
         container = replace(container_for(spec, instance, inputs.ranktables, networks), env_file=original.env_file)
         return (Command(docker_run(container, "surge")),
-                HealthCheck(container.name, instance.port, health_path(spec, instance)))
+                HealthCheck(container.name, instance.port, health_path(spec, instance))
+                if instance.port is not None else None)  # a DP group's headless rank: its API server answers
 
     spec_instance = {i.name: i for i in spec.instances}
     return plan_rollout(spec, stages, deployed, address_of, options, paths, spare_of(spec, facts), surge_container)

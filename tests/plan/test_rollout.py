@@ -206,3 +206,62 @@ def test_the_front_seam_drains_a_whole_unit_for_a_restart_outside_up():
     assert back.actions[0].keys == ("10.200.0.11:9002",)
     no_front = load_spec_text(MIXED.replace("  front: %s\n", ""))
     assert front_steps(no_front, ("mix2-mixed-1",), reach(no_front)) is None
+
+
+def test_a_vllm_ascend_dp_group_surges_whole_as_a_new_group_on_free_cards_before_it_drains():
+    """max_surge for the P/D shape: each wave's first group starts again as a new group (its own index, so its own
+    engine id, and free API, kv and rpc ports) on cards free on its host, goes into the proxy, and only then is the
+    old group drained; after the wave the surge group is drained and removed."""
+    from deployctl.plan.containers import docker_run
+    from deployctl.plan.front import reach
+    from deployctl.plan.rollout import Spare, plan_rollout
+    from deployctl.plan.up import desired_containers, plan_containers
+    from deployctl.plan.upstream import HostNetwork
+
+    text = (UPSTREAM_PD % "proxy: {host: tb1, port: 8000}").replace(
+        "  prefill: [{hosts: [tb1], dp: 2, tp: 1, port: 9100, devices: [0, 1]}]\n"
+        "  decode: [{hosts: [tb1], dp: 2, tp: 1, port: 9200, devices: [2, 3]}]\n",
+        "  prefill:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9100, devices: [0]}\n"
+        "    - {hosts: [tb1], dp: 1, tp: 1, port: 9110, devices: [1]}\n"
+        "  decode:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9200, devices: [2]}\n"
+        "    - {hosts: [tb1], dp: 1, tp: 1, port: 9210, devices: [3]}\n")
+    before = load_spec_text(text)
+    after = load_spec_text(text.replace("model: {served_name: tiny}", "model: {served_name: tiny, max_num_seqs: 4}")
+                           + "rollout: {max_surge: 1}\n")
+    networks = {"tb1": HostNetwork("10.200.0.11", "eth0", 8)}
+    out = []
+    for instance in before.instances:
+        container = container_for(before, instance, None, networks)
+        labels = {LABEL_DEPLOYMENT: before.name, LABEL_DIGEST: digest_of(container, IMAGE, None, before)}
+        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
+                                    (), tuple(instance.devices), (), state="running", image_id=IMAGE, image="img"))
+    facts = {"tb1": deployed(tuple(out), IMAGE).deployed}
+    stages = plan_containers(after, facts, None, None, desired_containers(after, None, networks))
+    runs = {}
+
+    def surge_container(instance):
+        container = container_for(after, instance, None, networks)
+        runs[instance.name] = container
+        return Command(docker_run(container, "surge")), None
+
+    from deployctl.core import Command
+
+    spare = {"tb1": Spare((4, 5, 6, 7), frozenset({8000, 9100, 9110, 9200, 9210}))}
+    planned, summary = plan_rollout(after, stages, facts, reach(after, networks), spare=spare,
+                                    surge_container=surge_container)
+    # a wave's surge group is gone when the wave ends: the next one starts on the same free card
+    assert [w["surge"] for w in summary["waves"]] == [
+        ["pd-prefill0-r0-surge on tb1 devices 4 port 10100"], ["pd-prefill1-r0-surge on tb1 devices 4 port 10110"]]
+    first = [(s.name, s.wave) for s in planned if s.wave == 1]
+    assert first[:3] == [("surge", 1), ("route", 1), ("drain", 1)] and first[-2:] == [("drain", 1), ("stop", 1)]
+    argv = runs["pd-prefill0-r0-surge"].command
+    config = json.loads(argv[argv.index("--kv-transfer-config") + 1])
+    assert config["engine_id"] == "pd-prefill4" and config["kv_role"] == "kv_producer"
+    assert "--port" in argv and argv[argv.index("--port") + 1] == "10100"
+    put = next(s for s in planned if s.name == "route" and s.wave == 1).steps[0]
+    assert put.commands[0].argv[-2] == '{"type":"prefill","instances":["10.200.0.11:10100"]}'
+    # its rpc and kv ports are its own, clear of every group of the spec
+    spec_ports = {p for i in after.instances if i.server for p in (i.server.group.data_parallel_rpc_port,
+                                                                   i.server.kv_port)}
+    mine = runs["pd-prefill0-r0-surge"].instance.server
+    assert mine.group.data_parallel_rpc_port not in spec_ports and mine.kv_port not in spec_ports
