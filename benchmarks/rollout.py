@@ -23,6 +23,8 @@ requests in every drain and surge run; recreate 10 and 6 failed, P/D recreate 7 
 without an answer both times. Before this session's cuts (one run, 0.5 s): x1.98 mixed, x1.59 surge, x2.06 P/D,
 with each wave's drain and start measured the same way. With `up`'s final checks (the all-pairs answer check, the
 32-token smoke request at the stand-in's 100 ms a token) the whole execution is x1.22-1.25 (10 s), x2.2-2.3 (0.5 s).
+P/D surge (one run): 0 failed, x1.30 (10 s) and x2.83 (0.5 s): the proxy takes a new instance (a surge group) only
+at its listener's next check, every --waiting-retry-interval (10 s by default), ~5 s a wave on average.
 """
 
 from __future__ import annotations
