@@ -9,28 +9,31 @@ from typing import Callable
 
 from deployctl.core import Command
 from deployctl.execute.health import Cancelled
+from deployctl.facts.in_flight import TICK_S, in_flight_probe, left_in_flight
 from deployctl.plan.actions import Drain
-from deployctl.plan.rollout import DRAIN_SCRIPT, drain_left, in_flight
 from deployctl.transport import Transport
 
 
 def run_drain(transport: Transport, drain: Drain, *, poll_interval: float, cancel: threading.Event,
               on_progress: Callable[[str], None]) -> str:
-    """Poll until every server runs and queues nothing; returns what remained at the deadline ("" when none)."""
-    command = Command(("sh", "-c", DRAIN_SCRIPT, "sh", *(url for _, url in drain.servers)), check=False)
+    """Poll until every server runs and queues nothing (each round trip asks on the host until then, for about a
+    poll period); returns what remained at the deadline ("" when none)."""
+    probe = in_flight_probe(drain.servers, max(1, round(poll_interval / TICK_S)))  # the host waits between asks
+    command = Command(probe.argv, check=False)
     deadline = time.monotonic() + drain.timeout
     while True:
         if cancel.is_set():
             raise Cancelled
-        counts = in_flight(transport.run(command, timeout=30).stdout, drain.servers)
+        asked = time.monotonic()
+        counts = probe.parse(transport.run(command, timeout=30).stdout)
         if all(n == 0 for n in counts.values()):
             return ""
         if all(n is None for n in counts.values()):
-            return drain_left(counts)  # nothing to count: the graceful stop is all that is left to give them
+            return left_in_flight(counts)  # nothing to count: the graceful stop is all that is left to give them
         if time.monotonic() >= deadline:
-            return drain_left(counts)
+            return left_in_flight(counts)
         on_progress(f"draining: {sum(n or 0 for n in counts.values()):.0f} request(s) in flight")
-        if cancel.wait(poll_interval):
+        if cancel.wait(max(0.0, poll_interval - (time.monotonic() - asked))):
             raise Cancelled
 
 

@@ -34,6 +34,7 @@ class StepOutcome:
     seconds: dict[str, float] = field(default_factory=dict)  # builds and ships: seconds per host
     transferred: int = 0  # weight bytes moved
     copies: dict[str, dict] = field(default_factory=dict)  # compile caches: target -> seconds, bytes, path taken
+    left_in_flight: str = ""  # a drain's: what was still in flight at its deadline, stopped gracefully anyway
 
 
 @dataclass
@@ -48,7 +49,11 @@ class Report:
     waves: int = 0  # a drain rollout's waves in the plan
     waves_done: list[int] = field(default_factory=list)  # committed: they stay even when a later one fails
     wave_failed: int = 0  # the wave that failed and was rolled back (0: none)
-    drain_left: list[str] = field(default_factory=list)  # what a drain left in flight at its deadline, per wave
+
+    @property
+    def drain_left(self) -> list[str]:
+        """What each drain left in flight at its deadline, by wave (its step's outcome says)."""
+        return [f"wave {o.step.wave}: {o.left_in_flight}" for o in self.outcomes if o.left_in_flight]
 
     def results_of(self, stage: str) -> list[StepOutcome]:
         return [o for o in self.outcomes if o.step.stage == stage]
@@ -86,7 +91,7 @@ class Executor:
         # Set when Ctrl-C arrives or a step of the running stage fails: its siblings stop waiting on health
         # (a DP group whose rank 0 died never gets healthy) and the rollback starts at once.
         self.stop_stage = threading.Event()
-        self.drain_left: list[str] = []  # what each drain left in flight at its deadline
+        self._finalizing: list[threading.Thread] = []  # committed waves' finalize still running
 
     def execute(self, plan: Plan) -> Report:
         report = Report([], waves=max((stage.wave for stage in plan.stages), default=0))
@@ -120,12 +125,15 @@ class Executor:
             report.rolled_back = True
         else:
             self._finalize(report)
-        report.drain_left = list(self.drain_left)
+        for thread in self._finalizing:  # the committed waves' finalize, run beside the waves after them
+            thread.join()
+        self._finalizing.clear()
         return report
 
     def _commit(self, report: Report, wave: int) -> None:
-        """A rollout wave passed: what ran so far is kept; a later failure rolls back only from here on."""
-        self._finalize(report)
+        """A rollout wave passed: what ran so far is kept; a later failure rolls back only from here on. Its finalize
+        (removing the old containers) runs in the background: the next wave touches none of them."""
+        self._finalize(report, wait=False)
         for outcome in report.outcomes:
             if outcome.status == "done":
                 outcome.status = "committed"
@@ -209,9 +217,8 @@ class Executor:
             left = run_drain(transport, item, poll_interval=self.poll_interval, cancel=self.stop_stage,
                              on_progress=lambda line: self.on_event("progress", step, line))
             if left:
-                said = f"still in flight after {item.timeout:g} s, stopped gracefully: {left}"
-                self.drain_left.append(f"wave {step.wave}: {said}")
-                self.on_event("warning", step, said)
+                outcome.left_in_flight = f"still in flight after {item.timeout:g} s, stopped gracefully: {left}"
+                self.on_event("warning", step, outcome.left_in_flight)
         elif isinstance(item, AwaitListed):
             from deployctl.execute.drain import await_listed
 
@@ -276,14 +283,25 @@ class Executor:
                 except HostError as error:
                     report.not_restored.append(f"{step.host}: {error.message}")
 
-    def _finalize(self, report: Report) -> None:
-        for outcome in report.outcomes:
-            if outcome.status == "done":
-                for command in outcome.step.finalize:
-                    try:
-                        self.transports[outcome.step.host].run(command, timeout=120)
-                    except HostError:
-                        pass
+    def _finalize(self, report: Report, wait: bool = True) -> None:
+        """Each done step's finalize commands, best effort, every step's at once; `wait` False: joined at the end of
+        `execute` instead."""
+        def run(transport: Transport, commands: tuple[Command, ...]) -> None:
+            for command in commands:
+                try:
+                    transport.run(command, timeout=120)
+                except HostError:
+                    pass
+
+        threads = [threading.Thread(target=run, args=(self.transports[o.step.host], o.step.finalize), daemon=True)
+                   for o in report.outcomes if o.status == "done" and o.step.finalize]
+        for thread in threads:
+            thread.start()
+        if wait:
+            for thread in threads:
+                thread.join()
+        else:
+            self._finalizing.extend(threads)
 
 
 def _first_error(failed: list[StepOutcome]) -> DeployctlError:

@@ -16,6 +16,8 @@ from deployctl.facts.deployed import DeployedState
 from deployctl.plan.actions import AnswerCheck, AwaitListed, Drain
 from deployctl.plan.front import Backend, Front, add_commands, backends, front_of, list_command, remove_commands
 from deployctl.plan.model import Stage, Step
+from deployctl.plan.units import serving_units, unit_of
+from deployctl.spec.dp_groups import MAX_PORT, port_uses, servers_of
 from deployctl.spec.model import Instance, Spec
 
 DEFAULT_DRAIN_TIMEOUT = 120.0  # seconds a drained instance may take to finish its requests (--drain-timeout)
@@ -23,10 +25,16 @@ DEFAULT_SHUTDOWN_TIMEOUT = 30  # seconds `docker stop` gives a server to finish 
 WAVE_STAGES = ("stop", "workers", "contract")  # a replaced unit's steps in these move into its wave
 
 
+# A wave's answer check asks for one token: the contract check already ran, and the first token shows that the
+# replaced servers generate and agree with the others; the full all-pairs check (--answer-tokens) runs once, after
+# the last wave. At a real server's tens of ms a token this is little; at the stand-in's 100 ms it was 0.8 s a wave.
+WAVE_ANSWER_TOKENS = 1
+
+
 @dataclass(frozen=True)
 class RolloutOptions:
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
-    answer_tokens: int = 8  # 0: no answer check per wave
+    answer_tokens: int = WAVE_ANSWER_TOKENS  # each wave's answer check; 0: none
     answer_timeout: float = 120.0
     shutdown_timeout: int = DEFAULT_SHUTDOWN_TIMEOUT
 
@@ -60,18 +68,6 @@ def strategy_of(spec: Spec, front: Optional[Front]) -> str:
     return "drain" if front is not None and front.changes_list else "recreate"
 
 
-def units_of(spec: Spec, address_of: Mapping[str, str]) -> dict[str, list]:
-    """Every unit of the spec by its key (an instance's name, or `role group N`), with its instances."""
-    out: dict[str, list] = {}
-    for instance in spec.instances:
-        if instance.role not in ("mixed", "prefill", "decode"):
-            continue
-        group = instance.server.group if instance.server is not None else None
-        key = f"{group.role} group {group.number}" if group is not None else instance.name
-        out.setdefault(key, []).append(instance)
-    return out
-
-
 def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, DeployedState],
                  address_of: Mapping[str, str], options: RolloutOptions = RolloutOptions(),
                  answer_paths=None, spare: Optional[Mapping[str, Spare]] = None,
@@ -91,12 +87,12 @@ def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, D
         return _refreshed(spec, stages, front, replaced, address_of), summary
     all_backends = {b.name: b for b in backends(spec, address_of)}
     units = []
-    for key, members in units_of(spec, address_of).items():
+    for key, members in serving_units(spec).items():
         changed = tuple(i.name for i in members if i.name in replaced)
         if changed:
             units.append(Unit(members[0].role, key, changed,
                               tuple(all_backends[i.name] for i in members if i.name in all_backends)))
-    waves, gaps = _waves(spec, units, address_of)
+    waves, gaps = _waves(spec, units)
     moved = {name for unit in units for name in unit.containers}
     kept = tuple(Stage(s.name, tuple(step for step in s.steps if not (s.name in WAVE_STAGES and step.container in moved)),
                        s.summary, s.counts_bytes) for s in stages if s.name in WAVE_STAGES)
@@ -105,18 +101,18 @@ def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, D
     planned: list[Stage] = list(kept)
     surges = _surges(spec, waves, spare or {}, address_of, by_name) if surge_container is not None else {}
     for number, wave in enumerate(waves, 1):
-        surge = tuple(surges[u.label] for u in wave if u.label in surges)
+        surge = tuple(i for u in wave if u.label in surges for i in surges[u.label])
         planned.extend(_wave_stages(number, len(waves), wave, front, steps_of, options, answer_paths,
                                     surge, surge_container, address_of))
     summary["waves"] = [{"wave": n, "units": [u.label for u in wave],
                          "containers": [c for u in wave for c in u.containers],
-                         **({"surge": [f"{surges[u.label].name} on {surges[u.label].host} devices "
-                                       f"{','.join(map(str, surges[u.label].devices))} port {surges[u.label].port}"
-                                       for u in wave if u.label in surges]}
+                         **({"surge": [f"{i.name} on {i.host} devices {','.join(map(str, i.devices))}"
+                                       + (f" port {i.port}" if i.port is not None else " (headless)")
+                                       for u in wave if u.label in surges for i in surges[u.label]]}
                             if any(u.label in surges for u in wave) else {})}
                         for n, wave in enumerate(waves, 1)]
     if surges:
-        gaps = [g for g in gaps if not any(g.startswith(f"{surges[k].role}:") for k in surges)]
+        gaps = [g for g in gaps if not any(g.startswith(f"{surges[k][0].role}:") for k in surges)]
     summary["drain_timeout_s"] = options.drain_timeout
     if gaps:
         summary["gap"] = "; ".join(gaps)
@@ -188,11 +184,11 @@ def _gap(spec: Spec) -> str:
             f"the test bed (0.5 s model load): {BED_SCHEDULER_GAP_S:g} s")
 
 
-def _waves(spec: Spec, units: list[Unit], address_of) -> tuple[list[list[Unit]], list[str]]:
+def _waves(spec: Spec, units: list[Unit]) -> tuple[list[list[Unit]], list[str]]:
     """Waves of at most max_unavailable units per role, never a role's last serving unit beside another of it:
     a role with one unit goes out alone, and that leaves a gap (said)."""
     total = {}
-    for key, members in units_of(spec, address_of).items():
+    for key, members in serving_units(spec).items():
         total[members[0].role] = total.get(members[0].role, 0) + 1
     per_role: dict[str, list[Unit]] = {}
     for unit in units:
@@ -210,29 +206,79 @@ def _waves(spec: Spec, units: list[Unit], address_of) -> tuple[list[list[Unit]],
     return waves, gaps
 
 
-def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) -> dict[str, Instance]:
-    """Up to max_surge units per wave get a surge server: the same instance on free cards of its host and a free
-    port, started and put into the front before the instance is drained (instances only: a vllm-ascend DP group's
-    ranks, ports and KV engine ids are the group's own)."""
-    if spec.rollout.max_surge < 1 or spec.upstream is not None:
+def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) -> dict[str, tuple[Instance, ...]]:
+    """Up to max_surge units per wave get surge servers, started and put into the front before the unit is
+    drained: an instance again on free cards of its host and a free port; a vllm-ascend DP group as a new group
+    (every rank, on cards free on each of its hosts, with its own index, so its own engine id, and free API, kv and
+    rpc ports)."""
+    if spec.rollout.max_surge < 1:
         return {}
-    free = {host: list(s.cards) for host, s in spare.items()}
-    taken = {host: set(s.ports) | {p for i in spec.instances if i.host == host for p in _ports_of(i)}
-             for host, s in spare.items()}
-    out: dict[str, Instance] = {}
+    used = {host: set(s.ports) | {p for i in spec.instances if i.host == host for p in _ports_of(i)}
+            for host, s in spare.items()}
+    groups = spec.upstream.groups if spec.upstream is not None else ()
+    for group in groups:
+        for host, port, _, _ in port_uses(group, spec.upstream.dp_launch):
+            used.setdefault(host, set()).add(port)
+    units = serving_units(spec)
+    out: dict[str, tuple[Instance, ...]] = {}
     for wave in waves:
+        # a wave's surge servers are gone when it ends: the next wave has the same cards and ports again
+        free = {host: list(s.cards) for host, s in spare.items()}
+        taken = {host: set(ports) for host, ports in used.items()}
         for unit in wave[:spec.rollout.max_surge]:
-            if len(unit.containers) != 1:
+            members = units[unit.label]
+            if members[0].server is not None:
+                found = _group_surge(members, len(groups) + len(out), spec.upstream.dp_launch, free, taken)
+                if found:
+                    out[unit.label] = found
                 continue
-            instance = by_name[unit.containers[0]]
+            instance = members[0]
             cards = free.get(instance.host, [])
-            if len(cards) < len(instance.devices) or instance.port is None:
+            if len(members) != 1 or len(cards) < len(instance.devices) or instance.port is None:
                 continue
             port = next(p for p in range(instance.port + SURGE_PORT_OFFSET, 65536) if p not in taken[instance.host])
             taken[instance.host].add(port)
             devices, free[instance.host] = tuple(cards[:len(instance.devices)]), cards[len(instance.devices):]
-            out[unit.label] = replace(instance, devices=devices, port=port, name=instance.name + SURGE_SUFFIX)
+            out[unit.label] = (replace(instance, devices=devices, port=port, name=instance.name + SURGE_SUFFIX),)
     return out
+
+
+def _group_surge(members: tuple[Instance, ...], index: int, launch: str, free: dict, taken: dict):
+    """The servers of a new DP group shaped as `members`' (same dp, tp, hosts), on cards free on every one of its
+    hosts (a group's devices are the same ids on each), each server named after the one it stands in for; None
+    when the cards or ports are not there."""
+    group = members[0].server.group
+    if any(host not in free for host in group.hosts):
+        return None
+    common = [c for c in free[group.hosts[0]] if all(c in free[h] for h in group.hosts)]
+    need = group.ranks_per_host * group.tp
+    if len(common) < need:
+        return None
+    busy = set().union(*(taken[h] for h in group.hosts))
+
+    def run_from(first: int, count: int) -> Optional[int]:
+        """The first port from `first` starting `count` free ones in a row."""
+        for base in range(first, MAX_PORT - count + 2):
+            if not any(p in busy for p in range(base, base + count)):
+                busy.update(range(base, base + count))
+                return base
+        return None
+
+    api = run_from(group.port + SURGE_PORT_OFFSET, group.ranks_per_host if launch == "external" else 1)
+    kv = run_from(group.kv_port_base + SURGE_PORT_OFFSET, group.dp * group.tp)
+    rpc = run_from(group.data_parallel_rpc_port + SURGE_PORT_OFFSET, 1)
+    if api is None or kv is None or rpc is None:
+        return None
+    surge = replace(group, index=index, number=None, devices=tuple(common[:need]), port=api, kv_port=kv,
+                    rpc_port=rpc)
+    servers = servers_of(surge, need, launch)
+    if len(servers) != len(members):
+        return None
+    for host in group.hosts:
+        free[host] = [c for c in free[host] if c not in surge.devices]
+        taken[host].update(busy)
+    return tuple(replace(m, devices=s.devices, port=s.port, server=s, name=m.name + SURGE_SUFFIX)
+                 for m, s in zip(members, servers))
 
 
 def _ports_of(instance: Instance) -> tuple[int, ...]:
@@ -244,32 +290,31 @@ def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Fro
     """Before the wave: each surge server started on its free cards and put into the front. After it: taken out,
     drained and removed (the spec's instance serves on its own devices again)."""
     from deployctl.core import Command
-    from deployctl.plan.model import HealthCheck
 
-    started, route_in, route_out, stopped = [], [], [], []
+    started, stopped = [], []
     for instance in surge:
         run, health = surge_container(instance)
-        backend = Backend(instance.role, instance.name, address_of[instance.host], instance.port)
         started.append(Step(instance.host, "surge", "create", f"{tag}: {instance.name} on free devices "
                                                                f"{','.join(map(str, instance.devices))} first",
                             container=instance.name, wave=number,
                             commands=(Command(("docker", "rm", "--force", instance.name), check=False), run),
                             undo=(Command(("docker", "rm", "--force", instance.name), check=False),),
                             health=health))
-        route_in.append(Step(front.host, "route", "add", f"{tag}: put {instance.name} into the {front.kind}",
-                             commands=add_commands(front, (backend,)), undo=remove_commands(front, (backend,)),
-                             actions=(listed(front, (backend,), options.drain_timeout),), wave=number))
-        route_out.append(Step(front.host, "drain", "drain", f"{tag}: take {instance.name} out, wait for its "
-                                                            f"requests", commands=remove_commands(front, (backend,)),
-                              actions=(Drain(((instance.name, f"{backend.url}/metrics"),), options.drain_timeout),),
-                              wave=number))
         stopped.append(Step(instance.host, "stop", "remove", f"{tag}: {instance.name} served its turn",
                             container=instance.name, wave=number,
                             commands=(Command(("docker", "stop", "--time", str(options.shutdown_timeout),
                                                instance.name)),
                                       Command(("docker", "rm", "--force", instance.name), check=False))))
-    before = [Stage("surge", tuple(started), wave=number), Stage("route", tuple(route_in), wave=number)]
-    after = [Stage("drain", tuple(route_out), wave=number), Stage("stop", tuple(stopped), wave=number, commit=True)]
+    # the API servers (a DP group's headless ranks serve none); all at once, as a wave's own
+    served = tuple(Backend(i.role, i.name, address_of[i.host], i.port) for i in surge if i.port is not None)
+    names = ", ".join(b.name for b in served)
+    route_in = route_step(front, served, f"{tag}: put {names} into the {front.kind}", options.drain_timeout, number,
+                          undo=True)
+    # taken out for good: a rollback removes the surge servers, so nothing puts them back
+    route_out = drain_step(front, served, f"{tag}: take {names} out, wait for their requests",
+                           options.drain_timeout, number, put_back=False)
+    before = [Stage("surge", tuple(started), wave=number), Stage("route", (route_in,), wave=number)]
+    after = [Stage("drain", (route_out,), wave=number), Stage("stop", tuple(stopped), wave=number, commit=True)]
     return before, after
 
 
@@ -281,10 +326,8 @@ def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_
     tag = f"wave {number}/{total}"
     before, after = (_surge_stages(number, tag, surge, front, surge_container, address_of, options) if surge
                      else ([], []))
-    drain = Step(front.host, "drain", "drain", f"{tag}: take {names} out of the {front.kind}, wait for their requests",
-                 commands=remove_commands(front, out_of_front),
-                 actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in out_of_front), options.drain_timeout),),
-                 late_undo=add_commands(front, out_of_front), wave=number)
+    drain = drain_step(front, out_of_front, f"{tag}: take {names} out of the {front.kind}, wait for their requests",
+                       options.drain_timeout, number)
     stages = [Stage("drain", (drain,), wave=number)]
     for stage in WAVE_STAGES:
         steps = tuple(replace(steps_of[(stage, c)], wave=number) for u in wave for c in u.containers
@@ -295,13 +338,36 @@ def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_
         paths = _wave_paths(answer_paths, {c for u in wave for c in u.containers}, front.instance.name)
         if paths:
             check = AnswerCheck(paths, options.answer_tokens, options.answer_timeout)
-            stages.append(Stage("answers", (Step(front.host, "answers", "run", f"{tag}: the replaced servers answer "
-                                                 f"as the others do", actions=(check,), wave=number),), wave=number))
-    route = Step(front.host, "route", "add", f"{tag}: put {names} back into the {front.kind}",
-                 commands=add_commands(front, out_of_front), wave=number,
-                 actions=(listed(front, out_of_front, options.drain_timeout),))
+            step = Step(front.host, "answers", "run", f"{tag}: the replaced servers answer as the others do",
+                        actions=(check,), wave=number)
+            # beside the contract check, not after it: both only read the new servers, and both must pass
+            # before they go back into the front
+            if stages[-1].name == "contract":
+                stages[-1] = replace(stages[-1], steps=stages[-1].steps + (step,))
+            else:
+                stages.append(Stage("answers", (step,), wave=number))
+    route = route_step(front, out_of_front, f"{tag}: put {names} back into the {front.kind}", options.drain_timeout,
+                       number)
     stages.append(Stage("route", (route,), wave=number, commit=not after))
     return before + stages + after
+
+
+def drain_step(front: Front, chosen: tuple[Backend, ...], reason: str, timeout: float, wave: int = 0,
+               put_back: bool = True) -> Step:
+    """On the front's host: take `chosen` out of the front, then wait until they hold no request (at most
+    `timeout`). `put_back`: a rollback adds them again once their old servers serve (`late_undo`)."""
+    return Step(front.host, "drain", "drain", reason, commands=remove_commands(front, chosen),
+                actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in chosen), timeout),),
+                late_undo=add_commands(front, chosen) if put_back else (), wave=wave)
+
+
+def route_step(front: Front, chosen: tuple[Backend, ...], reason: str, timeout: float, wave: int = 0,
+               undo: bool = False) -> Step:
+    """On the front's host: put `chosen` into the front and wait until it lists them. `undo`: a rollback takes
+    them out again (a surge server that is going away)."""
+    return Step(front.host, "route", "add", reason, commands=add_commands(front, chosen),
+                undo=remove_commands(front, chosen) if undo else (),
+                actions=(listed(front, chosen, timeout),), wave=wave)
 
 
 def listed(front: Front, back: tuple[Backend, ...], timeout: float) -> AwaitListed:
@@ -319,42 +385,6 @@ def _wave_paths(paths, replaced: set[str], front_name: str) -> tuple:
     return mine + tuple(others[:1]) if mine else ()
 
 
-
-DRAIN_SCRIPT = ('for u; do printf "== %s\\n" "$u"; curl --silent --max-time 2 --fail "$u" || printf "!! no answer\\n"; '
-                'done')
-MARK = "== "
-
-
-def in_flight(text: str, servers: tuple[tuple[str, str], ...]) -> dict[str, Optional[float]]:
-    """The answers to DRAIN_SCRIPT: requests each server runs or queues (None: its /metrics did not answer or has
-    neither of vLLM's gauges)."""
-    from deployctl.bench.telemetry import parse_engine
-
-    sections: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith(MARK):
-            current = sections.setdefault(line[len(MARK):].strip(), [])
-        elif current is not None:
-            current.append(line)
-    out: dict[str, Optional[float]] = {}
-    for name, url in servers:
-        lines = sections.get(url)
-        engine = parse_engine(name, "\n".join(lines)) if lines and lines != ["!! no answer"] else None
-        if engine is None or (engine.running is None and engine.waiting is None):
-            out[name] = None
-        else:
-            out[name] = (engine.running or 0.0) + (engine.waiting or 0.0)
-    return out
-
-
-def drain_left(counts: Mapping[str, Optional[float]]) -> str:
-    """What a drain leaves at its deadline, by server ("" when nothing)."""
-    parts = [f"{name}: {int(n)} request(s)" for name, n in counts.items() if n]
-    parts += [f"{name}: its /metrics did not answer" for name, n in counts.items() if n is None]
-    return "; ".join(parts)
-
-
 def front_steps(spec: Spec, names: tuple[str, ...], address_of: Mapping[str, str],
                 drain_timeout: float = DEFAULT_DRAIN_TIMEOUT) -> Optional[tuple[Step, Step]]:
     """The seam for anything that restarts servers outside `up` (`deployctl watch`): (take out and drain, put back
@@ -363,15 +393,14 @@ def front_steps(spec: Spec, names: tuple[str, ...], address_of: Mapping[str, str
     front = front_of(spec)
     if front is None or not front.changes_list:
         return None
-    wanted = set(names)
-    members = [i.name for unit in units_of(spec, address_of).values() if wanted & {i.name for i in unit}
-               for i in unit]
+    members = {i.name for name in names for i in _members(spec, name)}
     chosen = tuple(b for b in backends(spec, address_of) if b.name in members)
     label = ", ".join(b.name for b in chosen)
-    out = Step(front.host, "drain", "drain", f"take {label} out of the {front.kind}, wait for their requests",
-               commands=remove_commands(front, chosen),
-               actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in chosen), drain_timeout),),
-               late_undo=add_commands(front, chosen))
-    back = Step(front.host, "route", "add", f"put {label} back into the {front.kind}",
-                commands=add_commands(front, chosen), actions=(listed(front, chosen, drain_timeout),))
-    return out, back
+    return (drain_step(front, chosen, f"take {label} out of the {front.kind}, wait for their requests", drain_timeout),
+            route_step(front, chosen, f"put {label} back into the {front.kind}", drain_timeout))
+
+
+def _members(spec: Spec, name: str) -> tuple[Instance, ...]:
+    """The unit of the container `name` (none when the spec has no such instance)."""
+    instance = next((i for i in spec.instances if i.name == name), None)
+    return unit_of(spec, instance)[1] if instance is not None else ()

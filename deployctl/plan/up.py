@@ -171,13 +171,15 @@ def _content_bytes(put: PutFile) -> bytes:
 
 
 def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[int] = None,
-               path: str = "/health", grace: int = DEFAULT_SHUTDOWN_TIMEOUT) -> Step:
+               path: str = "/health", grace: int = DEFAULT_SHUTDOWN_TIMEOUT, previous_left: bool = True) -> Step:
+    """Stop `name` gracefully and keep it as `.previous` for the rollback. `previous_left`: the host has an old
+    `.previous` of it (the facts say), removed first; without one that round trip is left out (a rollout wave
+    waits on every command of its stop)."""
     previous = name + PREVIOUS_SUFFIX
     return Step(
         host, "stop", action, reason, container=name,
         undo_health=HealthCheck(name, port, path) if port else None,
-        commands=(
-            Command(("docker", "rm", "--force", previous), check=False),
+        commands=((Command(("docker", "rm", "--force", previous), check=False),) if previous_left else ()) + (
             Command(("docker", "stop", "--time", str(grace), name)),
             Command(("docker", "rename", name, previous)),
         ),
@@ -221,7 +223,8 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
         if action == "replace":
             stops.append(_stop_step(instance.host, container.name, "replace", reason,
                                     port=instance.port if current and current.running else None,
-                                    path=health_path(spec, instance), grace=shutdown_timeout))
+                                    path=health_path(spec, instance), grace=shutdown_timeout,
+                                    previous_left=host_facts.container(container.name + PREVIOUS_SUFFIX) is not None))
         starts[wave].append(Step(
             instance.host, wave, action, reason, container=container.name,
             commands=(Command(docker_run(container, digest)),),
@@ -236,8 +239,10 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
         owned = owned_containers(spec, facts.get(host.name, DeployedState()))
         for current in owned:
             if not current.name.endswith(PREVIOUS_SUFFIX) and (host.name, current.name) not in wanted:
+                here = facts.get(host.name, DeployedState())
                 stops.append(_stop_step(host.name, current.name, "remove", "no longer in the spec",
-                                        grace=shutdown_timeout))
+                                        grace=shutdown_timeout,
+                                        previous_left=here.container(current.name + PREVIOUS_SUFFIX) is not None))
         # A stop step removes an old `.previous` itself before renaming; a leftover beside a container that
         # stays (or is only created now) is removed here — never both, they would race in one stage.
         stopping = {step.container for step in stops if step.host == host.name}
@@ -333,10 +338,10 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
 def _rollout(spec: Spec, stages: tuple[Stage, ...], deployed, networks, inputs: UpInputs, skip, facts):
     """The container stages as the rollout replaces serving containers (plan/rollout.py), and its summary."""
     from deployctl.plan.answers import answer_paths, asking_host
-    from deployctl.plan.rollout import SURGE_SUFFIX, RolloutOptions, plan_rollout
+    from deployctl.plan.rollout import SURGE_SUFFIX, WAVE_ANSWER_TOKENS, RolloutOptions, plan_rollout
 
     address_of = reach_addresses(spec, networks)
-    tokens = 0 if "answers" in skip else inputs.answer_tokens
+    tokens = 0 if "answers" in skip else min(inputs.answer_tokens, WAVE_ANSWER_TOKENS)
     paths = answer_paths(spec, asking_host(spec), address_of, tokens) if tokens else None
     options = RolloutOptions(inputs.drain_timeout, tokens, shutdown_timeout=inputs.shutdown_timeout)
 
@@ -345,7 +350,8 @@ def _rollout(spec: Spec, stages: tuple[Stage, ...], deployed, networks, inputs: 
         original = container_for(spec, spec_instance[instance.name[: -len(SURGE_SUFFIX)]], inputs.ranktables, networks)
         container = replace(container_for(spec, instance, inputs.ranktables, networks), env_file=original.env_file)
         return (Command(docker_run(container, "surge")),
-                HealthCheck(container.name, instance.port, health_path(spec, instance)))
+                HealthCheck(container.name, instance.port, health_path(spec, instance))
+                if instance.port is not None else None)  # a DP group's headless rank: its API server answers
 
     spec_instance = {i.name: i for i in spec.instances}
     return plan_rollout(spec, stages, deployed, address_of, options, paths, spare_of(spec, facts), surge_container)

@@ -16,6 +16,7 @@ from deployctl.core import Command
 from deployctl.facts.liveness import Answer
 from deployctl.plan.model import HealthCheck, Plan, Stage, Step
 from deployctl.plan.rollout import DEFAULT_SHUTDOWN_TIMEOUT  # as `up` stops a container it replaces
+from deployctl.plan.units import unit_of  # the rollout's units: a DP group whole, else an instance alone
 from deployctl.spec.model import Instance, Spec
 
 # verdicts that restart a unit; the others are said and left alone
@@ -214,15 +215,6 @@ class Restart:
     def to_json(self) -> dict:
         return {"unit": self.unit, "containers": [i.name for i in self.instances],
                 "hosts": sorted({i.host for i in self.instances}), "reason": self.reason}
-
-
-def unit_of(spec: Spec, instance: Instance) -> tuple[str, tuple[Instance, ...]]:
-    """The restart unit an instance belongs to: every server of its vllm-ascend DP group (on every host), else the
-    instance alone (an AscendCloud or GPU instance, a front)."""
-    if instance.server is None:
-        return instance.name, (instance,)
-    label = instance.server.group.label
-    return label, tuple(i for i in spec.instances if i.server is not None and i.server.group.label == label)
 
 
 def restarts(spec: Spec, verdicts: Sequence[Verdict]) -> tuple[Restart, ...]:

@@ -149,8 +149,7 @@ def test_the_vllm_ascend_pd_shape_updates_through_its_proxy_with_no_failed_reque
         assert code == 0 and doc["endpoint"] == "http://10.200.0.13:8450", doc
         path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (16, "drain"), hosts_used=["tb3"]))
         code, plan = deployctl.json("plan", path, "--skip", "weights")
-        assert [w["units"] for w in plan["rollout"]["waves"]] == [["prefill group 0", "decode group 0"],
-                                                                  ["prefill group 1", "decode group 1"]]
+        assert [w["units"] for w in plan["rollout"]["waves"]] == [["prefill0", "decode0"], ["prefill1", "decode1"]]
         before = container_ids(bed, "tb3", "e2e-pdroll")
         run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.13:8450", 160, 600)
         assert covered, "the bench ended before the update did"
@@ -166,3 +165,29 @@ def test_the_vllm_ascend_pd_shape_updates_through_its_proxy_with_no_failed_reque
     finally:
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0 and container_ids(bed, "tb3", "e2e-pdroll") == {}
+
+
+@pytest.mark.testbed
+def test_vllm_ascend_dp_groups_surge_whole_on_free_cards_with_no_failed_request(bed, deployctl):
+    """The P/D shape on cards 0-3 of a host with 8: each wave first starts its prefill and its decode group again as
+    new groups on free cards (their own engine ids, API, kv and rpc ports), puts them into the proxy, then drains
+    and replaces the old groups, then drains and removes the surge groups."""
+    surge = PD.replace("rollout: {strategy: %s}", "rollout: {strategy: %s, max_surge: 2}")
+    path = deployctl.write(bed.spec_yaml("e2e-pdsurge", surge % (8, "drain"), hosts_used=["tb3"]))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        path = deployctl.write(bed.spec_yaml("e2e-pdsurge", surge % (16, "drain"), hosts_used=["tb3"]))
+        code, plan = deployctl.json("plan", path, "--skip", "weights")
+        assert [len(w.get("surge", ())) for w in plan["rollout"]["waves"]] == [2, 2], plan["rollout"]
+        assert plan["rollout"]["waves"][0]["surge"][0].startswith("e2e-pdsurge-prefill0-r0-surge on tb3 devices 4 ")
+        before = container_ids(bed, "tb3", "e2e-pdsurge")
+        run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.13:8450", 160, 600)
+        assert covered, "the bench ended before the update did"
+        assert run["failed"] == 0 and run["requests"] == 160, run.get("errors")
+        after = container_ids(bed, "tb3", "e2e-pdsurge")
+        assert set(after) == set(before)  # the surge groups are gone
+        assert all(after[s] != before[s] for s in before if s != "e2e-pdsurge-proxy")
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0 and container_ids(bed, "tb3", "e2e-pdsurge") == {}

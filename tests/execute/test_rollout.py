@@ -7,12 +7,13 @@ from __future__ import annotations
 from deployctl.core import Command
 from deployctl.errors import HostError, RolloutFailed
 from deployctl.execute import Executor
+from deployctl.facts.progress import MARK
 from deployctl.plan.actions import Drain
 from deployctl.plan.model import HealthCheck, Plan, Stage, Step
 from deployctl.transport import Result
 from tests.fakes.transport import FakeTransport
 
-METRICS = "== http://h:1/metrics\nvllm:num_requests_running {}\nvllm:num_requests_waiting {}\n"
+METRICS = MARK + " http://h:1/metrics\nvllm:num_requests_running {}\nvllm:num_requests_waiting {}\n"
 
 
 def wave(n: int, fail_start: bool = False) -> tuple[Stage, ...]:
@@ -47,10 +48,14 @@ def test_a_drain_that_times_out_says_what_remained_and_stops_gracefully_anyway()
     plan = Plan("d", tuple(Stage(s.name, tuple(Step(**{**st.__dict__, "actions": (Drain(st.actions[0].servers, 0),)})
                                                if st.actions else st for st in s.steps), wave=s.wave, commit=s.commit)
                            for s in wave(1)))
-    report = Executor({"h": fake}, on_event=lambda *e: events.append(e)).execute(plan)
+    executor = Executor({"h": fake}, on_event=lambda *e: events.append(e))
+    report = executor.execute(plan)
     assert report.drain_left == ["wave 1: still in flight after 0 s, stopped gracefully: s: 4 request(s)"]
     assert any(kind == "warning" and "s: 4 request(s)" in message for kind, _, message in events)
     assert ("docker", "stop", "w1") in [c.argv for c in fake.ran] and not report.failed
+    # the same executor's next run reports its own drains only
+    fake.responses["for u"] = METRICS.format(0, 0)
+    assert executor.execute(plan).drain_left == []
 
 
 def test_a_failed_wave_is_rolled_back_and_put_back_after_it_serves_the_done_wave_stays():
@@ -85,3 +90,27 @@ def test_a_wave_waits_until_the_front_lists_what_it_put_back_and_fails_naming_wh
         Plan("d", (Stage("route", (Step("h", "route", "add", actions=(AwaitListed(
             "vllm-router", wait.command, ("h:1",), 0),)),)),)))
     assert report.failed and "the vllm-router does not list h:1 0 s after it was put back" in report.error.message
+
+
+def test_a_committed_waves_finalize_runs_beside_the_next_wave_and_ends_before_execute_returns():
+    """Removing wave 1's old container is no reason for wave 2 to wait: its finalize runs in the background (here
+    it waits until wave 2 has begun; run in line, it would wait out its whole 10 s first)."""
+    import threading
+
+    began = threading.Event()
+    finished = []
+
+    def remove_old(command):
+        began.wait(10)
+        finished.append(began.is_set())
+        return Result(command.argv, 0, "", "")
+
+    def take_out(command):
+        began.set()
+        return Result(command.argv, 0, "", "")
+
+    fake = FakeTransport("h", {"for u": METRICS.format(0, 0), ("docker", "rm", "w1.previous"): remove_old,
+                               ("curl", "remove", "w2"): take_out})
+    report = Executor({"h": fake}, poll_interval=0.001).execute(Plan("d", wave(1) + wave(2)))
+    assert not report.failed and report.waves_done == [1, 2]
+    assert finished == [True]  # wave 2 began while wave 1's finalize waited, and execute waited for it

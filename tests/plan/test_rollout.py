@@ -3,9 +3,10 @@ waves (out of the front, drained, stopped gracefully, replaced, checked, back in
 
 from __future__ import annotations
 
+import json
+
 from deployctl.facts.model import ContainerDevices
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
-from deployctl.plan.rollout import drain_left, in_flight
 from deployctl.plan.up import UpInputs, digest_of, plan_up
 from deployctl.spec.load import load_spec_text
 from tests.plan.hostfacts import deployed
@@ -39,8 +40,8 @@ def shape(plan):
 def test_a_changed_mixed_deployment_is_replaced_one_instance_a_wave_through_the_router():
     before = mixed()
     plan = plan_up(mixed(seqs=16), running(before), UpInputs(drain_timeout=45, shutdown_timeout=20))
-    waves = [(stage, n) for n in (1, 2) for stage in ("drain", "stop", "workers", "contract", "answers", "route")]
-    assert shape(plan)[:12] == waves and shape(plan)[12:] == [("router", 0), ("answers", 0), ("verify", 0)]
+    waves = [(stage, n) for n in (1, 2) for stage in ("drain", "stop", "workers", "contract", "route")]
+    assert shape(plan)[:10] == waves and shape(plan)[10:] == [("router", 0), ("answers", 0), ("verify", 0)]
     assert plan.stages[[s.name for s in plan.stages].index("route")].commit
     drain = next(s for s in plan.steps if s.stage == "drain")
     assert drain.host == "tb1" and drain.commands[0].argv[-1].endswith("/remove_worker?url=http%3A%2F%2F10.200.0.11%3A9001")
@@ -50,6 +51,12 @@ def test_a_changed_mixed_deployment_is_replaced_one_instance_a_wave_through_the_
     assert ("docker", "stop", "--time", "20", "mix2-mixed-0") in [c.argv for c in stop.commands]
     answers = next(s for s in plan.steps if s.stage == "answers")
     assert [p.name for p in answers.actions[0].paths] == ["mix2-mixed-0", "mix2-mixed-1"]  # with one left alone
+    # one token a wave, asked beside the contract check; the whole --answer-tokens check once, after the waves
+    contract = next(s for s in plan.stages if s.name == "contract" and s.wave == 1)
+    assert [st.stage for st in contract.steps] == ["contract", "answers"] and answers.actions[0].tokens == 1
+    assert all(json.loads(p.body)["max_tokens"] == 1 for p in answers.actions[0].paths)
+    (last,) = [s for s in plan.steps if s.stage == "answers" and not s.wave]
+    assert last.actions[0].tokens == 8
     assert [s.action for s in plan.steps if s.stage == "router"] == ["keep"]
     doc = plan.to_json()
     assert doc["rollout"]["strategy"] == "drain" and [w["units"] for w in doc["rollout"]["waves"]] == [
@@ -105,7 +112,7 @@ def test_vllm_ascend_pd_drains_whole_groups_a_prefill_and_a_decode_a_wave():
     after = load_spec_text(text.replace("model: {served_name: tiny}", "model: {served_name: tiny, max_num_seqs: 4}"))
     assert before.front_spec.kind == "proxy"
     units = [w["units"] for w in plan_rollout_units(before, after)]
-    assert units == [["prefill group 0", "decode group 0"], ["prefill group 1", "decode group 1"]]
+    assert units == [["prefill0", "decode0"], ["prefill1", "decode1"]]
 
 
 def plan_rollout_units(before, after):
@@ -133,18 +140,6 @@ def plan_rollout_units(before, after):
     return summary["waves"]
 
 
-def test_in_flight_reads_vllm_gauges_and_says_what_remained():
-    servers = (("a", "http://x:1/metrics"), ("b", "http://x:2/metrics"), ("c", "http://x:3/metrics"))
-    text = ("== http://x:1/metrics\n# HELP vllm:num_requests_running x\n"
-            'vllm:num_requests_running{engine="0",model_name="m"} 2.0\n'
-            'vllm:num_requests_waiting{engine="0",model_name="m"} 1.0\n'
-            "== http://x:2/metrics\nvllm:num_requests_running 0.0\nvllm:num_requests_waiting 0.0\n"
-            "== http://x:3/metrics\n!! no answer\n")
-    counts = in_flight(text, servers)
-    assert counts == {"a": 3.0, "b": 0.0, "c": None}
-    assert drain_left(counts) == "a: 3 request(s); c: its /metrics did not answer"
-
-
 def test_plan_says_the_strategy_each_wave_and_the_gap():
     from deployctl.ui import rollout_lines
 
@@ -170,13 +165,13 @@ def test_a_single_instance_with_a_free_card_surges_so_something_always_serves():
     facts["tb1"] = replace(facts["tb1"], layout=HostLayout(tuple(range(8)), False),
                            listening=Listening(frozenset({8000, 9001, 10001}), (32768, 60999)))
     plan = plan_up(after, facts, UpInputs())
-    assert shape(plan)[:10] == [(s, 1) for s in ("surge", "route", "drain", "stop", "workers", "contract", "answers",
-                                                 "route", "drain", "stop")]
+    assert shape(plan)[:9] == [(s, 1) for s in ("surge", "route", "drain", "stop", "workers", "contract", "route",
+                                                "drain", "stop")]
     (surge,) = [s for s in plan.steps if s.stage == "surge"]
     run = surge.commands[-1].argv
     assert surge.container == "mix2-mixed-0-surge" and run[run.index("--device") + 1] == "/dev/davinci1"
     assert "10002" in run and surge.health.port == 10002  # 10001 is taken on the host
-    assert [s.commit for s in plan.stages if s.wave] == [False] * 9 + [True]
+    assert [s.commit for s in plan.stages if s.wave] == [False] * 8 + [True]
     wave = plan.rollout["waves"][0]
     assert wave["surge"] == ["mix2-mixed-0-surge on tb1 devices 1 port 10002"] and "gap" not in plan.rollout
     assert plan_up(after.__class__(**{**after.__dict__, "rollout": before.rollout}), facts, UpInputs()).rollout[
@@ -211,3 +206,62 @@ def test_the_front_seam_drains_a_whole_unit_for_a_restart_outside_up():
     assert back.actions[0].keys == ("10.200.0.11:9002",)
     no_front = load_spec_text(MIXED.replace("  front: %s\n", ""))
     assert front_steps(no_front, ("mix2-mixed-1",), reach(no_front)) is None
+
+
+def test_a_vllm_ascend_dp_group_surges_whole_as_a_new_group_on_free_cards_before_it_drains():
+    """max_surge for the P/D shape: each wave's first group starts again as a new group (its own index, so its own
+    engine id, and free API, kv and rpc ports) on cards free on its host, goes into the proxy, and only then is the
+    old group drained; after the wave the surge group is drained and removed."""
+    from deployctl.plan.containers import docker_run
+    from deployctl.plan.front import reach
+    from deployctl.plan.rollout import Spare, plan_rollout
+    from deployctl.plan.up import desired_containers, plan_containers
+    from deployctl.plan.upstream import HostNetwork
+
+    text = (UPSTREAM_PD % "proxy: {host: tb1, port: 8000}").replace(
+        "  prefill: [{hosts: [tb1], dp: 2, tp: 1, port: 9100, devices: [0, 1]}]\n"
+        "  decode: [{hosts: [tb1], dp: 2, tp: 1, port: 9200, devices: [2, 3]}]\n",
+        "  prefill:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9100, devices: [0]}\n"
+        "    - {hosts: [tb1], dp: 1, tp: 1, port: 9110, devices: [1]}\n"
+        "  decode:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9200, devices: [2]}\n"
+        "    - {hosts: [tb1], dp: 1, tp: 1, port: 9210, devices: [3]}\n")
+    before = load_spec_text(text)
+    after = load_spec_text(text.replace("model: {served_name: tiny}", "model: {served_name: tiny, max_num_seqs: 4}")
+                           + "rollout: {max_surge: 1}\n")
+    networks = {"tb1": HostNetwork("10.200.0.11", "eth0", 8)}
+    out = []
+    for instance in before.instances:
+        container = container_for(before, instance, None, networks)
+        labels = {LABEL_DEPLOYMENT: before.name, LABEL_DIGEST: digest_of(container, IMAGE, None, before)}
+        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
+                                    (), tuple(instance.devices), (), state="running", image_id=IMAGE, image="img"))
+    facts = {"tb1": deployed(tuple(out), IMAGE).deployed}
+    stages = plan_containers(after, facts, None, None, desired_containers(after, None, networks))
+    runs = {}
+
+    def surge_container(instance):
+        container = container_for(after, instance, None, networks)
+        runs[instance.name] = container
+        return Command(docker_run(container, "surge")), None
+
+    from deployctl.core import Command
+
+    spare = {"tb1": Spare((4, 5, 6, 7), frozenset({8000, 9100, 9110, 9200, 9210}))}
+    planned, summary = plan_rollout(after, stages, facts, reach(after, networks), spare=spare,
+                                    surge_container=surge_container)
+    # a wave's surge group is gone when the wave ends: the next one starts on the same free card
+    assert [w["surge"] for w in summary["waves"]] == [
+        ["pd-prefill0-r0-surge on tb1 devices 4 port 10100"], ["pd-prefill1-r0-surge on tb1 devices 4 port 10110"]]
+    first = [(s.name, s.wave) for s in planned if s.wave == 1]
+    assert first[:3] == [("surge", 1), ("route", 1), ("drain", 1)] and first[-2:] == [("drain", 1), ("stop", 1)]
+    argv = runs["pd-prefill0-r0-surge"].command
+    config = json.loads(argv[argv.index("--kv-transfer-config") + 1])
+    assert config["engine_id"] == "pd-prefill4" and config["kv_role"] == "kv_producer"
+    assert "--port" in argv and argv[argv.index("--port") + 1] == "10100"
+    put = next(s for s in planned if s.name == "route" and s.wave == 1).steps[0]
+    assert put.commands[0].argv[-2] == '{"type":"prefill","instances":["10.200.0.11:10100"]}'
+    # its rpc and kv ports are its own, clear of every group of the spec
+    spec_ports = {p for i in after.instances if i.server for p in (i.server.group.data_parallel_rpc_port,
+                                                                   i.server.kv_port)}
+    mine = runs["pd-prefill0-r0-surge"].instance.server
+    assert mine.group.data_parallel_rpc_port not in spec_ports and mine.kv_port not in spec_ports

@@ -81,8 +81,15 @@ def test_decode_model_change_replaces_only_decode():
     replaced = {c for (stage, c), a in actions(plan).items() if a == "replace"}
     assert replaced == {"llama2-13b-pd-decode-0"}
     stop = next(step for step in plan.steps if step.stage == "stop")
-    assert [c.argv[:2] for c in stop.commands] == [("docker", "rm"), ("docker", "stop"), ("docker", "rename")]
+    assert [c.argv[:2] for c in stop.commands] == [("docker", "stop"), ("docker", "rename")]
     assert stop.commands[-1].argv[-1] == "llama2-13b-pd-decode-0.previous"
+    # an old `.previous` left on the host (the facts list it) is removed before the rename
+    old = container_fact("id-old", "llama2-13b-pd-decode-0.previous", "exited", "sha256:img", {})
+    plan = plan_up(changed, facts_for(changed, rts, before + [old], hashes={**file_hashes(s, rts),
+                                                                           **env_hashes(s, rts)}), UpInputs(rts))
+    stop = next(step for step in plan.steps if step.stage == "stop")
+    assert [c.argv[:2] for c in stop.commands] == [("docker", "rm"), ("docker", "stop"), ("docker", "rename")]
+    assert stop.commands[0].argv[-1] == "llama2-13b-pd-decode-0.previous"
 
 
 def test_exited_container_is_recreated():
