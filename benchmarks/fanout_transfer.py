@@ -146,7 +146,7 @@ def make_image(bed, size: int) -> None:
     bed.run_on("tb1", [images.docker_cli(), "import", "-", IMAGE], input=blob.getvalue(), timeout=600)
 
 
-def ship_timed(bed, targets: list[str], chained: bool) -> tuple[float, int]:
+def ship_timed(bed, targets: list[str], chained: bool, trace: dict | None = None) -> tuple[float, int]:
     from deployctl.image.ship import _check_ids, _ship_direct, ship_image
     from deployctl.spec.model import Host, SshSettings
     from deployctl.transport.connect import close_all, open_transports
@@ -164,7 +164,7 @@ def ship_timed(bed, targets: list[str], chained: bool) -> tuple[float, int]:
         before = class_bytes("1:20")
         started = time.monotonic()
         if chained:
-            ship_image(IMAGE, source, sinks)
+            ship_image(IMAGE, source, sinks, trace=trace)
         else:
             _ship_direct(IMAGE, source, sinks)
             _check_ids(IMAGE, source, sinks)  # the same check the chain makes, in both timings
@@ -197,13 +197,66 @@ def local_loads_timed(bed, targets: list[str]) -> float:
     return time.monotonic() - started
 
 
+def paced_loads_timed(bed, targets: list[str], mbit: int) -> float:
+    """The floor any stream to these hosts has on this machine: each target's `docker load` fed its local copy of
+    the image at the capped rate, all at once, as if the stream reached every host at full speed with no relay,
+    SSH or ID check in the way. What it takes over one host is what the hosts' shared CPUs and disk cost."""
+    import threading
+
+    from tests.testbed import images
+
+    for name in targets:
+        bed.docker_on(name, "image", "rm", IMAGE, check=False)
+    rate = mbit * 1e6 / 8
+    failures = []
+
+    def load(name, started):
+        host = bed.host(name)
+        proc = subprocess.Popen([images.docker_cli(), "-H", f"unix://{host.docker_socket}", "load"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        sent = 0
+        with open(host.dir / "srv" / "bench-fanout-image.tar", "rb") as tar:
+            for chunk in iter(lambda: tar.read(256 * 1024), b""):
+                ahead = started + (sent + len(chunk)) / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)  # hold the rate the cap allows
+                proc.stdin.write(chunk)
+                sent += len(chunk)
+        proc.stdin.close()
+        if proc.wait():
+            failures.append(name)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=load, args=(n, started)) for n in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise SystemExit(f"paced docker load failed on {failures}")
+    return time.monotonic() - started
+
+
+def print_trace(trace: dict, targets: list[str]) -> None:
+    """Each hop's events, seconds since the ship started (image_relay.py's T lines)."""
+    events = ("upstream", "first_byte", "last_byte", "next_done", "load_fed", "load_done", "done")
+    print("    hop  " + " ".join(f"{e:>10}" for e in events), flush=True)
+    for name in targets:
+        row = trace.get(name, {})
+        print(f"    {name:<4} " + " ".join(f"{row[e]:>10.2f}" if e in row else f"{'-':>10}" for e in events),
+              flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mbit", type=int, default=200)
     parser.add_argument("--weights-mib", type=int, default=512)
     parser.add_argument("--image-mib", type=int, default=128)
     parser.add_argument("--skip", default="", help="weights or image")
+    parser.add_argument("--only", choices=("weights", "image"), help="run only this part")
     args = parser.parse_args()
+    if args.only:
+        args.skip = "image" if args.only == "weights" else "weights"
     from tests.testbed import Testbed
 
     bed = Testbed(9).up(9)  # tb1 is the image's source; tb2..tb9 its targets (and tb1..tb8 the weights')
@@ -239,10 +292,17 @@ def main() -> int:
             for count in COUNTS:
                 targets = [h.name for h in bed.hosts[1:1 + count]]
                 for chained in (True, False):
-                    seconds, sent = ship_timed(bed, targets, chained)
+                    trace: dict = {}
+                    seconds, sent = ship_timed(bed, targets, chained, trace)
                     rows.append(("image", "chain" if chained else "direct", count, seconds, sent, size))
                     print(f"image {'chain' if chained else 'direct'} {count} host(s): {seconds:.2f} s, "
                           f"control machine sent {sent / MIB:.1f} MiB ({sent / size:.3f}x the image)", flush=True)
+                    if trace:
+                        print_trace(trace, targets)
+                seconds = paced_loads_timed(bed, targets, args.mbit)
+                rows.append(("image", "paced", count, seconds, 0, size))
+                print(f"image: `docker load` fed from local disk at {args.mbit} Mbit/s on {count} host(s) at once "
+                      f"(no network): {seconds:.2f} s", flush=True)
                 seconds = local_loads_timed(bed, targets)
                 rows.append(("image", "local", count, seconds, 0, size))
                 print(f"image: `docker load -i` from local disk on {count} host(s) at once (no network): "
