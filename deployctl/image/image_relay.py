@@ -15,6 +15,7 @@ not stop the local load. Stderr also carries `T <event> <unix time>` lines (when
 last byte, when the next hop had all of it, when `docker load` had read all of it and when it finished), which
 ship.py turns into the per-hop trace."""
 
+import errno
 import hmac
 import json
 import os
@@ -32,6 +33,7 @@ RETRY_MAX = 0.1  # longest pause between tries while the next host's listener is
 # The most the spool holds (and puts on the host's disk): how far this host's `docker load` may fall behind the
 # stream before the chain waits for it. Larger than most images, so in practice a load never stalls the chain.
 SPOOL_BYTES = 8 << 30
+GUARD = 64 << 20
 
 
 def stamp(event):
@@ -121,6 +123,10 @@ class Spool(object):
         self.file = tempfile.TemporaryFile(dir=directory, prefix="deployctl-image-")
         self.fd = self.file.fileno()
         self.capacity = capacity
+        # sendfile() hands the spool's pages to the socket or pipe by reference: they must not be written over
+        # while queued there. With a ring of at least 4 GUARDs, the writer stays GUARD (far more than any socket
+        # or pipe buffer) behind the slowest reader; a smaller ring copies instead.
+        self.guard = GUARD if capacity >= 4 * GUARD else 0
         self.offsets = [0] * readers  # where each reader is; None once it has stopped
         self.size = 0
         self.ended = False
@@ -135,9 +141,9 @@ class Spool(object):
         view = memoryview(data)
         while view:
             with self.cond:
-                while self.size - self._slowest() >= self.capacity:
+                while self.size - self._slowest() >= self.capacity - self.guard:
                     self.cond.wait()  # the ring is full: wait for the slowest reader
-                room = self.capacity - (self.size - self._slowest())
+                room = self.capacity - self.guard - (self.size - self._slowest())
                 position = self.size % self.capacity
                 count = min(len(view), room, self.capacity - position)
             done = 0
@@ -154,9 +160,11 @@ class Spool(object):
             self.ended, self.aborted = True, aborted
             self.cond.notify_all()
 
-    def follow(self, reader, sink):
-        """Call sink(data) with the whole stream, in order, as it arrives; returns at its end (IOError if the
-        stream broke). A reader that stops, either way, no longer holds the writer back."""
+    def follow(self, reader, out):
+        """Copy the whole stream, in order, as it arrives, into file descriptor `out` (a socket or a pipe); returns
+        at its end (IOError if the stream broke). The kernel copies from the spool's pages (sendfile), so the bytes
+        never pass through this process. A reader that stops, either way, no longer holds the writer back."""
+        copy = self._sendfile if self.guard else self._copy
         try:
             while True:
                 with self.cond:
@@ -169,15 +177,31 @@ class Spool(object):
                         raise IOError("the stream broke upstream")
                     return
                 position = offset % self.capacity
-                data = os.pread(self.fd, min(CHUNK, size - offset, self.capacity - position), position)
-                if not data:
+                count = min(CHUNK, size - offset, self.capacity - position)
+                try:
+                    sent = copy(out, position, count)
+                except OSError as exc:
+                    if copy is not self._sendfile or exc.errno not in (errno.EINVAL, errno.ENOSYS):
+                        raise
+                    copy = self._copy  # this kernel cannot sendfile into `out`
+                    sent = copy(out, position, count)
+                if sent <= 0:
                     raise IOError("the spool is shorter than written")
-                sink(data)
                 with self.cond:
-                    self.offsets[reader] = offset + len(data)
+                    self.offsets[reader] = offset + sent
                     self.cond.notify_all()
         finally:
             self.retire(reader)
+
+    def _sendfile(self, out, position, count):
+        return os.sendfile(out, self.fd, position, count)
+
+    def _copy(self, out, position, count):
+        data = os.pread(self.fd, count, position)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view):]
+        return len(data)
 
     def retire(self, reader):
         """This reader reads no more (done, failed, or the next hop that never connected)."""
@@ -206,7 +230,7 @@ def send_on(spool, reader, following, token, deadline, failed):
         return
     stamp("next_connected")
     try:
-        spool.follow(reader, nxt.sendall)
+        spool.follow(reader, nxt.fileno())
         nxt.shutdown(socket.SHUT_WR)  # the end of the stream for the next host, whatever this host's load does
         stamp("next_done")
     except (IOError, OSError) as exc:
@@ -222,7 +246,7 @@ def send_on(spool, reader, following, token, deadline, failed):
 def feed_load(spool, reader, load, failed):
     """This host's `docker load`: follow the spool into its stdin, then close it (kill it if the stream broke)."""
     try:
-        spool.follow(reader, load.stdin.write)
+        spool.follow(reader, load.stdin.fileno())
         load.stdin.close()
         stamp("load_fed")
     except (IOError, OSError) as exc:
@@ -261,7 +285,7 @@ def main():
         sender.daemon = True
         sender.start()
     load = subprocess.Popen(["docker", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, bufsize=0)
     loader = threading.Thread(target=feed_load, args=(spool, 0, load, failed))
     loader.daemon = True
     loader.start()

@@ -57,8 +57,8 @@ def ship_image(image: str, source: Transport, targets: Sequence[Transport],
                 done = _ship_direct(image, source, targets)  # a layer went missing meanwhile: send it whole
         else:
             done, missed = _ship_chain(image, source, targets, held.result, trace)
-        if missed:
-            done.update(_ship_direct(image, source, [t for t in targets if t.name in missed]))
+            if missed:
+                done.update(_ship_direct(image, source, [t for t in targets if t.name in missed]))
     _check_ids(image, source, targets)
     return done
 

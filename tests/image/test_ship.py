@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from deployctl.image.ship import _events, _held_layers
+from deployctl.image.ship import _events, _held_layers, ship_image
 from tests.fakes.transport import FakeTransport
 
 A, B, C, X = ("sha256:" + ch * 64 for ch in "abcx")
@@ -44,3 +44,25 @@ def test_the_relays_event_lines_become_seconds_and_the_rest_stays_for_the_error(
     events, rest = _events("T start 100.5\nF skipped 10.0.0.3:29472\nT last_byte 103.25\n", 100.0)
     assert events == {"start": 0.5, "last_byte": 3.25}
     assert rest == "F skipped 10.0.0.3:29472"
+
+
+class _Recording(FakeTransport):
+    """A FakeTransport that keeps the streams it opened."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.streams = []
+
+    def open_stream(self, command):
+        self.streams.append(super().open_stream(command))
+        return self.streams[-1]
+
+
+def test_one_target_gets_the_save_stream_straight_into_its_load_and_its_image_id_checked():
+    source = _Recording("src", {r"docker version": f"28.2.2\n{json.dumps([A])}\n", r"docker save": "ARCHIVE",
+                                r"\{\{\.Id\}\}": "sha256:1\n"})
+    target = _Recording("t1", {r"docker info": f"{OVERLAY}\n", r"\{\{\.Id\}\}": "sha256:1\n"})
+
+    assert list(ship_image("img:1", source, [target])) == ["t1"]
+    assert [c.argv for c in target.ran if c.argv[0] == "docker" and c.argv[1] == "load"] == [("docker", "load")]
+    assert bytes(target.streams[0].written) == b"ARCHIVE"
