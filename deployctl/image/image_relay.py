@@ -290,15 +290,18 @@ def main():
     loader.daemon = True
     loader.start()
     received = 0
+    buffer = bytearray(CHUNK)  # one buffer for every read: no fresh megabyte per chunk
+    view = memoryview(buffer)
+    source = upstream.recv_into if upstream is not None else stdin.readinto1
     try:
         while True:
-            data = upstream.recv(CHUNK) if upstream is not None else stdin.read1(CHUNK)
-            if not data:
+            count = source(view)
+            if not count:
                 break
             if not received:
                 stamp("first_byte")
-            received += len(data)
-            spool.append(data)
+            received += count
+            spool.append(view[:count])
     except (IOError, OSError) as exc:
         failed["upstream"] = str(exc)
     stamp("last_byte")
