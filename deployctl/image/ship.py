@@ -48,11 +48,10 @@ def ship_image(image: str, source: Transport, targets: Sequence[Transport],
         # Which layers the targets hold is asked while the chain's relays start; the stream waits for the answer.
         held = pool.submit(_held_layers, image, source, targets)
         if len(targets) < 2 or any(t.address in (None, "", "local") for t in targets):
-            skip = held.result()
             try:
-                done = _ship_direct(image, source, targets, skip)
+                done = _ship_direct(image, source, targets, held.result)
             except HostError:
-                if not skip:
+                if not held.result():
                     raise
                 done = _ship_direct(image, source, targets)  # a layer went missing meanwhile: send it whole
         else:
@@ -166,10 +165,12 @@ def _ship_chain(image: str, source: Transport, targets: Sequence[Transport],
         missed[head.name] = error.message
         sink = None
     if sink is not None:
-        skipped = skip()
+        # `docker save` starts while the held layers are still being asked (it writes the image out before its
+        # first byte); nothing is read from it before the answer.
         save = source.open_stream(Command(("docker", "save", image)))
         try:
             sink.write(_relay_stdin(token, None, hops[1:]))
+            skipped = skip()
             broken = None
             for chunk in filtered(iter(lambda: save.read(_CHUNK), b""), skipped):
                 if broken is None:
@@ -208,9 +209,9 @@ def _check_ids(image: str, source: Transport, targets: Sequence[Transport]) -> N
 
 
 def _ship_direct(image: str, source: Transport, targets: Sequence[Transport],
-                 skip: frozenset[str] = frozenset()) -> dict[str, float]:
+                 skip: Callable[[], frozenset[str]] = frozenset) -> dict[str, float]:
     """One `docker save` fanned out from the control machine to every target's `docker load` at once (the layers
-    in `skip` emptied)."""
+    `skip()` names emptied; asked once the streams are open)."""
     from deployctl.image.layers import filtered
 
     started = time.monotonic()
@@ -219,7 +220,7 @@ def _ship_direct(image: str, source: Transport, targets: Sequence[Transport],
     errors: dict[str, str] = {}
     done: dict[str, float] = {}
     try:
-        for chunk in filtered(iter(lambda: save.read(_CHUNK), b""), skip):
+        for chunk in filtered(iter(lambda: save.read(_CHUNK), b""), skip()):
             _send_all(chunk, sinks, errors)
         code, _, source_err = save.finish()
         if code != 0:
