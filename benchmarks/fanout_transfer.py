@@ -10,8 +10,11 @@ counters say what the store and the control machine sent.
   sharing taken out, as before issue 32).
 - image: a --image-mib image (one random layer, `docker import`ed on tb1, on no other host) shipped from tb1 to
   N other hosts by `ship_image` (chain) and `_ship_direct` (one `docker save` fanned out by the control machine);
-  and, as the floor the machine's CPUs set, `docker load -i` of the same tar from each target's own disk, all at
-  once (`local`: no network at all).
+  and two floors with no network, relay, SSH or ID check at all: `paced`, each target's `docker load` fed the
+  same tar from its own disk at --mbit, all at once (what any stream to N hosts at that rate costs on this
+  machine: the best a chain can do), and `local`, `docker load -i` of it, all at once (the loads alone). For the
+  chain, each hop's events (image_relay.py's T lines: stream accepted, first and last byte, the next hop done,
+  its load fed and done) are printed, seconds since the ship started. `--only image` runs just this part.
 Connections are opened before the clock starts; every run starts from nothing on the targets.
 
 Run as root inside the bed lock:  flock /tmp/dctl-bed.lock python -m benchmarks.fanout_transfer [--mbit 200]

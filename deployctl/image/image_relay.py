@@ -117,7 +117,9 @@ class Spool(object):
     """The stream as it arrives, in an unlinked temporary file used as a ring of `capacity` bytes (nothing is left
     on the host, and never more than `capacity` on its disk): one writer appends, `readers` readers each follow
     from the start at their own pace. Unread bytes wait in the page cache or on disk, not in this process; the
-    writer waits only when the slowest reader is a whole `capacity` behind."""
+    writer waits only when the slowest reader is about a whole `capacity` behind. A write that fails (a full
+    disk) counts as a broken stream: this host and the ones after it then get the image from the control
+    machine."""
 
     def __init__(self, directory, capacity, readers):
         self.file = tempfile.TemporaryFile(dir=directory, prefix="deployctl-image-")
