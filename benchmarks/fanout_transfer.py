@@ -10,11 +10,15 @@ counters say what the store and the control machine sent.
   sharing taken out, as before issue 32).
 - image: a --image-mib image (one random layer, `docker import`ed on tb1, on no other host) shipped from tb1 to
   N other hosts by `ship_image` (chain) and `_ship_direct` (one `docker save` fanned out by the control machine);
-  and, as the floor the machine's CPUs set, `docker load -i` of the same tar from each target's own disk, all at
-  once (`local`: no network at all).
+  and two floors with no network, relay, SSH or ID check at all: `paced`, each target's `docker load` fed the
+  same tar from its own disk at --mbit, all at once (what any stream to N hosts at that rate costs on this
+  machine: the best a chain can do), and `local`, `docker load -i` of it, all at once (the loads alone). For the
+  chain, each hop's events (image_relay.py's T lines: stream accepted, first and last byte, the next hop done,
+  its load fed and done) are printed, seconds since the ship started. `--only image` runs just this part.
 Connections are opened before the clock starts; every run starts from nothing on the targets.
 
-Run as root inside the bed lock:  flock /tmp/dctl-bed.lock python -m benchmarks.fanout_transfer [--mbit 200]
+Run as root inside the bed lock:
+    flock /tmp/dctl-bed.lock python -m benchmarks.fanout_transfer [--mbit 200] [--only weights|image]
 
 Measured 2026-11-26 (this machine: 2 cores shared with other sessions' work; 200 Mbit/s caps; one round; default
 sizes: 512 MiB model, 128 MiB image; seconds, and x the same tool to 1 host; "S3/uplink" = bytes through the
@@ -25,18 +29,31 @@ capped class, x the 1-host run's, which is one copy by definition):
              2      23.51   1.03   45.45   1.99   1.000 / 2.000
              4      27.12   1.19   90.51   3.97   1.000 / 4.000
              8      25.92   1.13  180.55   7.92   1.000 / 8.000
-    image    hosts  chain   x1     direct  x1     uplink bytes chain / direct   local `docker load -i`, all at once
-             1       6.93   1.00    6.87   1.00   1.000 / 1.000                 0.81
-             2       7.37   1.06   13.39   1.95   1.000 / 1.999                 1.23
-             4       9.63   1.39   26.25   3.82   1.000 / 3.998                 2.55
-             8      12.67   1.83   51.36   7.48   1.001 / 8.385                 4.82
+    image (two runs, same code; x1 = over the same row's 1 host; "floor" = `paced`, see above)
+    run    hosts  chain  x1     direct  x1     uplink bytes chain / direct  floor  x1     local `docker load -i`
+    1      1       7.23  1.00    7.54   1.00   1.000 / 1.000                6.00   1.00   0.82
+           2       7.25  1.00   13.28   1.76   1.000 / 1.999                6.06   1.01   1.10
+           4       8.06  1.12   25.86   3.43   1.000 / 3.997                6.93   1.15   2.40
+           8      10.08  1.40   50.91   6.75   1.001 / 7.992                8.24   1.37   4.53
+    2      1       7.06  1.00    7.01   1.00   1.000 / 1.000                5.97   1.00   0.92
+           2       7.06  1.00   13.21   1.88   1.000 / 1.999                6.29   1.05   1.33
+           4       8.04  1.14   26.04   3.71   1.000 / 3.997                6.97   1.17   2.50
+           8       9.58  1.36   50.65   7.22   1.001 / 7.992                8.13   1.36   4.41
 
 Weights to 8 hosts: 1.13x one host (target <= 1.3x), the store sent one copy (target <= 1.05x). Before parts
 were streamed to peers as they landed (a peer waited for the whole part), 8 hosts took 29.43 s (1.28x): all
-parts ended at once and the copies between hosts came after. Image to 8 hosts: 1.83x one host, short of the
-1.3x target, with one copy on the control machine's uplink; the rest is the machine's 2 cores: 8 dockerds each
-registering the layer after the stream ends (`docker load -i` from local disk on 8 hosts at once takes 4.82 s
-vs 0.81 s on one, with no network at all), which real hosts, each with its own CPUs, do not share.
+parts ended at once and the copies between hosts came after.
+Image to 8 hosts: 1.36-1.40x one host (was 1.83x: 12.67 s), one copy on the control machine's uplink, and the
+same ratio as the floor (1.36-1.37x): this machine cannot do 1.3x, since 8 `docker load`s fed at the capped rate
+from local disk, with no network, relay, SSH or check at all, already take 2.2 s more than one (8 dockerds on
+2 cores registering the layer at the end; `docker load -i` alone: 4.4-4.5 s for 8 vs 0.8-0.9 s for one). The
+chain adds 0.36-0.6 s over that floor for 8 hosts: the relays' start over SSH (first byte at 0.65-0.77 s vs
+0.58 s for 2-4 hosts) and a stream 0.2-0.45 s slower while 8 loads unpack on the same cores. The per-hop trace
+shows the pipeline: every hop has the last byte within 0.02 s of the first hop (the old relay, by its code,
+passed the end of the stream on only after its own `docker load` finished, so each hop added its load's tail:
+(12.67 - 6.93) / 7 = 0.8 s per hop in the old figures), and
+the 8 loads then finish together 2.6-2.9 s later (0.7 s for one host) - the floor's tail. Real hosts, each
+with its own CPUs and disk, do not share that tail.
 """
 
 from __future__ import annotations
@@ -146,7 +163,7 @@ def make_image(bed, size: int) -> None:
     bed.run_on("tb1", [images.docker_cli(), "import", "-", IMAGE], input=blob.getvalue(), timeout=600)
 
 
-def ship_timed(bed, targets: list[str], chained: bool) -> tuple[float, int]:
+def ship_timed(bed, targets: list[str], chained: bool, trace: dict | None = None) -> tuple[float, int]:
     from deployctl.image.ship import _check_ids, _ship_direct, ship_image
     from deployctl.spec.model import Host, SshSettings
     from deployctl.transport.connect import close_all, open_transports
@@ -164,7 +181,7 @@ def ship_timed(bed, targets: list[str], chained: bool) -> tuple[float, int]:
         before = class_bytes("1:20")
         started = time.monotonic()
         if chained:
-            ship_image(IMAGE, source, sinks)
+            ship_image(IMAGE, source, sinks, trace=trace)
         else:
             _ship_direct(IMAGE, source, sinks)
             _check_ids(IMAGE, source, sinks)  # the same check the chain makes, in both timings
@@ -197,13 +214,66 @@ def local_loads_timed(bed, targets: list[str]) -> float:
     return time.monotonic() - started
 
 
+def paced_loads_timed(bed, targets: list[str], mbit: int) -> float:
+    """The floor any stream to these hosts has on this machine: each target's `docker load` fed its local copy of
+    the image at the capped rate, all at once, as if the stream reached every host at full speed with no relay,
+    SSH or ID check in the way. What it takes over one host is what the hosts' shared CPUs and disk cost."""
+    import threading
+
+    from tests.testbed import images
+
+    for name in targets:
+        bed.docker_on(name, "image", "rm", IMAGE, check=False)
+    rate = mbit * 1e6 / 8
+    failures = []
+
+    def load(name, started):
+        host = bed.host(name)
+        proc = subprocess.Popen([images.docker_cli(), "-H", f"unix://{host.docker_socket}", "load"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        sent = 0
+        with open(host.dir / "srv" / "bench-fanout-image.tar", "rb") as tar:
+            for chunk in iter(lambda: tar.read(256 * 1024), b""):
+                ahead = started + (sent + len(chunk)) / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)  # hold the rate the cap allows
+                proc.stdin.write(chunk)
+                sent += len(chunk)
+        proc.stdin.close()
+        if proc.wait():
+            failures.append(name)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=load, args=(n, started)) for n in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise SystemExit(f"paced docker load failed on {failures}")
+    return time.monotonic() - started
+
+
+def print_trace(trace: dict, targets: list[str]) -> None:
+    """Each hop's events, seconds since the ship started (image_relay.py's T lines)."""
+    events = ("upstream", "first_byte", "last_byte", "next_done", "load_fed", "load_done", "done")
+    print("    hop  " + " ".join(f"{e:>10}" for e in events), flush=True)
+    for name in targets:
+        row = trace.get(name, {})
+        print(f"    {name:<4} " + " ".join(f"{row[e]:>10.2f}" if e in row else f"{'-':>10}" for e in events),
+              flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mbit", type=int, default=200)
     parser.add_argument("--weights-mib", type=int, default=512)
     parser.add_argument("--image-mib", type=int, default=128)
     parser.add_argument("--skip", default="", help="weights or image")
+    parser.add_argument("--only", choices=("weights", "image"), help="run only this part")
     args = parser.parse_args()
+    if args.only:
+        args.skip = "image" if args.only == "weights" else "weights"
     from tests.testbed import Testbed
 
     bed = Testbed(9).up(9)  # tb1 is the image's source; tb2..tb9 its targets (and tb1..tb8 the weights')
@@ -239,10 +309,17 @@ def main() -> int:
             for count in COUNTS:
                 targets = [h.name for h in bed.hosts[1:1 + count]]
                 for chained in (True, False):
-                    seconds, sent = ship_timed(bed, targets, chained)
+                    trace: dict = {}
+                    seconds, sent = ship_timed(bed, targets, chained, trace)
                     rows.append(("image", "chain" if chained else "direct", count, seconds, sent, size))
                     print(f"image {'chain' if chained else 'direct'} {count} host(s): {seconds:.2f} s, "
                           f"control machine sent {sent / MIB:.1f} MiB ({sent / size:.3f}x the image)", flush=True)
+                    if trace:
+                        print_trace(trace, targets)
+                seconds = paced_loads_timed(bed, targets, args.mbit)
+                rows.append(("image", "paced", count, seconds, 0, size))
+                print(f"image: `docker load` fed from local disk at {args.mbit} Mbit/s on {count} host(s) at once "
+                      f"(no network): {seconds:.2f} s", flush=True)
                 seconds = local_loads_timed(bed, targets)
                 rows.append(("image", "local", count, seconds, 0, size))
                 print(f"image: `docker load -i` from local disk on {count} host(s) at once (no network): "

@@ -8,7 +8,7 @@ import pytest
 import deployctl
 
 PACKAGE = Path(deployctl.__file__).parent
-PURE = ["spec", "facts", "plan", "ranktable", "monitor", "image/plan.py", "image/inputs.py", "image/package.py",
+PURE = ["spec", "facts", "plan", "ranktable", "monitor", "image/plan.py", "image/inputs.py", "image/package.py", "image/layers.py",
         "weights/manifest.py", "weights/source.py", "bench/metrics.py", "bench/stats.py", "bench/slo.py", "bench/search.py", "bench/telemetry.py", "bench/knee.py", "bench/http_parse.py",
         "doctor/report.py", "doctor/targets.py", "diagnose/plan.py", "diagnose/bundle.py", "diagnose/redact.py",
         "diagnose/signatures.py", "export", "servers"]

@@ -8,7 +8,6 @@ stream through the control machine instead, verified the same way."""
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 import time
@@ -88,11 +87,9 @@ def _pack(copy: CacheCopy) -> tuple[str, ...]:
 
 
 def _relay_stdin(job: dict) -> Secret:
-    from deployctl.image.ship import relay_program
+    from deployctl.image.ship import relay_stdin
 
-    program = relay_program()
-    return Secret(str(len(program)).encode() + b"\n" + program + json.dumps(job).encode() + b"\n",
-                  "compile cache relay (chain token)")
+    return Secret(relay_stdin(job), "compile cache relay (chain token)")
 
 
 def _counted(stderr: str) -> tuple[int, str]:
@@ -107,7 +104,7 @@ def _counted(stderr: str) -> tuple[int, str]:
 def _chain(source: Transport, copy: CacheCopy, targets: Sequence[Transport],
            port: int) -> tuple[dict[str, Copied], dict[str, str]]:
     """The source's `tar` along a chain of the targets; (what each target it served got, target -> why not)."""
-    from deployctl.image.ship import BOOT, CHAIN_WAIT_S
+    from deployctl.image.ship import BOOT, CHAIN_WAIT_S, relay_events
 
     token = secrets.token_urlsafe(32)
     hops = [[t.address, port] for t in targets]
@@ -123,7 +120,8 @@ def _chain(source: Transport, copy: CacheCopy, targets: Sequence[Transport],
                **({"source": list(_pack(copy))} if head else {})}
         try:
             result = host.run(Command(("python3", "-c", BOOT), stdin=_relay_stdin(job)), timeout=None)
-            code, said, err = result.exit_code, (result.stderr or result.stdout)[-2000:], result.stderr
+            _, rest = relay_events(result.stderr, 0.0)
+            code, said, err = result.exit_code, (rest or result.stdout)[-2000:], result.stderr
         except HostError as error:
             code, said, err = 1, error.message, ""
         with lock:

@@ -4,7 +4,9 @@ To one target, straight into its `docker load`. To several, as a chain: the cont
 to the first target, whose relay (image_relay.py) loads it and passes the same bytes on to the next target over
 the cluster network, and so on; the control machine's uplink carries one copy whatever the number of targets.
 Targets the chain did not serve get the image straight from the control machine, as with one target. Each target's
-image ID is checked against the source's afterwards."""
+image ID is checked against the source's afterwards. Layers every target already holds travel as empty files
+(deployctl/image/layers.py); a target whose load fails that way gets the whole image straight from the control
+machine."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import secrets
 import threading
 import time
 from importlib import resources
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from deployctl.core import Command, Secret
 from deployctl.errors import HostError
@@ -34,44 +36,123 @@ def relay_program() -> bytes:
     return resources.files("deployctl.image").joinpath("image_relay.py").read_bytes()
 
 
-def ship_image(image: str, source: Transport, targets: Sequence[Transport]) -> dict[str, float]:
-    """Load `image` from `source` into every target; returns seconds per target host."""
+def ship_image(image: str, source: Transport, targets: Sequence[Transport],
+               trace: dict[str, dict[str, float]] | None = None) -> dict[str, float]:
+    """Load `image` from `source` into every target; returns seconds per target host. With `trace`, each chain
+    hop's events (see image_relay.py) go into it, as seconds since the ship started by the hosts' clocks."""
+    from concurrent.futures import ThreadPoolExecutor
+
     if not targets:
         return {}
-    if len(targets) < 2 or any(t.address in (None, "", "local") for t in targets):
-        done = _ship_direct(image, source, targets)
-    else:
-        done, missed = _ship_chain(image, source, targets)
-        if missed:
-            done.update(_ship_direct(image, source, [t for t in targets if t.name in missed]))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # Which layers the targets hold is asked while the chain's relays start; the stream waits for the answer.
+        held = pool.submit(_held_layers, image, source, targets)
+        if len(targets) < 2 or any(t.address in (None, "", "local") for t in targets):
+            try:
+                done = _ship_direct(image, source, targets, held.result)
+            except HostError:
+                if not held.result():
+                    raise
+                done = _ship_direct(image, source, targets)  # a layer went missing meanwhile: send it whole
+        else:
+            done, missed = _ship_chain(image, source, targets, held.result, trace)
+            if missed:
+                done.update(_ship_direct(image, source, [t for t in targets if t.name in missed]))
     _check_ids(image, source, targets)
     return done
 
 
-def _relay_stdin(token: str, listen, following) -> bytes:
+# One SSH command per host. The source: its engine's version (before 25, `docker save` names layers by v1 ID,
+# not by diff ID, and none can be left out), then the image's layers. A target: its engine's kind, then the layer
+# lists of every image it holds.
+_SOURCE = ("docker version --format '{{.Server.Version}}' && "
+           "docker image inspect --format '{{json .RootFS.Layers}}' \"$1\"")
+_HELD = ("docker info --format '{{.Driver}} {{json .DriverStatus}}' && "
+         "docker image inspect --format '{{json .RootFS.Layers}}' $(docker image ls --all --quiet --no-trunc)")
+LAYER_NAMES_SINCE = 25  # the Docker release whose `docker save` names each layer blobs/sha256/<diff ID>
+
+
+def _held_layers(image: str, source: Transport, targets: Sequence[Transport]) -> frozenset[str]:
+    """Diff IDs of the image's layers every target already holds: none when the source's `docker save` does not
+    name layers by diff ID, or when any target's engine might check the layers it is sent (the containerd image
+    store imports every blob by its digest)."""
+    from deployctl.fanout import on_hosts
+    from deployctl.image.layers import held_prefix, skippable
+
+    def lines(transport: Transport, command: Command) -> list[str]:
+        result = transport.run(command, timeout=60)
+        return [line for line in result.stdout.splitlines() if line.strip()] if result.ok else []
+
+    def held(transport: Transport) -> list[list[str]]:
+        found = lines(transport, Command(("sh", "-c", _HELD)))
+        if not found or "containerd" in found[0]:
+            return []
+        return [json.loads(line) or [] for line in found[1:]]
+
+    try:
+        mine = lines(source, Command(("sh", "-c", _SOURCE, "sh", image)))
+        if len(mine) != 2 or int(mine[0].split(".")[0]) < LAYER_NAMES_SINCE:
+            return frozenset()
+        layers = json.loads(mine[1]) or []
+        theirs = on_hosts({t.name: t for t in targets}, held)
+    except (HostError, ValueError):
+        return frozenset()  # not knowing only costs the bytes
+    if not layers:
+        return frozenset()
+    return skippable(layers, min(held_prefix(layers, images) for images in theirs.values()))
+
+
+def relay_stdin(job: dict) -> bytes:
+    """What a relay reads first: its program (length-prefixed), then its job as one JSON line."""
     program = relay_program()
-    job = {"token": token, "listen": listen, "next": following, "wait": CHAIN_WAIT_S}
     return str(len(program)).encode() + b"\n" + program + json.dumps(job).encode() + b"\n"
 
 
-def _ship_chain(image: str, source: Transport, targets: Sequence[Transport]) -> tuple[dict[str, float], dict]:
-    """The chain; (seconds per target it served, target -> why it did not)."""
+def _job(token: str, listen, following) -> dict:
+    return {"token": token, "listen": listen, "next": following, "wait": CHAIN_WAIT_S}
+
+
+def relay_events(stderr: str, since: float) -> tuple[dict[str, float], str]:
+    """The relay's `T <event> <unix time>` lines as seconds since `since`, and the rest of its stderr."""
+    events, rest = {}, []
+    for line in stderr.splitlines():
+        word = line.split()
+        if len(word) == 3 and word[0] == "T":
+            try:
+                events[word[1]] = float(word[2]) - since
+                continue
+            except ValueError:
+                pass
+        rest.append(line)
+    return events, "\n".join(rest)
+
+
+def _ship_chain(image: str, source: Transport, targets: Sequence[Transport],
+                skip: Callable[[], frozenset[str]] = frozenset,
+                trace: dict[str, dict[str, float]] | None = None) -> tuple[dict[str, float], dict]:
+    """The chain; (seconds per target it served, target -> why it did not). `skip()` says which layers need not
+    travel; it is asked once the relays are starting."""
+    from deployctl.image.layers import filtered
+
     token = secrets.token_urlsafe(32)
     hops = [[t.address, CHAIN_PORT] for t in targets]
-    started = time.monotonic()
+    started, wall = time.monotonic(), time.time()
     done: dict[str, float] = {}
     missed: dict[str, str] = {}
     lock = threading.Lock()
 
     def settle(name: str, code: int, out: str, err: str) -> None:
+        events, err = relay_events(err, wall)
         with lock:
+            if trace is not None:
+                trace[name] = {**events, "done": time.monotonic() - started}
             if code == 0:
                 done[name] = time.monotonic() - started
             else:
                 missed[name] = (err or out)[-2000:]
 
     def downstream(index: int, target: Transport) -> None:
-        stdin = Secret(_relay_stdin(token, hops[index], hops[index + 1:]), "image relay (ship token)")
+        stdin = Secret(relay_stdin(_job(token, hops[index], hops[index + 1:])), "image relay (ship token)")
         try:
             result = target.run(Command(("python3", "-c", BOOT), stdin=stdin), timeout=None)
             settle(target.name, result.exit_code, result.stdout, result.stderr)
@@ -88,11 +169,14 @@ def _ship_chain(image: str, source: Transport, targets: Sequence[Transport]) -> 
         missed[head.name] = error.message
         sink = None
     if sink is not None:
+        # `docker save` starts while the held layers are still being asked (it writes the image out before its
+        # first byte); nothing is read from it before the answer.
         save = source.open_stream(Command(("docker", "save", image)))
         try:
-            sink.write(_relay_stdin(token, None, hops[1:]))
+            sink.write(relay_stdin(_job(token, None, hops[1:])))
+            skipped = skip()
             broken = None
-            for chunk in iter(lambda: save.read(_CHUNK), b""):
+            for chunk in filtered(iter(lambda: save.read(_CHUNK), b""), skipped):
                 if broken is None:
                     try:
                         sink.write(chunk)
@@ -128,15 +212,19 @@ def _check_ids(image: str, source: Transport, targets: Sequence[Transport]) -> N
                                          f"not {ids.get(source.name)} as on {source.name}", address=target.address)
 
 
-def _ship_direct(image: str, source: Transport, targets: Sequence[Transport]) -> dict[str, float]:
-    """One `docker save` fanned out from the control machine to every target's `docker load` at once."""
+def _ship_direct(image: str, source: Transport, targets: Sequence[Transport],
+                 skip: Callable[[], frozenset[str]] = frozenset) -> dict[str, float]:
+    """One `docker save` fanned out from the control machine to every target's `docker load` at once (the layers
+    `skip()` names emptied; asked once the streams are open)."""
+    from deployctl.image.layers import filtered
+
     started = time.monotonic()
     sinks = {t.name: t.open_stream(Command(("docker", "load"))) for t in targets}
     save = source.open_stream(Command(("docker", "save", image)))
     errors: dict[str, str] = {}
     done: dict[str, float] = {}
     try:
-        for chunk in iter(lambda: save.read(_CHUNK), b""):
+        for chunk in filtered(iter(lambda: save.read(_CHUNK), b""), skip()):
             _send_all(chunk, sinks, errors)
         code, _, source_err = save.finish()
         if code != 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +13,14 @@ import threading
 import time
 from pathlib import Path
 
-from deployctl.image.ship import BOOT, _relay_stdin, relay_program
+import pytest
+
+from deployctl.image.ship import BOOT, _job, relay_program, relay_stdin
+
+
+def _relay_stdin(token, listen, following):
+    return relay_stdin(_job(token, listen, following))
+
 
 RELAY = Path(__file__).resolve().parents[2] / "deployctl" / "image" / "image_relay.py"
 TOKEN = "ship-token"
@@ -34,9 +42,26 @@ def _fake_docker(tmp_path: Path, name: str) -> dict:
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
-def _start(tmp_path: Path, name: str, stdin: bytes) -> subprocess.Popen:
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_relay_left_behind():
+    """A failed test must not leave relays (or their `docker load`s) running."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the relay and its `docker load` (its own session)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def _start(tmp_path: Path, name: str, stdin: bytes, env: dict | None = None) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=_fake_docker(tmp_path, name))
+                            stderr=subprocess.PIPE, env=env or _fake_docker(tmp_path, name), start_new_session=True)
+    _STARTED.append(proc)
     proc.stdin.write(stdin)
     proc.stdin.close()
     proc.stdin = None  # communicate() must not flush it
@@ -115,3 +140,72 @@ def test_a_host_that_does_not_take_the_stream_is_skipped_and_the_next_one_still_
     assert b"F skipped 127.0.0.1:%d" % hops[0][1] in errors["t1"]
     for name in ("t1", "t3"):
         assert (tmp_path / f"{name}.tar").read_bytes() == data
+
+
+def _held_docker(tmp_path: Path, name: str, release: Path) -> dict:
+    """An environment whose `docker load` reads nothing until `release` exists, then copies its stdin."""
+    bin_dir = tmp_path / f"bin-{name}"
+    bin_dir.mkdir()
+    script = bin_dir / "docker"
+    script.write_text(f"#!/bin/sh\nwhile [ ! -e {release} ]; do sleep 0.02; done\n"
+                      f"cat > {tmp_path / (name + '.tar')}\necho Loaded image: test:1\n")
+    script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_a_load_that_does_not_read_never_holds_back_the_hosts_after_it(tmp_path):
+    """The head's `docker load` reads nothing until released: the next host still gets the whole stream and its
+    end, and finishes, while the head is waiting; the head's load then gets every byte from the spool."""
+    data = os.urandom(24 * (1 << 20))  # far more than pipes and socket buffers hold
+    release = tmp_path / "release"
+    port = _free_port()
+    tail = _start(tmp_path, "t2", _relay_stdin(TOKEN, ["127.0.0.1", port], []))
+    head = subprocess.Popen([sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_held_docker(tmp_path, "t1", release), start_new_session=True)
+    _STARTED.append(head)
+    stdin, head.stdin = head.stdin, None  # fed by a thread; communicate() must leave it alone
+    feeder = threading.Thread(target=lambda: (stdin.write(_relay_stdin(TOKEN, None, [["127.0.0.1", port]]) + data),
+                                              stdin.close()), daemon=True)
+    feeder.start()
+    out, err = tail.communicate(timeout=60)
+    assert tail.returncode == 0, err
+    assert head.poll() is None and not (tmp_path / "t1.tar").exists()  # the head's load is still held
+    assert (tmp_path / "t2.tar").read_bytes() == data
+    release.touch()
+    out, err = head.communicate(timeout=60)
+    assert head.returncode == 0, err
+    assert (tmp_path / "t1.tar").read_bytes() == data
+    events = [line.split()[1] for line in err.decode().splitlines() if line.startswith("T ")]
+    assert events.index("next_done") < events.index("load_fed") < events.index("load_done")
+    assert {"start", "first_byte", "last_byte", "next_connected"} <= set(events)
+
+
+def test_a_spool_smaller_than_the_image_wraps_around_and_loses_nothing(tmp_path):
+    data = os.urandom(3 * (1 << 20) + 12345)
+    port = _free_port()
+    small = b'"wait": 120, "spool_bytes": 65536'
+    tail = _start(tmp_path, "t2", _relay_stdin(TOKEN, ["127.0.0.1", port], []).replace(b'"wait": 120', small))
+    head = _start(tmp_path, "t1", _relay_stdin(TOKEN, None, [["127.0.0.1", port]]).replace(b'"wait": 120', small)
+                  + data)
+    for proc in (head, tail):
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    for name in ("t1", "t2"):
+        assert (tmp_path / f"{name}.tar").read_bytes() == data
+
+
+def test_a_stream_that_breaks_upstream_fails_the_next_host_too(tmp_path):
+    """The head's upstream ends with a reset instead of a clean end: the head fails, and so does the next host
+    (whose upstream is reset in turn), instead of loading a truncated archive as if it were whole."""
+    port, head_port = _free_port(), _free_port()
+    tail = _start(tmp_path, "t2", _relay_stdin(TOKEN, ["127.0.0.1", port], []))
+    head = _start(tmp_path, "t1", _relay_stdin(TOKEN, ["127.0.0.1", head_port], [["127.0.0.1", port]]))
+    sock = _connect(head_port, head)
+    sock.sendall(TOKEN.encode() + b"\n")
+    assert sock.recv(3) == b"ok\n"
+    sock.sendall(os.urandom(1 << 20))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")  # close = reset
+    sock.close()
+    for proc in (head, tail):
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0 and b"F the stream broke" in err, err
