@@ -198,6 +198,7 @@ class HostFacts:
     deployment_files: Optional[tuple[str, ...]] = None  # which of the deployment's own paths exist (`down`)
     layout: Optional["HostLayout"] = None  # its /dev/davinciN and /usr/local/dcmi (vllm-ascend containers)
     image_version: Optional[str] = None  # the version the spec's image names in its history (vllm-ascend)
+    front_list: Optional[Mapping[str, str]] = None  # the running front's servers (address:port -> role), its host
 
     def probe_error(self, key: str) -> Optional[str]:
         for name, message in self.probe_errors:

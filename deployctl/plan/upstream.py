@@ -132,8 +132,11 @@ def proxy_command(spec: Spec, proxy: Instance, networks: Mapping[str, HostNetwor
                   address: Optional[Callable[[Server], str]] = None) -> tuple[str, ...]:
     """The proxy's command; `address` names each server where its host's address does not (Kubernetes)."""
     servers = [i.server for i in spec.instances if i.server is not None]
-    return ("python3", PROXY_SCRIPT, "--host", "0.0.0.0", "--port", str(proxy.port),
-            *proxy_args(servers, {h: n.address for h, n in networks.items()}, address))
+    return _proxy_head(proxy) + proxy_args(servers, {h: n.address for h, n in networks.items()}, address)
+
+
+def _proxy_head(proxy: Instance) -> tuple[str, ...]:
+    return ("python3", PROXY_SCRIPT, "--host", "0.0.0.0", "--port", str(proxy.port))
 
 
 def upstream_env(instance: Instance, networks: Mapping[str, HostNetwork], profile: Optional[ServerProfile] = None,
@@ -180,4 +183,18 @@ def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mappin
         else launch_command(profile, serve_command(spec, instance, networks)),
         shm_size=None if proxy else instance.shm_size or spec.shm_size or profile.shm_size,
         image_entrypoint=True,
+        identity_command=proxy_identity(spec, instance) if proxy else None,
     )
+
+
+def proxy_identity(spec: Spec, proxy: Instance) -> Optional[tuple[str, ...]]:
+    """The proxy's command without its lists where it changes them while serving (plan/front.py): it cannot
+    start without one prefiller and one decoder (`nargs="+"`, vllm-ascend v0.23.0:examples/
+    disaggregated_prefill_v1/load_balance_proxy_server_example.py:646-649), so its argv keeps the spec's, but
+    a changed list is put to it through /instances/add|remove instead of a new proxy."""
+    from deployctl.plan.front import front_of
+
+    front = front_of(spec)
+    if front is None or not front.changes_list:
+        return None
+    return _proxy_head(proxy)
