@@ -130,3 +130,28 @@ def _keep_front(spec):
     from deployctl.plan.model import Stage, Step
 
     return Stage(spec.front.role, (Step("tb1", spec.front.role, "keep", "running", container=spec.front.name),))
+
+
+def test_a_dp_group_that_changes_its_ranks_behind_a_kept_proxy_is_recreated_whole():
+    """dp 2 -> 1 of the decode group: rank 1 retires while rank 0 is replaced; a wave would stop rank 1 while its
+    group serves (the ranks of one group fail together), so the update recreates, and says why."""
+    from deployctl.plan.front import reach
+    from deployctl.plan.rollout import plan_rollout
+    from deployctl.plan.up import desired_containers, plan_containers
+
+    before = pd(1)
+    after = load_spec_text((UPSTREAM_PD % "proxy: {host: tb1, port: 8000}").replace(
+        "decode: [{hosts: [tb1], dp: 2, tp: 1, port: 9200, devices: [2, 3]}]",
+        "decode: [{hosts: [tb1], dp: 1, tp: 1, port: 9200, devices: [2]}]"))
+    out = []
+    for instance in before.instances:
+        container = container_for(before, instance, None, NETWORKS)
+        labels = {LABEL_DEPLOYMENT: before.name, LABEL_DIGEST: digest_of(container, IMAGE, None, before)}
+        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
+                                    (), tuple(instance.devices), (), state="running", image_id=IMAGE, image="img"))
+    facts = {"tb1": deployed(tuple(out), IMAGE).deployed}
+    stages = plan_containers(after, facts, None, None, desired_containers(after, None, NETWORKS))
+    assert [s.action for st in stages for s in st.steps if s.container == after.front.name] == ["keep"]
+    planned, summary = plan_rollout(after, stages, facts, reach(after, NETWORKS))
+    assert summary["strategy"] == "recreate" and "changes its ranks" in summary["gap"]
+    assert not [s for s in planned if s.wave]
