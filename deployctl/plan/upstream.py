@@ -15,6 +15,7 @@ from deployctl.plan.dp_launch import (
     data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, launch_command, profile_flags, proxy_args,
 )
 from deployctl.servers.fields import model_values, render_flags
+from deployctl.servers.shutdown import shutdown_timeout
 from deployctl.servers.vllm_ascend import TABLE as VLLM_ASCEND_TABLE
 from deployctl.spec.dp_groups import Server, default_kv_port
 from deployctl.spec.model import EnvVar, Instance, Spec
@@ -62,7 +63,12 @@ def host_networks(spec: Spec, facts: Mapping[str, HostFacts]) -> dict[str, HostN
 
 def profile_of(spec: Spec) -> ServerProfile:
     """The server profile a vllm-ascend spec renders with (the loader chose it; else the newest)."""
-    return (spec.profile or select_profile(spec.server_version, spec.image.name)).profile
+    return choice_of(spec).profile
+
+
+def choice_of(spec: Spec):
+    """The profile choice of a vllm-ascend spec, with the version it read (the loader made it; else now)."""
+    return spec.profile or select_profile(spec.server_version, spec.image.name)
 
 
 def with_host_facts(spec: Spec, networks: Mapping[str, HostNetwork], probed: Optional[str] = None) -> Spec:
@@ -125,6 +131,7 @@ def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNet
                                                                     profile.kv_connector_module_path))
     values["@profile_flags"] = lambda so_far: profile_flags(profile, instance.role,
                                                             VLLM_SERVE + so_far + instance.extra_args)
+    values["@shutdown_timeout"] = shutdown_timeout(choice_of(spec).has_shutdown_timeout, instance.extra_args)
     return VLLM_SERVE + render_flags(VLLM_ASCEND_TABLE, values)
 
 
