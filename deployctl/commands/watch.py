@@ -29,6 +29,8 @@ class WatchState:
     observations: dict = field(default_factory=dict)  # name -> Observation
     log_since: dict = field(default_factory=dict)  # name -> docker log stamp
     restarted: dict = field(default_factory=dict)  # name -> time
+    # how the front names each host's servers (front_addresses), read at this run's first restart; never saved
+    front_names: Optional[dict] = field(default=None, compare=False, repr=False)
 
     @classmethod
     def load(cls, path: Path) -> "WatchState":
@@ -103,30 +105,29 @@ def watch_once(spec, transports, state: WatchState, args, out: "Output") -> int:
 
 
 def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
-    """Every host at once, one batch each; a host that cannot be asked shows its servers as unreachable."""
+    """Every serving host at once, one batch each, its answers made facts as every command makes them; a host
+    that cannot be asked shows its servers as unreachable."""
+    from deployctl.facts.assemble import host_facts_from
     from deployctl.fanout import on_hosts
     from deployctl.gather import run_probes
-    from deployctl.plan.watch_probes import observe, parse_answers, watch_probes
+    from deployctl.plan.watch_probes import observe, watch_probes
 
     now = time.time()
     known = {name: obs.container_id for name, obs in state.observations.items()}
+    serving = {i.host for i in spec.instances}
 
     def one(transport):
         probes = watch_probes(spec, transport.name, state.log_since, hang_timeout)
-        if not probes:
-            return {}
         try:
-            return parse_answers(run_probes(transport, probes, timeout=60 + hang_timeout))
+            return host_facts_from(run_probes(transport, probes, timeout=60 + hang_timeout))
         except DeployctlError:
             return None
 
-    answers = on_hosts(transports, one)
+    facts = on_hosts({name: t for name, t in transports.items() if name in serving}, one)
     observations = []
-    for host in transports:
-        if answers[host] == {}:
-            continue
-        observations.extend(observe(spec, host, answers[host], now, known))
-        for name, new in ((answers[host] or {}).get("new_log_lines") or {}).items():
+    for host, found in facts.items():
+        observations.extend(observe(spec, host, found, now, known))
+        for name, new in ((found.new_log_lines if found else None) or {}).items():
             if new.last:
                 state.log_since[name] = new.last
     return observations
@@ -155,6 +156,13 @@ def front_addresses(spec, transports) -> dict[str, str]:
     return reach(spec, host_networks(spec, answers))
 
 
+def front_names(spec, transports, state: WatchState) -> dict[str, str]:
+    """front_addresses, read once per run: the hosts' addresses do not change while watch runs."""
+    if state.front_names is None:
+        state.front_names = front_addresses(spec, transports)
+    return state.front_names
+
+
 def act(spec, transports, state: WatchState, restart, observations, args, out: "Output") -> str:
     """Restart one unit (or say it would): under the deploy lock, its reason in the history."""
     from deployctl.execute import Executor
@@ -169,7 +177,7 @@ def act(spec, transports, state: WatchState, restart, observations, args, out: "
         out.action(restart, "skipped", plan, f"no container seen for {', '.join(absent)}: `deployctl up` "
                                              "recreates what is missing")
         return "skipped"
-    plan = restart_plan(spec, restart, observed, front_addresses(spec, transports))
+    plan = restart_plan(spec, restart, observed, front_names(spec, transports, state))
     if args.dry_run:
         out.action(restart, "would restart", plan)
         return "would restart"

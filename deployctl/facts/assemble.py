@@ -19,6 +19,7 @@ FIELDS = {
     "deployed": "deployed", "image": "image", "weights": "weights", "bound_addresses": "bound_addresses",
     "listening": "listening", "tuning": "tuning", "liveness": "liveness", "layout": "layout",
     "image_version": "image_version", "deployment_files": "deployment_files", "compile_cache": "compile_cache",
+    "front_list": "front_list", "progress": "progress", "new_log_lines": "new_log_lines",
 }
 HCCN_FIELDS = {"hccn_ip": "ip", "hccn_link": "link", "hccn_tls": "tls"}
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the states import this module's types; annotations only, no
     from deployctl.facts.host_tuning import HostTuning
     from deployctl.facts.listening import Listening
     from deployctl.facts.liveness import Answer
+    from deployctl.facts.progress import NewLines, ServerProgress
     from deployctl.ranktable.host_address import HostAddresses
     from deployctl.weights.manifest import HostState
 
@@ -198,6 +199,9 @@ class HostFacts:
     deployment_files: Optional[tuple[str, ...]] = None  # which of the deployment's own paths exist (`down`)
     layout: Optional["HostLayout"] = None  # its /dev/davinciN and /usr/local/dcmi (vllm-ascend containers)
     image_version: Optional[str] = None  # the version the spec's image names in its history (vllm-ascend)
+    front_list: Optional[Mapping[str, str]] = None  # the running front's servers (address:port -> role), its host
+    progress: Optional[Mapping[int, "ServerProgress"]] = None  # port -> health code and /metrics (`watch`)
+    new_log_lines: Optional[Mapping[str, "NewLines"]] = None  # container -> its log lines since a stamp (`watch`)
 
     def probe_error(self, key: str) -> Optional[str]:
         for name, message in self.probe_errors:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from deployctl.core import Secret
@@ -53,6 +53,10 @@ class Container:
     gpus: Optional[str] = None  # `--gpus device=0` / `--gpus "device=0,1"` on GPU hosts
     shm_size: Optional[str] = None  # --shm-size (every server container has one; the proxy and scheduler none)
     image_entrypoint: bool = False  # True: the command runs through the image's entrypoint (no --entrypoint)
+    # The command as the container's identity (its digest) sees it, where it differs: a front that changes its
+    # list of servers at run time starts with the spec's list, yet a changed list is applied to it while it
+    # serves (plan/front.py), so the list is no part of what it is.
+    identity_command: Optional[tuple[str, ...]] = None
 
 
 def ranktable_dir(spec: Spec) -> str:
@@ -134,9 +138,10 @@ def container_digest(container: Container, image_id: str, ranktable_digest: str 
     secret_hashes = [
         (v.name, hashlib.sha256(_secret_bytes(v)).hexdigest()) for v in container.secret_env
     ]
+    identity = replace(container, command=container.identity_command) if container.identity_command else container
     document = {
         "image_id": image_id,
-        "argv": list(_run_words(container)),
+        "argv": list(_run_words(identity)),
         "env": [(e.name, e.display) for e in container.env],
         "secret_env": secret_hashes,
         "mounts": [m.volume() for m in container.mounts],

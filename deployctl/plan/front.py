@@ -11,17 +11,30 @@ Two fronts can change their list at run time, both existing routers (issue 31):
 - vLLM's router (`vllm-router` on PyPI, 0.1.17): `POST /add_worker?url=URL`, `POST /remove_worker?url=URL`,
   `GET /list_workers` -> `{"urls": [...]}` (vllm-project/router src/server.rs, `admin_routes`); started with
   `--worker-urls URL ...`, `--policy`, `--host`, `--port` (vllm_router/router_args.py, `add_cli_args`).
-The AscendCloud scheduler is a front too, but its workers are fixed at start (NODE_PORTS): it cannot change."""
+The AscendCloud scheduler is a front too, but its workers are fixed at start (NODE_PORTS): it cannot change.
+
+A front that can change is started with the spec's servers (its restart comes back serving them), but the list is
+no part of its identity (`Container.identity_command`): a spec that adds, removes or moves a server keeps the
+front and `membership_stages` puts the difference to it while it serves. Neither needs its list at start to
+serve: vllm-router starts with none (`--worker-urls` is `nargs="*"`, vllm_router/router_args.py; an empty
+Regular-mode list passes vllm-project/router src/config/validation.rs `validate_mode`, and 0.1.17 logs
+`Router ready | workers: []`), while vllm-ascend's proxy needs one of each (`nargs="+"` with a `localhost`
+default, v0.23.0:examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py:646-649), so both
+keep the list in their argv and out of their digest."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 from urllib.parse import quote
 
 from deployctl.core import Command
+from deployctl.facts.probe import Probe
 from deployctl.spec.model import Instance, Spec
+
+if TYPE_CHECKING:
+    from deployctl.plan.model import Stage
 
 PROXY, ROUTER, SCHEDULER = "proxy", "vllm-router", "scheduler"
 ROUTER_COMMAND = "vllm-router"  # the wheel's console script (vllm_router.launch_router:main)
@@ -161,10 +174,77 @@ def list_command(front: Front) -> Command:
 
 def parse_list(kind: str, text: str) -> frozenset[str]:
     """The backends the answer of a front of `kind` names, as `address:port` (ValueError: not its answer)."""
+    return frozenset(parse_roles(kind, text))
+
+
+def parse_roles(kind: str, text: str) -> dict[str, str]:
+    """The answer of a front of `kind`: each backend it lists (`address:port`) with its role (the router's are
+    mixed; the proxy lists prefill and decode apart). ValueError/KeyError/TypeError: not its answer."""
     doc = json.loads(text)
     if kind == ROUTER:
-        return frozenset(url.split("://", 1)[-1].rstrip("/") for url in doc["urls"])
-    return frozenset(doc["current_prefill_instances"]) | frozenset(doc["current_decode_instances"])
+        return {url.split("://", 1)[-1].rstrip("/"): "mixed" for url in doc["urls"]}
+    return {**{key: "prefill" for key in doc["current_prefill_instances"]},
+            **{key: "decode" for key in doc["current_decode_instances"]}}
+
+
+FRONT_LIST_KEY = "front_list"
+
+
+def front_list_probe(front: Front) -> Probe:
+    """What the running front routes to, as a fact of its host (HostFacts.front_list): the servers `up` must
+    still put into it or take out of it. A front that does not answer leaves the fact unknown."""
+    from deployctl.errors import FactParseError
+
+    def parse(text: str) -> dict[str, str]:
+        try:
+            return parse_roles(front.kind, text)
+        except (ValueError, KeyError, TypeError):
+            raise FactParseError(front.kind, 1, text[:200], f"the {front.kind}'s list as JSON") from None
+
+    return Probe(list_command(front).argv, parse, FRONT_LIST_KEY, tool_name="curl")
+
+
+def membership_stages(spec: Spec, stages: tuple["Stage", ...], listed: Optional[Mapping[str, str]],
+                      address_of: Mapping[str, str], drain_timeout: float) -> tuple["Stage", ...]:
+    """A kept front's list brought to the spec's while it serves: the servers it lists that the spec no longer
+    has are taken out and drained before the stop stage stops them; the spec's servers it lacks are put in (and
+    awaited) once the front's stage ran, after they passed their health check. `listed`: the front's list as
+    gathered (None: unknown, or the front is not running; a started front serves the spec's list from its argv)."""
+    from deployctl.plan.actions import AwaitListed, Drain
+    from deployctl.plan.model import Stage, Step
+
+    front = front_of(spec)
+    if front is None or not front.changes_list or listed is None:
+        return stages
+    step = next((s for stage in stages for s in stage.steps if s.container == front.instance.name), None)
+    if step is None or step.action != "keep":
+        return stages
+    wanted = {b.key: b for b in backends(spec, address_of)}
+    gone = tuple(_listed_backend(key, role) for key, role in sorted(listed.items()) if key not in wanted)
+    new = tuple(b for key, b in wanted.items() if key not in listed)
+    out = list(stages)
+    if gone:
+        names = ", ".join(b.key for b in gone)
+        drain = Step(front.host, "drain", "drain", f"take {names} (no longer in the spec) out of the {front.kind}, "
+                                                   "wait for their requests",
+                     commands=remove_commands(front, gone),
+                     actions=(Drain(tuple((b.key, f"{b.url}/metrics") for b in gone), drain_timeout),),
+                     late_undo=add_commands(front, gone))
+        at = next((i for i, s in enumerate(out) if s.name == "stop"), 0)
+        out.insert(at, Stage("drain", (drain,)))
+    if new:
+        names = ", ".join(b.name for b in new)
+        route = Step(front.host, "route", "add", f"put {names} into the {front.kind}",
+                     commands=add_commands(front, new), undo=remove_commands(front, new),
+                     actions=(AwaitListed(front.kind, list_command(front), tuple(b.key for b in new), drain_timeout),))
+        at = max(i for i, s in enumerate(out) if any(x.container == front.instance.name for x in s.steps)) + 1
+        out.insert(at, Stage("route", (route,)))
+    return tuple(out)
+
+
+def _listed_backend(key: str, role: str) -> Backend:
+    address, _, port = key.rpartition(":")
+    return Backend(role, key, address, int(port) if port.isdigit() else 0)
 
 
 def reach(spec: Spec, networks: Optional[Mapping] = None) -> dict[str, str]:
@@ -175,10 +255,12 @@ def reach(spec: Spec, networks: Optional[Mapping] = None) -> dict[str, str]:
     return {h.name: "127.0.0.1" if h.is_local else h.address for h in spec.hosts}
 
 
-def router_command(spec: Spec, instance: Instance, address_of: Mapping[str, str]) -> tuple[str, ...]:
-    """`vllm-router --host 0.0.0.0 --port P --worker-urls URL... [--policy P]`: every mixed API server."""
-    words = [ROUTER_COMMAND, "--host", "0.0.0.0", "--port", str(instance.port),
-             "--worker-urls", *(b.url for b in backends(spec, address_of))]
+def router_command(spec: Spec, instance: Instance, address_of: Optional[Mapping[str, str]]) -> tuple[str, ...]:
+    """`vllm-router --host 0.0.0.0 --port P --worker-urls URL... [--policy P]`: every mixed API server (None:
+    without the list, its identity)."""
+    words = [ROUTER_COMMAND, "--host", "0.0.0.0", "--port", str(instance.port)]
+    if address_of is not None:
+        words += ["--worker-urls", *(b.url for b in backends(spec, address_of))]
     if spec.front_spec is not None and spec.front_spec.policy:
         words += ["--policy", spec.front_spec.policy]
     return tuple(words)
@@ -192,5 +274,5 @@ def router_container(spec: Spec, instance: Instance, address_of: Mapping[str, st
         name=instance.name, instance=instance, image=(spec.front_spec.image if spec.front_spec else None) or "",
         devices=(), mounts=(), env=(), env_file=None, secret_env=(),
         labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),
-        command=router_command(spec, instance, address_of),
+        command=router_command(spec, instance, address_of), identity_command=router_command(spec, instance, None),
     )

@@ -75,6 +75,12 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         from deployctl.facts.listening import listening_probe
 
         probes += [layout_probe(), listening_probe()]
+    if "containers" in stages and spec.front is not None and spec.front.host == host:
+        from deployctl.plan.front import front_list_probe, front_of
+
+        front = front_of(spec)
+        if front is not None and front.changes_list:  # what it routes to now: `up` puts it the spec's list
+            probes.append(front_list_probe(front))
     if "containers" in stages and spec.cache.compile:  # which compile caches it holds whole (any host may give one)
         from deployctl.facts.compile_cache import cache_probe
 

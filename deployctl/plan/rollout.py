@@ -127,8 +127,11 @@ def _refreshed(spec: Spec, stages: tuple[Stage, ...], front: Optional[Front], re
     if front is None or not front.changes_list or _front_changes(stages, front):
         return stages
     again = tuple(b for b in backends(spec, address_of) if b.name in replaced)
+    # awaited: vllm-ascend's proxy (v0.21 on) adds at its listener's next tick, and a role it lists none of
+    # answers 500 (`No available ... servers`) to the answer check meanwhile
     step = Step(front.host, "route", "add", f"put the restarted servers back into the {front.kind}",
-                commands=remove_commands(front, again) + add_commands(front, again))
+                commands=remove_commands(front, again) + add_commands(front, again),
+                actions=(listed(front, again, DEFAULT_DRAIN_TIMEOUT),))
     at = max(i for i, s in enumerate(stages) if s.name in WAVE_STAGES) + 1
     return stages[:at] + (Stage("route", (step,)),) + stages[at:]
 
@@ -165,7 +168,21 @@ def _why_not_drain(spec: Spec, stages, front: Optional[Front], strategy: str) ->
     step = next((s for stage in stages for s in stage.steps if s.container == front.instance.name), None)
     if step is not None and step.action != "keep":
         return f"the front itself is {'replaced' if step.action == 'replace' else 'created'} ({step.reason})"
+    if spec.upstream is not None and _ranks_change(spec, stages):
+        return ("a DP group changes its ranks (some start or stop for good): the ranks of one group stop and "
+                "start together")
     return ""
+
+
+def _ranks_change(spec: Spec, stages) -> bool:
+    """Whether the plan starts or retires a rank beside replacing others (a changed dp): a wave would run the
+    group's new ranks with its old ones, or stop old ones while the rest of their group serves."""
+    names = {i.name for i in spec.instances}
+    steps = [s for stage in stages if stage.name in ("stop", "workers") for s in stage.steps]
+    retired = any(s.stage == "stop" and s.action == "remove" and s.container not in names
+                  and not (s.container or "").endswith(".previous") for s in steps)
+    created = any(s.stage == "workers" and s.action == "create" for s in steps)
+    return retired or created
 
 
 # benchmarks/rollout.py on the test bed (stand-in, 0.5 s load): the AscendCloud scheduler flow served nothing for

@@ -321,6 +321,7 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
                                                       inputs.shutdown_timeout)
                            if not (s.name == "contract" and "contract" in skip))
         containers, rollout = _rollout(spec, containers, deployed, networks, inputs, skip, facts)
+        containers = _membership(spec, containers, facts, networks, inputs)
         planned.extend(containers)
         image_changes = {s.host for stage in image_stages for s in stage.steps if s.changes}
         pending = tuple(sorted(h for h, identity in images.items() if identity is None and h in image_changes))
@@ -355,6 +356,16 @@ def _rollout(spec: Spec, stages: tuple[Stage, ...], deployed, networks, inputs: 
 
     spec_instance = {i.name: i for i in spec.instances}
     return plan_rollout(spec, stages, deployed, address_of, options, paths, spare_of(spec, facts), surge_container)
+
+
+def _membership(spec: Spec, stages: tuple[Stage, ...], facts: Mapping[str, HostFacts], networks,
+                inputs: UpInputs) -> tuple[Stage, ...]:
+    """A kept front's list changed at run time to the spec's (plan/front.py `membership_stages`)."""
+    from deployctl.plan.front import membership_stages
+
+    front = spec.front
+    listed = facts[front.host].front_list if front is not None and front.host in facts else None
+    return membership_stages(spec, stages, listed, reach_addresses(spec, networks), inputs.drain_timeout)
 
 
 def spare_of(spec: Spec, facts: Mapping[str, HostFacts]) -> dict:

@@ -15,6 +15,7 @@ from deployctl.plan.dp_launch import (
     data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, launch_command, profile_flags, proxy_args,
 )
 from deployctl.servers.fields import model_values, render_flags
+from deployctl.servers.shutdown import shutdown_timeout
 from deployctl.servers.vllm_ascend import TABLE as VLLM_ASCEND_TABLE
 from deployctl.spec.dp_groups import Server, default_kv_port
 from deployctl.spec.model import EnvVar, Instance, Spec
@@ -62,7 +63,12 @@ def host_networks(spec: Spec, facts: Mapping[str, HostFacts]) -> dict[str, HostN
 
 def profile_of(spec: Spec) -> ServerProfile:
     """The server profile a vllm-ascend spec renders with (the loader chose it; else the newest)."""
-    return (spec.profile or select_profile(spec.server_version, spec.image.name)).profile
+    return choice_of(spec).profile
+
+
+def choice_of(spec: Spec):
+    """The profile choice of a vllm-ascend spec, with the version it read (the loader made it; else now)."""
+    return spec.profile or select_profile(spec.server_version, spec.image.name)
 
 
 def with_host_facts(spec: Spec, networks: Mapping[str, HostNetwork], probed: Optional[str] = None) -> Spec:
@@ -125,6 +131,7 @@ def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNet
                                                                     profile.kv_connector_module_path))
     values["@profile_flags"] = lambda so_far: profile_flags(profile, instance.role,
                                                             VLLM_SERVE + so_far + instance.extra_args)
+    values["@shutdown_timeout"] = shutdown_timeout(choice_of(spec).has_shutdown_timeout, instance.extra_args)
     return VLLM_SERVE + render_flags(VLLM_ASCEND_TABLE, values)
 
 
@@ -132,8 +139,11 @@ def proxy_command(spec: Spec, proxy: Instance, networks: Mapping[str, HostNetwor
                   address: Optional[Callable[[Server], str]] = None) -> tuple[str, ...]:
     """The proxy's command; `address` names each server where its host's address does not (Kubernetes)."""
     servers = [i.server for i in spec.instances if i.server is not None]
-    return ("python3", PROXY_SCRIPT, "--host", "0.0.0.0", "--port", str(proxy.port),
-            *proxy_args(servers, {h: n.address for h, n in networks.items()}, address))
+    return _proxy_head(proxy) + proxy_args(servers, {h: n.address for h, n in networks.items()}, address)
+
+
+def _proxy_head(proxy: Instance) -> tuple[str, ...]:
+    return ("python3", PROXY_SCRIPT, "--host", "0.0.0.0", "--port", str(proxy.port))
 
 
 def upstream_env(instance: Instance, networks: Mapping[str, HostNetwork], profile: Optional[ServerProfile] = None,
@@ -180,4 +190,18 @@ def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mappin
         else launch_command(profile, serve_command(spec, instance, networks)),
         shm_size=None if proxy else instance.shm_size or spec.shm_size or profile.shm_size,
         image_entrypoint=True,
+        identity_command=proxy_identity(spec, instance) if proxy else None,
     )
+
+
+def proxy_identity(spec: Spec, proxy: Instance) -> Optional[tuple[str, ...]]:
+    """The proxy's command without its lists where it changes them while serving (plan/front.py): it cannot
+    start without one prefiller and one decoder (`nargs="+"`, vllm-ascend v0.23.0:examples/
+    disaggregated_prefill_v1/load_balance_proxy_server_example.py:646-649), so its argv keeps the spec's, but
+    a changed list is put to it through /instances/add|remove instead of a new proxy."""
+    from deployctl.plan.front import front_of
+
+    front = front_of(spec)
+    if front is None or not front.changes_list:
+        return None
+    return _proxy_head(proxy)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
+from deployctl.bench.telemetry import Engine
 from deployctl.core import Command
 from deployctl.facts.liveness import Answer
 from deployctl.plan.model import HealthCheck, Plan, Stage, Step
@@ -24,27 +25,13 @@ RESTART = ("stalled", "engine-dead", "down", "unresponsive")
 NO_ACTION = ("healthy", "idle", "busy", "starting", "suspect", "missing", "unhealthy", "unreachable")
 
 
-@dataclass(frozen=True)
-class EngineCounters:
-    """One engine's progress counters and gauges at one probe (None: the server does not publish it)."""
+# the counters an observation keeps of each engine (bench/telemetry.py's Engine), in the state file and the history
+ENGINE_FIELDS = ("generation_tokens", "prompt_tokens", "running", "waiting")
 
-    generation_tokens: Optional[float] = None
-    prompt_tokens: Optional[float] = None
-    running: Optional[float] = None
-    waiting: Optional[float] = None
 
-    @property
-    def queued(self) -> float:
-        """Requests it holds, running or waiting."""
-        return (self.running or 0.0) + (self.waiting or 0.0)
-
-    def to_json(self) -> dict:
-        return {"generation_tokens": self.generation_tokens, "prompt_tokens": self.prompt_tokens,
-                "running": self.running, "waiting": self.waiting}
-
-    @classmethod
-    def from_json(cls, doc: dict) -> "EngineCounters":
-        return cls(**{k: doc.get(k) for k in ("generation_tokens", "prompt_tokens", "running", "waiting")})
+def queued(engine: Engine) -> float:
+    """Requests an engine holds, running or waiting."""
+    return (engine.running or 0.0) + (engine.waiting or 0.0)
 
 
 @dataclass(frozen=True)
@@ -59,7 +46,7 @@ class Observation:
     exit_code: int = 0
     health_code: Optional[int] = None  # its health path's HTTP status (0: no answer); None: not asked (headless)
     liveness: Optional[Answer] = None  # the one-token generate; None: not asked
-    engines: Mapping[str, EngineCounters] = field(default_factory=dict)  # engine index -> counters
+    engines: Mapping[str, Engine] = field(default_factory=dict)  # engine index -> its counters at this probe
     signatures: tuple[tuple[str, str], ...] = ()  # (signature id, the line) found in its new log lines
 
     def to_json(self) -> dict:
@@ -67,14 +54,15 @@ class Observation:
         return {"instance": self.instance, "host": self.host, "time": round(self.time, 3), "state": self.state,
                 "container_id": self.container_id, "exit_code": self.exit_code, "health_code": self.health_code,
                 "liveness": None if self.liveness is None else [self.liveness.status, self.liveness.size],
-                "engines": {k: v.to_json() for k, v in self.engines.items()}}
+                "engines": {k: {f: getattr(v, f) for f in ENGINE_FIELDS} for k, v in self.engines.items()}}
 
     @classmethod
     def from_json(cls, doc: dict) -> "Observation":
         live = doc.get("liveness")
         return cls(doc["instance"], doc["host"], float(doc["time"]), doc["state"], doc.get("container_id"),
                    exit_code=doc.get("exit_code", 0), health_code=doc.get("health_code"), liveness=Answer(*live) if live else None,
-                   engines={k: EngineCounters.from_json(v) for k, v in (doc.get("engines") or {}).items()})
+                   engines={k: Engine(k, **{f: v.get(f) for f in ENGINE_FIELDS})
+                            for k, v in (doc.get("engines") or {}).items()})
 
 
 @dataclass(frozen=True)
@@ -139,7 +127,7 @@ def judge(previous: Optional[Observation], current: Observation, *, front: bool 
             return verdict("busy", f"{what}, but {advanced:g} token(s) generated in {span:.1f} s (a long queue)")
         if previous is None:
             return verdict("suspect", f"{what}; no earlier probe to compare progress with")
-        queued_before = sum(c.queued for c in previous.engines.values())
+        queued_before = sum(queued(c) for c in previous.engines.values())
         if (previous.liveness is None or previous.liveness.generated) and not queued_before:
             # an idle server at the probe before: a burst that arrived since may not have had its first tokens yet
             # (a long prefill), so it takes a second probe (a stall is still seen within two periods)
@@ -148,15 +136,15 @@ def judge(previous: Optional[Observation], current: Observation, *, front: bool 
         return verdict("stalled", f"{what} and no token was generated in {span:.1f} s")
     if not current.engines:
         return verdict("healthy", "health 200" + ("" if current.liveness is None else ", a one-token generate answers"))
-    queued = sum(c.queued for c in current.engines.values())
-    if not queued:
+    held = sum(queued(c) for c in current.engines.values())
+    if not held:
         return verdict("idle", "no request held")
     if advanced:
-        return verdict("busy", f"{advanced:g} token(s) generated in {span:.1f} s, {queued:g} request(s) held")
-    return verdict("busy", f"{queued:g} request(s) held; its progress is judged at the next probe")
+        return verdict("busy", f"{advanced:g} token(s) generated in {span:.1f} s, {held:g} request(s) held")
+    return verdict("busy", f"{held:g} request(s) held; its progress is judged at the next probe")
 
 
-def _stalled_engines(previous: Optional[Observation], current: Observation) -> list[tuple[str, EngineCounters]]:
+def _stalled_engines(previous: Optional[Observation], current: Observation) -> list[tuple[str, Engine]]:
     """Engines whose counters did not move between the two probes while they held requests at both."""
     if previous is None:
         return []
@@ -169,7 +157,7 @@ def _stalled_engines(previous: Optional[Observation], current: Observation) -> l
             continue  # the counter restarted: the engine did
         flat = now.generation_tokens == before.generation_tokens and (
             now.prompt_tokens is None or before.prompt_tokens is None or now.prompt_tokens == before.prompt_tokens)
-        if flat and before.queued > 0 and now.queued > 0:
+        if flat and queued(before) > 0 and queued(now) > 0:
             out.append((index, now))
     return out
 

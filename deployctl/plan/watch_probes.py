@@ -4,16 +4,17 @@ to each engine server, and each container's log lines since the last probe, matc
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from deployctl.diagnose.signatures import Text, match
 from deployctl.facts.deployed import DeployedState, deployed_probe
 from deployctl.facts.liveness import liveness_probe
+from deployctl.facts.model import HostFacts
 from deployctl.facts.probe import Probe
 from deployctl.facts.progress import NewLines, ServerProgress, logs_probe, progress_probe
 from deployctl.plan.probes import health_path
 from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
-from deployctl.plan.watch import EngineCounters, Observation
+from deployctl.plan.watch import Observation
 from deployctl.servers import flavour_of
 from deployctl.spec.model import Instance, Spec
 
@@ -40,18 +41,19 @@ def watch_probes(spec: Spec, host: str, since: Mapping[str, Optional[str]], hang
     return tuple(probes)
 
 
-def observe(spec: Spec, host: str, answers: Optional[Mapping[str, Any]], now: float,
+def observe(spec: Spec, host: str, facts: Optional[HostFacts], now: float,
             known_ids: Mapping[str, Optional[str]]) -> list[Observation]:
-    """One Observation per instance on `host` from the parsed answers (probe key -> value; None: the host did not
-    answer). `known_ids`: container name -> the ID of the last probe; a log line of another container (one an
-    `up` replaced) only sets the baseline."""
+    """One Observation per instance on `host` from its facts, as facts/assemble.py `host_facts_from` made them of
+    the answers (None: the host did not answer; a probe that failed leaves its part unknown). `known_ids`:
+    container name -> the ID of the last probe; a log line of another container (one an `up` replaced) only sets
+    the baseline."""
     here = [i for i in spec.instances if i.host == host]
-    if answers is None or answers.get("deployed") is None:
+    if facts is None or facts.deployed is None:
         return [Observation(i.name, host, now, "unreachable") for i in here]
-    deployed: DeployedState = answers["deployed"]
-    progress: Mapping[int, ServerProgress] = answers.get("progress") or {}
-    liveness = answers.get("liveness") or {}
-    logs: Mapping[str, NewLines] = answers.get("new_log_lines") or {}
+    deployed: DeployedState = facts.deployed
+    progress: Mapping[int, ServerProgress] = facts.progress or {}
+    liveness = facts.liveness or {}
+    logs: Mapping[str, NewLines] = facts.new_log_lines or {}
     out = []
     for instance in here:
         container = deployed.container(instance.name)
@@ -70,24 +72,5 @@ def observe(spec: Spec, host: str, answers: Optional[Mapping[str, Any]], now: fl
             health_code=(served.health_code if served else 0) if instance.port is not None else None,
             liveness=liveness.get(instance.port) if instance.port is not None and not is_front(spec, instance)
             else None,
-            engines={k: EngineCounters(e.generation_tokens, e.prompt_tokens, e.running, e.waiting)
-                     for k, e in (served.engines.items() if served else ())},
-            signatures=found))
-    return out
-
-
-def parse_answers(results) -> dict[str, Any]:
-    """gather.run_probes' (probe, output) pairs -> probe key -> parsed value (None where it failed or did not
-    parse: that part of the observation is then unknown)."""
-    from deployctl.errors import FactParseError
-
-    out: dict[str, Any] = {}
-    for probe, output in results:
-        if output.exit_code != 0:
-            out[probe.key] = None
-            continue
-        try:
-            out[probe.key] = probe.parse(output.stdout)
-        except FactParseError:
-            out[probe.key] = None
+            engines=dict(served.engines) if served else {}, signatures=found))
     return out

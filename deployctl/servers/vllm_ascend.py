@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 from deployctl.servers.ascendcloud import FAMILY
 from deployctl.servers.base import Flavour
 from deployctl.servers.fields import POSITIONAL, VERBATIM, Flag, Refused
+from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
@@ -70,6 +71,7 @@ TABLE = (
     Flag("compilation_config", "--compilation-config"),
     Flag("@speculative", "--speculative-config"),
     Flag("@profile_flags", VERBATIM),  # where the user set none of them (a callable of the words so far)
+    SHUTDOWN_TIMEOUT,  # where the profile's vLLM has it (shutdown_timeout_from)
     Flag("extra_args", VERBATIM),
     FAMILY,
 )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 from deployctl.servers.ascendcloud import FAMILY, OPENAI_SERVER, AscendCloudVllm
 from deployctl.servers.fields import VERBATIM, Flag, Refused
+from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT, shutdown_timeout
 
 if TYPE_CHECKING:
     from deployctl.plan.containers import Container, Mount, RanktableFiles
@@ -31,6 +32,7 @@ TABLE = (
     NO_ASCEND,
     NO_INT8_KV,
     NO_SCALES,
+    SHUTDOWN_TIMEOUT,  # where the image's vLLM has it (server_profiles.json `vllm.shutdown_timeout_from`)
     Flag("extra_args", VERBATIM),
     FAMILY,
 )
@@ -49,11 +51,38 @@ def gpu_shape(spec: "Spec", instance: "Instance") -> tuple[Optional[str], tuple[
     return gpus, mounts
 
 
+OFFICIAL_IMAGE = "vllm-openai"  # vLLM's own image (docker.io/vllm/vllm-openai), tagged with its vLLM version
+
+
+def image_has_shutdown_timeout(image: Optional[str]) -> bool:
+    """Whether the image is vLLM's own, tagged with a vLLM that takes --shutdown-timeout (vllm/vllm-openai:v0.18.0
+    on). Any other image gets no such flag: its tag may count otherwise (NGC's `25.09-py3`), and an older vLLM
+    exits 2 on it."""
+    from deployctl.spec.profiles import version_from_image, vllm_shutdown_timeout_from
+
+    repository = (image or "").split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    tagged, first = version_from_image(image), vllm_shutdown_timeout_from()
+    return repository == OFFICIAL_IMAGE and tagged is not None and first is not None and tagged[1] >= first
+
+
 class VllmGpu(AscendCloudVllm):
     """The same OpenAI server and launcher as AscendCloud's (a GPU P/D spec runs the same start_servers.sh)."""
 
     platform, server, title = "gpu", "vllm", "vLLM on GPU"
     table = TABLE
+
+    def command(self, spec: "Spec", instance: "Instance") -> tuple[str, ...]:
+        """vLLM's OpenAI server, with --shutdown-timeout where the image's vLLM has it (mixed only: a P/D server
+        starts through the vendor's start_servers.sh, whose own parsing is not vLLM's)."""
+        from deployctl.servers.ascendcloud import VLLM_OPENAI, server_command
+        from deployctl.servers.fields import model_values, render_flags
+
+        if spec.mode == "disaggregated":
+            return server_command(spec, instance, self.table)
+        values = model_values(spec, instance)
+        values["@shutdown_timeout"] = shutdown_timeout(image_has_shutdown_timeout(spec.image.name),
+                                                       instance.extra_args)
+        return VLLM_OPENAI + render_flags(self.table, values)
 
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":

@@ -82,6 +82,8 @@ class ServerProfile:
     # the first release whose P/D proxy example serves POST /instances/add|remove (None: none in this line), so
     # whether a front of kind proxy can change its list while serving (older proxies answer 404)
     proxy_instances_api_from: Optional[str]
+    # the first release whose vLLM takes `vllm serve --shutdown-timeout` (None: none in this line)
+    shutdown_timeout_from: Optional[str]
     requires: Mapping[str, Optional[str]]  # cann, torch, torch_npu, python, driver
     sources: Mapping[str, str]
     startup: Optional["StartupProfile"] = None  # its log lines for the time-to-serve ledger, its compile caches
@@ -102,6 +104,12 @@ class ServerProfile:
         if self.proxy_instances_api_from is None:
             return False
         return version is None or version >= parse_version(self.proxy_instances_api_from)
+
+    def has_shutdown_timeout(self, version: Optional[Version]) -> bool:
+        """Whether this version's vLLM takes --shutdown-timeout (unknown version: the line's last)."""
+        if self.shutdown_timeout_from is None:
+            return False
+        return version is None or version >= parse_version(self.shutdown_timeout_from)
 
     def flags_for(self, role: str) -> tuple[str, ...]:
         return self.flags.get(role, ())
@@ -129,6 +137,7 @@ def parse_profiles(text: str) -> tuple[ServerProfile, ...]:
             flags={role: tuple(values) for role, values in row.get("flags", {}).items()},
             shm_size=row["shm_size"], start_rank_on_head_is_hybrid_lb=bool(row["start_rank_on_head_is_hybrid_lb"]),
             proxy_instances_api_from=row.get("proxy_instances_api_from"),
+            shutdown_timeout_from=row.get("shutdown_timeout_from"),
             requires=dict(row.get("requires", {})), sources=dict(row.get("sources", {})),
             startup=_startup(row),
         ))
@@ -166,6 +175,21 @@ def vllm_startup() -> StartupProfile:
     from importlib import resources
 
     return parse_vllm_startup(resources.files("deployctl").joinpath("data/server_profiles.json").read_text("utf-8"))
+
+
+def parse_vllm_shutdown_timeout_from(text: str) -> Optional[Version]:
+    """The first vLLM whose `vllm serve` takes --shutdown-timeout, from server_profiles.json's `vllm` row (pure)."""
+    first = json.loads(text)["vllm"].get("shutdown_timeout_from")
+    return parse_version(first) if first else None
+
+
+@functools.lru_cache(maxsize=1)
+def vllm_shutdown_timeout_from() -> Optional[Version]:
+    """The first vLLM with `--shutdown-timeout` (server vllm on GPU hosts reads its image's version against it)."""
+    from importlib import resources
+
+    return parse_vllm_shutdown_timeout_from(
+        resources.files("deployctl").joinpath("data/server_profiles.json").read_text("utf-8"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -215,6 +239,11 @@ class ProfileChoice:
     def has_proxy_instances_api(self) -> bool:
         """Whether the P/D proxy of this version serves /instances/add|remove (a front that can change its list)."""
         return self.profile.has_proxy_instances_api(self.version)
+
+    @property
+    def has_shutdown_timeout(self) -> bool:
+        """Whether this version's vLLM takes `vllm serve --shutdown-timeout` (a graceful stop that drains)."""
+        return self.profile.has_shutdown_timeout(self.version)
 
     @property
     def warning(self) -> Optional[str]:

@@ -11,7 +11,8 @@ import pytest
 
 from deployctl.commands import watch
 from deployctl.facts.liveness import Answer
-from deployctl.plan.watch import EngineCounters, Observation
+from deployctl.bench.telemetry import Engine
+from deployctl.plan.watch import Observation
 from deployctl.spec.load import load_spec_text
 from deployctl.ui import UI
 from tests.spec.test_upstream_build import QWEN3
@@ -34,7 +35,8 @@ def fleet(spec, t, stalled=(), missing=()):
                                health_code=200 if i.port else None,
                                liveness=Answer(0, 0) if hung else Answer(200, 100) if i.port and i.role != "proxy"
                                else None,
-                               engines={"0": EngineCounters(10.0, 5.0, 1.0 if hung else 0.0, 0.0)}
+                               engines={"0": Engine("0", running=1.0 if hung else 0.0, waiting=0.0,
+                                                    generation_tokens=10.0, prompt_tokens=5.0)}
                                if i.port and i.role != "proxy" else {}))
     return out
 
@@ -136,3 +138,15 @@ def test_a_group_with_a_rank_missing_is_not_restarted_up_recreates_it(monkeypatc
     action = lines[-1]
     assert code == 3 and (action["type"], action["unit"], action["result"]) == ("action", "decode0", "skipped")
     assert action["error"] == "no container seen for qwen3-decode0-r7: `deployctl up` recreates what is missing"
+
+
+def test_the_fronts_names_are_read_once_per_run_and_never_saved(monkeypatch, tmp_path):
+    spec = load_spec_text(QWEN3 % "external")
+    reads = []
+    monkeypatch.setattr(watch, "front_addresses", lambda s, t: reads.append(1) or {"node1": "10.0.0.1"})
+    state = watch.WatchState()
+    assert watch.front_names(spec, {}, state) == watch.front_names(spec, {}, state) == {"node1": "10.0.0.1"}
+    assert reads == [1]
+    state.save(tmp_path / "watch.json")
+    assert "front_names" not in json.loads((tmp_path / "watch.json").read_text())
+    assert watch.WatchState.load(tmp_path / "watch.json").front_names is None  # the next run reads them again

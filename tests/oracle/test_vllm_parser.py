@@ -98,6 +98,7 @@ def test_what_the_oracle_is_fed_covers_every_flavour_it_can_judge():
         assert playbook in names
     assert any("--kv-transfer-config" in c["argv"] for c in commands)
     assert any("--headless" in c["argv"] for c in commands)
+    assert any("--shutdown-timeout" in c["argv"] for c in commands)  # vLLM's graceful stop, where it has one
     assert engines, "the Triton playbook's engine arguments"
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import pytest
 
 from deployctl.facts.liveness import Answer
+from deployctl.facts.model import HostFacts
 from deployctl.plan.model import Step
-from deployctl.plan.watch import (EngineCounters, Observation, Restart, Verdict, history_record, judge,
-                                  missing_members, restart_plan, restarts, unit_of)
+from deployctl.bench.telemetry import Engine
+from deployctl.plan.watch import (Observation, Restart, Verdict, history_record, judge, missing_members,
+                                  restart_plan, restarts, unit_of)
 from deployctl.spec.load import load_spec_text
 from tests.plan.test_image_stage import SPEC as GPU_MIXED
 from tests.spec.test_upstream_build import QWEN3
@@ -18,10 +20,16 @@ from tests.spec.test_upstream_build import QWEN3
 GOOD, HUNG = Answer(200, 120), Answer(0, 0)
 
 
+def counted(index, generation_tokens, prompt_tokens, running, waiting) -> Engine:
+    """An engine's counters as watch keeps them (bench/telemetry.py's Engine, named by its index)."""
+    return Engine(index, running=running, waiting=waiting, generation_tokens=generation_tokens,
+                  prompt_tokens=prompt_tokens)
+
+
 def obs(time, tokens=None, running=0, waiting=0, *, liveness=GOOD, health=200, state="running", cid="c1",
         engines=None, signatures=(), name="d-mixed0-r0"):
     counters = engines if engines is not None else (
-        {} if tokens is None else {"0": EngineCounters(tokens, 10.0, running, waiting)})
+        {} if tokens is None else {"0": counted("0", tokens, 10.0, running, waiting)})
     return Observation(name, "h1", time, state, cid, health_code=health, liveness=liveness, engines=counters,
                        signatures=signatures)
 
@@ -69,7 +77,7 @@ def test_a_one_token_generate_that_does_not_finish_with_no_progress_is_a_stall_o
 
 def test_one_stalled_engine_of_an_internal_dp_server_is_named():
     def counters(zero, one):
-        return {"0": EngineCounters(zero, 0.0, 1, 0), "1": EngineCounters(one, 0.0, 0, 2)}
+        return {"0": counted("0", zero, 0.0, 1, 0), "1": counted("1", one, 0.0, 0, 2)}
 
     verdict = judge(obs(0, engines=counters(100, 40)), obs(10, engines=counters(150, 40)))
     assert verdict.state == "stalled" and verdict.reason.startswith("engine 1: no token generated in 10.0 s")
@@ -211,32 +219,40 @@ def test_each_host_is_asked_once_with_every_question_and_the_front_gets_no_one_t
     assert watch_probes(spec, "elsewhere", {}, 3) == ()
 
 
-def test_observations_from_one_hosts_answers():
+def test_observations_from_one_hosts_facts_as_the_facts_assembly_makes_them():
+    from deployctl.facts.assemble import ProbeOutput, host_facts_from
     from deployctl.facts.deployed import DeployedState
     from deployctl.facts.progress import NewLines, ServerProgress
-    from deployctl.bench.telemetry import Engine
-    from deployctl.plan.watch_probes import observe
+    from deployctl.plan.watch_probes import observe, watch_probes
 
     spec = qwen3()
     died = "ERROR Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."
-    answers = {
-        "deployed": DeployedState(containers=(container("qwen3-prefill0-r0", "a"),
-                                              container("qwen3-prefill0-r1", "b", "exited"))),
-        "progress": {9100: ServerProgress(200, {"0": Engine("0", running=1.0, waiting=2.0, generation_tokens=7.0)}),
-                     9101: ServerProgress(0, {})},
-        "liveness": {9100: HUNG},
-        "new_log_lines": {"qwen3-prefill0-r0": NewLines((("t1", "INFO fine"), ("t2", died)), "t2")},
-    }
-    r0, r1, proxy = observe(spec, "node1", answers, 5.0, {"qwen3-prefill0-r0": "a"})
-    assert (r0.state, r0.health_code, r0.liveness, r0.engines["0"]) == (
-        "running", 200, HUNG, EngineCounters(7.0, None, 1.0, 2.0))
+    engine = Engine("0", running=1.0, waiting=2.0, generation_tokens=7.0)
+    facts = HostFacts(
+        deployed=DeployedState(containers=(container("qwen3-prefill0-r0", "a"),
+                                           container("qwen3-prefill0-r1", "b", "exited"))),
+        progress={9100: ServerProgress(200, {"0": engine}), 9101: ServerProgress(0, {})},
+        liveness={9100: HUNG},
+        new_log_lines={"qwen3-prefill0-r0": NewLines((("t1", "INFO fine"), ("t2", died)), "t2")})
+    r0, r1, proxy = observe(spec, "node1", facts, 5.0, {"qwen3-prefill0-r0": "a"})
+    assert (r0.state, r0.health_code, r0.liveness, r0.engines["0"]) == ("running", 200, HUNG, engine)
     assert r0.signatures == (("engine_core_died", died),)
     assert (r1.state, r1.exit_code) == ("exited", 137)
     assert proxy.state == "missing"
     # the same lines from a container watch has not seen before (an `up` replaced it): a baseline, no finding
-    again = observe(spec, "node1", answers, 5.0, {"qwen3-prefill0-r0": "older"})
+    again = observe(spec, "node1", facts, 5.0, {"qwen3-prefill0-r0": "older"})
     assert again[0].signatures == ()
     assert [o.state for o in observe(spec, "node1", None, 5.0, {})] == ["unreachable"] * 3
+    # the answers go through facts/assemble.py: a failed probe leaves its part unknown, one that failed to run
+    # at all (the daemon down) makes the host's servers unreachable
+    deployed, progress, liveness, logs = watch_probes(spec, "node1", {}, 3)
+    down = host_facts_from([(deployed, ProbeOutput(97, "", "Cannot connect to the Docker daemon")),
+                            (progress, ProbeOutput(0, ""))])
+    assert down.probe_error("deployed") and [o.state for o in observe(spec, "node1", down, 5.0, {})] == [
+        "unreachable"] * 3
+    answered = host_facts_from([(deployed, ProbeOutput(0, "[]\n@@deployctl@@\n\n@@deployctl@@\n@@deployctl@@\n")),
+                                (liveness, ProbeOutput(1, "", "boom"))])
+    assert [o.state for o in observe(spec, "node1", answered, 5.0, {})] == ["missing"] * 3
 
 
 def test_vllm_0_33s_line_for_a_dead_engine_core_is_the_known_error():

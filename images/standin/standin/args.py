@@ -26,6 +26,7 @@ class ServerArgs:
     quantization_param_path: Optional[str]
     ignored: Tuple[str, ...]  # unknown flags (with their value, if any), for one log line each
     argv: Tuple[str, ...]
+    shutdown_timeout: Optional[int] = None  # None: not given (the server stops as vLLM without it does)
 
 
 # Flags the stand-in reads; the value is the attribute name. Aliases are vLLM's own short forms.
@@ -42,8 +43,10 @@ _VALUE_FLAGS = {
     "-q": "quantization",
     "--kv-cache-dtype": "kv_cache_dtype",
     "--quantization-param-path": "quantization_param_path",
+    # vLLM >= 0.18 (vllm #34730/#36666): how long a SIGTERM lets requests in flight finish (standin/drain.py)
+    "--shutdown-timeout": "shutdown_timeout",
 }
-_INT_FIELDS = ("tp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "port")
+_INT_FIELDS = ("tp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "port", "shutdown_timeout")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
@@ -112,6 +115,8 @@ def parse_vllm_args(argv) -> ServerArgs:
     port = values.get("port", 8000)
     if not 0 < port < 65536:
         raise ArgsError(f"--port: {port} is not a port number")
+    if values.get("shutdown_timeout", 0) < 0:  # pydantic's Field(ge=0), vllm/config/vllm.py:454 in 0.33.0
+        raise ArgsError(f"--shutdown-timeout: {values['shutdown_timeout']} must be at least 0")
     return ServerArgs(
         model=values["model"],
         served_names=tuple(served) or (values["model"],),
@@ -126,4 +131,5 @@ def parse_vllm_args(argv) -> ServerArgs:
         quantization_param_path=values.get("quantization_param_path"),
         ignored=tuple(ignored),
         argv=argv,
+        shutdown_timeout=values.get("shutdown_timeout"),
     )

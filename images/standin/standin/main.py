@@ -74,12 +74,19 @@ async def _run(config: Config, started: float) -> int:
         log(f"startup complete: serving on http://{args.host}:{args.port}"
             + (" (STANDIN_NEVER_READY: /health answers 503)" if knobs.never_ready else ""))
         startup_complete()
-        # the vendor image's vLLM version is not known: it stops as vLLM without --shutdown-timeout does
-        await serve_until_stopped(server, app, StopPolicy("uvicorn"))
+        policy = openai_stop_policy(args.shutdown_timeout)
+        await serve_until_stopped(server, app, policy, app.engine if policy.kind == "vllm" else None)
     except asyncio.CancelledError:
         pass
     log("shutting down")
     return 0
+
+
+def openai_stop_policy(timeout: "int | None") -> StopPolicy:
+    """The OpenAI server's version is not known here (a vendor image, vLLM on GPU): one that took
+    --shutdown-timeout is vLLM >= 0.18 and drains or aborts by it (vllm #34730/#36666, standin/drain.py); else it
+    stops as vLLM without the flag, or the vendor's launcher, does: uvicorn's graceful shutdown."""
+    return StopPolicy("vllm", timeout) if timeout is not None else StopPolicy("uvicorn")
 
 
 async def serve_until_stopped(server: asyncio.AbstractServer, app, policy: StopPolicy, engine=None,

@@ -1,0 +1,26 @@
+"""vLLM's graceful stop (pure): `--shutdown-timeout T` where the server's vLLM has it (vLLM #34730, reverted by
+#36628, re-added by #36666; first released in v0.18.0). On SIGTERM — `docker stop --time T` — vLLM then lets the
+requests in flight run up to T seconds before it aborts the rest (0.33.0 vllm/v1/engine/core.py:1709-1737,
+vllm/entrypoints/launchers/launcher.py:264-280); without it (the default 0) it aborts every one at once, so a
+drain's graceful stop would fail what was still running. Older vLLMs have no such flag: argparse exits 2."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from deployctl.servers.fields import Flag
+
+FLAG = "--shutdown-timeout"
+# the field tables' row: rendered after the flavour's own flags, before the user's extra args
+ROW = Flag("@shutdown_timeout", FLAG)
+
+
+def shutdown_timeout(supported: bool, extra_args: Sequence[str]) -> Optional[int]:
+    """The seconds to render (None: none): `docker stop --time`'s default (plan/rollout.py
+    DEFAULT_SHUTDOWN_TIMEOUT), so vLLM drains as long as docker waits; nothing where the server's vLLM lacks the
+    flag or the user's extra args set it."""
+    from deployctl.plan.rollout import DEFAULT_SHUTDOWN_TIMEOUT
+
+    if not supported or any(word.split("=", 1)[0] == FLAG for word in extra_args):
+        return None
+    return DEFAULT_SHUTDOWN_TIMEOUT
