@@ -190,10 +190,19 @@ def ship_timed(bed, targets: list[str], chained: bool, trace: dict | None = None
         close_all(transports)
 
 
-def local_loads_timed(bed, targets: list[str]) -> float:
-    """The floor the hosts' own CPUs set: `docker load -i` of the image from each target's disk, all at once."""
+def on_each(targets: list[str], work) -> None:
+    """`work(name)` on every target at once; returns when all are done."""
     import threading
 
+    threads = [threading.Thread(target=work, args=(n,)) for n in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def local_loads_timed(bed, targets: list[str]) -> float:
+    """The floor the hosts' own CPUs set: `docker load -i` of the image from each target's disk, all at once."""
     for name in targets:
         bed.docker_on(name, "image", "rm", IMAGE, check=False)
     failures = []
@@ -203,12 +212,8 @@ def local_loads_timed(bed, targets: list[str]) -> float:
         if result.returncode:
             failures.append(name)
 
-    threads = [threading.Thread(target=load, args=(n,)) for n in targets]
     started = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    on_each(targets, load)
     if failures:
         raise SystemExit(f"docker load -i failed on {failures}")
     return time.monotonic() - started
@@ -218,8 +223,6 @@ def paced_loads_timed(bed, targets: list[str], mbit: int) -> float:
     """The floor any stream to these hosts has on this machine: each target's `docker load` fed its local copy of
     the image at the capped rate, all at once, as if the stream reached every host at full speed with no relay,
     SSH or ID check in the way. What it takes over one host is what the hosts' shared CPUs and disk cost."""
-    import threading
-
     from tests.testbed import images
 
     for name in targets:
@@ -244,11 +247,7 @@ def paced_loads_timed(bed, targets: list[str], mbit: int) -> float:
             failures.append(name)
 
     started = time.monotonic()
-    threads = [threading.Thread(target=load, args=(n, started)) for n in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    on_each(targets, lambda name: load(name, started))
     if failures:
         raise SystemExit(f"paced docker load failed on {failures}")
     return time.monotonic() - started

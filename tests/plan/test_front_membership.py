@@ -4,7 +4,6 @@ and drain before they stop."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from deployctl.facts.assemble import ProbeOutput, host_facts_from
 from deployctl.facts.model import ContainerDevices
@@ -14,7 +13,7 @@ from deployctl.plan.probes import state_probes
 from deployctl.plan.up import UpInputs, digest_of, plan_up
 from deployctl.plan.upstream import HostNetwork
 from deployctl.spec.load import load_spec_text
-from tests.plan.hostfacts import deployed
+from tests.plan.hostfacts import deployed, running
 from tests.spec.test_front_rules import MIXED, ROUTER, UPSTREAM_PD
 
 IMAGE = "sha256:img"
@@ -42,20 +41,6 @@ def front_digest(spec):
     return digest_of(container, image, None, spec)
 
 
-def running(spec, listed):
-    """tb1 where every container of `spec` runs with its digest and the front lists `listed`."""
-    out = []
-    for instance in spec.instances:
-        container = container_for(spec, instance)
-        digest = digest_of(container, f"image:{container.image}" if instance.role == "router" else IMAGE, None,
-                           spec)
-        labels = {LABEL_DEPLOYMENT: spec.name, "deployctl.role": instance.role, LABEL_DIGEST: digest}
-        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
-                                    tuple(f"/dev/davinci{n}" for n in instance.devices), tuple(instance.devices), (),
-                                    state="running", image_id=IMAGE, image="img"))
-    return {"tb1": replace(deployed(tuple(out), IMAGE), front_list=listed)}
-
-
 def test_the_fronts_identity_holds_no_list_where_it_changes_its_list_while_serving():
     assert front_digest(mixed(2)) == front_digest(mixed(3))
     argv = container_for(mixed(3), mixed(3).front).command
@@ -70,7 +55,8 @@ def test_the_fronts_identity_holds_no_list_where_it_changes_its_list_while_servi
 
 def test_an_added_instance_goes_into_the_kept_router_once_it_serves():
     before, after = mixed(2), mixed(3)
-    plan = plan_up(after, running(before, {"10.200.0.11:9001": "mixed", "10.200.0.11:9002": "mixed"}), UpInputs())
+    listed = {"10.200.0.11:9001": "mixed", "10.200.0.11:9002": "mixed"}
+    plan = plan_up(after, running(before, front_list=listed), UpInputs())
     names = [s.name for s in plan.stages if s.steps]
     assert [s.action for s in plan.steps if s.stage == "router"] == ["keep"]
     assert not [s for s in plan.steps if s.stage == "stop"]
@@ -85,7 +71,7 @@ def test_an_added_instance_goes_into_the_kept_router_once_it_serves():
 def test_a_retired_instance_leaves_the_kept_router_and_drains_before_it_stops():
     before, after = mixed(3), mixed(2)
     listed = {"10.200.0.11:9001": "mixed", "10.200.0.11:9002": "mixed", "10.200.0.11:9003": "mixed"}
-    plan = plan_up(after, running(before, listed), UpInputs(drain_timeout=40))
+    plan = plan_up(after, running(before, front_list=listed), UpInputs(drain_timeout=40))
     names = [s.name for s in plan.stages if s.steps]
     assert names.index("drain") < names.index("stop")
     (drain,) = [s for s in plan.steps if s.stage == "drain"]

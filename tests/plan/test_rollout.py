@@ -9,24 +9,10 @@ from deployctl.facts.model import ContainerDevices
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
 from deployctl.plan.up import UpInputs, digest_of, plan_up
 from deployctl.spec.load import load_spec_text
-from tests.plan.hostfacts import deployed
+from tests.plan.hostfacts import deployed, running
 from tests.spec.test_front_rules import MIXED, ROUTER, UPSTREAM_PD
 
 IMAGE = "sha256:img"
-
-
-def running(spec, image_id=IMAGE):
-    """Facts of tb1 where every container of `spec` runs with its digest."""
-    out = []
-    for instance in spec.instances:
-        container = container_for(spec, instance)
-        digest = digest_of(container, f"image:{container.image}" if instance.role == "router" else image_id, None,
-                           spec)
-        labels = {LABEL_DEPLOYMENT: spec.name, "deployctl.role": instance.role, LABEL_DIGEST: digest}
-        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
-                                    tuple(f"/dev/davinci{n}" for n in instance.devices), tuple(instance.devices), (),
-                                    state="running", image_id=image_id, image="img"))
-    return {"tb1": deployed(tuple(out), image_id)}
 
 
 def mixed(extra="", seqs=8):
@@ -100,14 +86,19 @@ def test_the_router_is_not_replaced_when_only_the_server_image_changes():
     assert plan.rollout["strategy"] == "drain" and len(plan.rollout["waves"]) == 2
 
 
-def test_vllm_ascend_pd_drains_whole_groups_a_prefill_and_a_decode_a_wave():
-    text = (UPSTREAM_PD % "proxy: {host: tb1, port: 8000}").replace(
+def four_groups_pd() -> str:
+    """vllm-ascend P/D behind the proxy: two prefill and two decode groups of one rank each, on tb1."""
+    return (UPSTREAM_PD % "proxy: {host: tb1, port: 8000}").replace(
         "  prefill: [{hosts: [tb1], dp: 2, tp: 1, port: 9100, devices: [0, 1]}]\n"
         "  decode: [{hosts: [tb1], dp: 2, tp: 1, port: 9200, devices: [2, 3]}]\n",
         "  prefill:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9100, devices: [0]}\n"
         "    - {hosts: [tb1], dp: 1, tp: 1, port: 9110, devices: [1]}\n"
         "  decode:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9200, devices: [2]}\n"
         "    - {hosts: [tb1], dp: 1, tp: 1, port: 9210, devices: [3]}\n")
+
+
+def test_vllm_ascend_pd_drains_whole_groups_a_prefill_and_a_decode_a_wave():
+    text = four_groups_pd()
     before = load_spec_text(text)
     after = load_spec_text(text.replace("model: {served_name: tiny}", "model: {served_name: tiny, max_num_seqs: 4}"))
     assert before.front_spec.kind == "proxy"
@@ -218,13 +209,7 @@ def test_a_vllm_ascend_dp_group_surges_whole_as_a_new_group_on_free_cards_before
     from deployctl.plan.up import desired_containers, plan_containers
     from deployctl.plan.upstream import HostNetwork
 
-    text = (UPSTREAM_PD % "proxy: {host: tb1, port: 8000}").replace(
-        "  prefill: [{hosts: [tb1], dp: 2, tp: 1, port: 9100, devices: [0, 1]}]\n"
-        "  decode: [{hosts: [tb1], dp: 2, tp: 1, port: 9200, devices: [2, 3]}]\n",
-        "  prefill:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9100, devices: [0]}\n"
-        "    - {hosts: [tb1], dp: 1, tp: 1, port: 9110, devices: [1]}\n"
-        "  decode:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9200, devices: [2]}\n"
-        "    - {hosts: [tb1], dp: 1, tp: 1, port: 9210, devices: [3]}\n")
+    text = four_groups_pd()
     before = load_spec_text(text)
     after = load_spec_text(text.replace("model: {served_name: tiny}", "model: {served_name: tiny, max_num_seqs: 4}")
                            + "rollout: {max_surge: 1}\n")
