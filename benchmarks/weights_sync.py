@@ -1,12 +1,17 @@
 """Benchmark `weights sync`: 2 GiB to one test-bed host vs `s5cmd cp` (+ `sync` of its files, the same durability as
 ours: every file fsynced) from the same SeaweedFS; no-op re-sync of 1000.
 
-Run as root inside the bed lock:  flock /tmp/dctl-bed.lock python benchmarks/weights_sync.py
+Run as root inside the bed lock:  flock /tmp/dctl-bed.lock python benchmarks/weights_sync.py [--rounds N]
 The 2 GiB lives on disk only during the run (bucket objects and host copies are deleted at the end).
+
+Each round also notes the CPU seconds SeaweedFS spent serving it and the CPU time the machine left idle: the S3
+server shares the bed's cores with both tools, so when the idle time is near zero the run is CPU-bound, and the
+server's share says how much of that is the store itself rather than the tool being measured.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -75,13 +80,36 @@ def upload_big(bed, client) -> int:
 ROUNDS = 4
 
 
+class CpuMeter:
+    """CPU seconds of the S3 server process and idle CPU seconds of the whole machine over a measured span."""
+
+    def __init__(self, weed_pid: int) -> None:
+        self.weed_pid, self.tick = weed_pid, os.sysconf("SC_CLK_TCK")
+
+    def sample(self) -> tuple[float, float]:
+        fields = Path(f"/proc/{self.weed_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        return (int(fields[11]) + int(fields[12])) / self.tick, (int(cpu[3]) + int(cpu[4])) / self.tick
+
+    @staticmethod
+    def since(before: tuple[float, float], after: tuple[float, float]) -> tuple[float, float]:
+        return after[0] - before[0], after[1] - before[1]
+
+
 def main() -> int:
     from tests.testbed import Testbed
+    from tests.testbed import s3 as bed_s3
 
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="timed rounds per tool, order alternating; the "
+                        f"best of each counts (default {ROUNDS})")
+    args = parser.parse_args()
     s5cmd = s5cmd_binary()
     bed = Testbed(1).up(1, with_images=False)
     os.environ.update(bed.s3.env())
     client = bed.s3.client()
+    meter = CpuMeter(int((bed_s3.s3_dir() / "weed.pid").read_text()))
+    cpu = {"s5cmd cp + sync": [], "weights sync": []}
     work = Path(tempfile.mkdtemp(prefix="weights-bench-"))
     try:
         total = upload_big(bed, client)
@@ -101,25 +129,29 @@ def main() -> int:
             # untimed s5cmd run just before the timed one gives s5cmd warm memory: its best case, not ours.
             bed.run_on(HOST, s5_argv, timeout=600)
             bed.run_on(HOST, ["rm", "-rf", dest_s5])
+            before = meter.sample()
             started = time.monotonic()
             bed.run_on(HOST, s5_argv, timeout=600)
             s5_rounds.append(time.monotonic() - started)
             # Durable as ours is (each file fsynced before the sync says done): `sync FILE...` fsyncs each file.
             bed.run_on(HOST, ["sh", "-c", f"sync {dest_s5}/*"], timeout=600)
             s5_sync_rounds.append(time.monotonic() - started)
+            cpu["s5cmd cp + sync"].append(meter.since(before, meter.sample()))
             # The same work as ours: the durable copy, then a sha256 of every file on the host.
             bed.run_on(HOST, ["sh", "-c", f"openssl dgst -sha256 {dest_s5}/* >/dev/null"], timeout=600)
             s5_hash_rounds.append(time.monotonic() - started)
             bed.run_on(HOST, ["rm", "-rf", dest_s5])
 
         def run_ours() -> None:
+            before = meter.sample()
             seconds, reports = timed_sync(big_spec)
+            cpu["weights sync"].append(meter.since(before, meter.sample()))
             assert reports[0]["transferred_bytes"] == total, reports
             our_rounds.append(seconds)
             bed.run_on(HOST, ["rm", "-rf", dest_ours])
 
         # Alternate which tool goes first; the best round of each counts (2 shared cores).
-        for index in range(ROUNDS):
+        for index in range(args.rounds):
             for run in ((run_s5cmd, run_ours) if index % 2 == 0 else (run_ours, run_s5cmd)):
                 run()
         s5_seconds, s5_hash_seconds, ours_seconds = min(s5_rounds), min(s5_hash_rounds), min(our_rounds)
@@ -135,6 +167,9 @@ def main() -> int:
         print(f"throughput ratio ours / (s5cmd cp + sync): {s5_sync_seconds / ours_seconds:.2f} (target >= 1.0); "
               f"ours / s5cmd cp: {s5_seconds / ours_seconds:.2f}; "
               f"ours / (s5cmd cp + sync + openssl sha256): {s5_hash_seconds / ours_seconds:.2f}")
+        for tool, spans in cpu.items():
+            print(f"{tool:15s} per round: S3 server CPU " + ", ".join(f"{w:.2f}" for w, _ in spans)
+                  + " s; machine idle " + ", ".join(f"{i:.2f}" for _, i in spans) + " CPU-s")
         client.delete_objects(Bucket=bed.s3.bucket, Delete={"Objects": [
             {"Key": f"{BIG_PREFIX}model-{i:05d}.safetensors"} for i in range(4)]})
 

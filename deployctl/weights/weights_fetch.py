@@ -34,8 +34,12 @@ import zlib
 MANIFEST = ".deployctl-manifest.json"
 PARTIAL = ".deployctl-partial"
 RETRY_STATUS = (429, 500, 502, 503, 504)
-CHUNK = 1 << 20  # written (and the resume state noted) a chunk at a time
-RECV = 256 << 10  # read, then hashed at once while the bytes are in this core's cache
+# Written (and the resume state noted) a chunk at a time: a direct write costs the kernel a fixed part per call
+# (pinning the buffer's pages, building the request), so 4 MiB writes cost about half the CPU of 1 MiB ones.
+CHUNK = 4 << 20
+# Read, then hashed at once: 1 MiB reads take a quarter of the Python calls (and GIL hand-overs) of 256 KiB ones;
+# sha256 runs at the core's speed (SHA-NI) from memory or cache alike, so a larger read costs it nothing.
+RECV = 1 << 20
 STATE_EVERY = 1 << 20  # save a file's resume state after each MiB written (at most 4 times a second)
 HASH_CHUNK = 8 << 20
 # Large files are written with O_DIRECT: no copy into the page cache (the costliest part of a buffered write),
@@ -44,9 +48,29 @@ DIRECT_MIN = 8 << 20
 ALIGN = 4096
 
 
+MADV_POPULATE_WRITE = 23  # Linux 5.14: fault a range in, writable, in one call (older kernels: EINVAL)
+
+
 def aligned_buffer(size):
-    """A page-aligned buffer (private anonymous mmap, faulted in at once) usable for O_DIRECT reads and writes."""
-    return memoryview(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0x8000)))
+    """A page-aligned buffer (private anonymous mmap, faulted in at once) usable for O_DIRECT reads and writes.
+
+    Backed by transparent huge pages where the kernel allows them (`madvise` mode is the common default): the
+    receive copy, the sha256 and each direct write's page pinning then walk 2 MiB pages instead of 4 KiB ones,
+    which measurably cuts the fetcher's system time. Python 3.7 (no mmap.madvise) gets plain pages."""
+    madvise = getattr(mmap.mmap, "madvise", None)
+    huge = getattr(mmap, "MADV_HUGEPAGE", None)
+    if madvise is None or huge is None:
+        return memoryview(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0x8000)))
+    buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+    try:
+        buf.madvise(huge)
+    except OSError:
+        pass  # THP off or unsupported: plain pages
+    try:
+        buf.madvise(MADV_POPULATE_WRITE)
+    except (OSError, ValueError):
+        buf[::mmap.PAGESIZE] = bytes(len(range(0, size, mmap.PAGESIZE)))  # touch every page: fault it in now
+    return memoryview(buf)
 
 
 def round_up(count):
@@ -465,16 +489,36 @@ class Manifest(object):
         with self.lock:
             self.doc["files"].pop(path, None)
 
-    def save(self):
+    def save(self, durable=False):
+        """Rewrite the manifest; `durable`: the last save of a run, on disk before the fetcher says done."""
         with self.lock:
-            self.save_locked()
+            self.save_locked(durable)
 
-    def save_locked(self):
+    def save_locked(self, durable=False):
         tmp = self.path + ".tmp"
         with open(tmp, "w") as handle:
             json.dump(self.doc, handle, sort_keys=True, separators=(",", ":"))
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, self.path)
+        if durable:
+            fsync_dir(os.path.dirname(self.path))
         self.written = time.monotonic()
+
+
+def fsync_dir(path):
+    """Make the names created or renamed in a directory durable (its entries, not only the files' bytes)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory: nothing more to do there
+    finally:
+        os.close(fd)
 
 
 PEER_WAIT = 60.0  # seconds a peer that never answered may take to start before its parts come from the source
@@ -851,7 +895,12 @@ def run(job):
     if not errors:
         errors.extend("%s: parts missing after all fetches ended" % f.entry["key"]
                       for f in files if f.hashed_to < f.entry["size"])
-    manifest.save()
+    # Durable when the fetcher says done, as `sync` after a copy makes it: each file was fsynced before its rename;
+    # now the renames themselves (the directories' entries), then the manifest (fsynced, renamed, its directory).
+    for directory in sorted({os.path.normpath(os.path.dirname(f.final)) for f in files if f.finished}
+                            - {os.path.normpath(dest)}):
+        fsync_dir(directory)
+    manifest.save(durable=True)
     if swarm is not None:
         serve_until_peers_done(swarm, conns, progress, bool(errors))
     errors = list(dict.fromkeys(errors))  # several parts of one file may fail the same way: say it once
