@@ -16,9 +16,11 @@ from deployctl.plan.actions import Fetch
 from deployctl.transport import Transport
 from deployctl.weights.manifest import MANIFEST_NAME
 
-# 8 connections per host, each on its own file where there are enough files (hashed as the bytes land); 16 MiB
-# parts: few requests per GiB for the server, 12 part buffers (192 MiB) at most on the host.
-PART_SIZE = 16 << 20
+# 8 connections per host, each on its own file where there are enough files (hashed as the bytes land); 32 MiB
+# parts: few requests per GiB for the server (each costs the store CPU of its own: on the bed's SeaweedFS, 16 MiB
+# parts came to 0.93-1.06x `s5cmd cp` + `sync`, 32 MiB to 1.00-1.04x, benchmarks/weights_sync.py), 12 part
+# buffers (384 MiB) at most on the host.
+PART_SIZE = 32 << 20
 CONCURRENCY = 8
 # Hosts that share a fetch serve their parts on this port of their address (the spec's `hosts[].address`), for
 # the length of the fetch only; every request carries the stage's random token.
