@@ -106,6 +106,17 @@ def test_vllm_ascend_pd_drains_whole_groups_a_prefill_and_a_decode_a_wave():
     assert units == [["prefill0", "decode0"], ["prefill1", "decode1"]]
 
 
+def deployed_upstream(spec, networks):
+    """tb1's deployed state where every container of a vllm-ascend `spec` runs with its digest."""
+    out = []
+    for instance in spec.instances:
+        container = container_for(spec, instance, None, networks)
+        labels = {LABEL_DEPLOYMENT: spec.name, LABEL_DIGEST: digest_of(container, IMAGE, None, spec)}
+        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
+                                    (), tuple(instance.devices), (), state="running", image_id=IMAGE, image="img"))
+    return {"tb1": deployed(tuple(out), IMAGE).deployed}
+
+
 def plan_rollout_units(before, after):
     """plan_rollout on the container stages alone (vllm-ascend needs host networks for the full plan_up)."""
     from deployctl.plan.front import reach
@@ -114,14 +125,7 @@ def plan_rollout_units(before, after):
     from deployctl.plan.upstream import HostNetwork
 
     networks = {"tb1": HostNetwork("10.200.0.11", "eth0", 8)}
-    facts = {}
-    out = []
-    for instance in before.instances:
-        container = container_for(before, instance, None, networks)
-        labels = {LABEL_DEPLOYMENT: before.name, LABEL_DIGEST: digest_of(container, IMAGE, None, before)}
-        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
-                                    (), tuple(instance.devices), (), state="running", image_id=IMAGE, image="img"))
-    facts["tb1"] = deployed(tuple(out), IMAGE).deployed
+    facts = deployed_upstream(before, networks)
     stages = plan_containers(after, facts, None, None, desired_containers(after, None, networks))
     planned, summary = plan_rollout(after, stages, facts, reach(after, networks))
     drains = [s for s in planned if s.name == "drain"]
@@ -214,13 +218,7 @@ def test_a_vllm_ascend_dp_group_surges_whole_as_a_new_group_on_free_cards_before
     after = load_spec_text(text.replace("model: {served_name: tiny}", "model: {served_name: tiny, max_num_seqs: 4}")
                            + "rollout: {max_surge: 1}\n")
     networks = {"tb1": HostNetwork("10.200.0.11", "eth0", 8)}
-    out = []
-    for instance in before.instances:
-        container = container_for(before, instance, None, networks)
-        labels = {LABEL_DEPLOYMENT: before.name, LABEL_DIGEST: digest_of(container, IMAGE, None, before)}
-        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
-                                    (), tuple(instance.devices), (), state="running", image_id=IMAGE, image="img"))
-    facts = {"tb1": deployed(tuple(out), IMAGE).deployed}
+    facts = deployed_upstream(before, networks)
     stages = plan_containers(after, facts, None, None, desired_containers(after, None, networks))
     runs = {}
 
