@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import Mapping, Optional
 from urllib.parse import quote
 
 from deployctl.core import Command
 from deployctl.facts.probe import Probe
+from deployctl.plan.actions import AwaitListed, Drain
+from deployctl.plan.model import Stage, Step
 from deployctl.spec.model import Instance, Spec
 
-if TYPE_CHECKING:
-    from deployctl.plan.model import Stage
 
 PROXY, ROUTER, SCHEDULER = "proxy", "vllm-router", "scheduler"
 ROUTER_COMMAND = "vllm-router"  # the wheel's console script (vllm_router.launch_router:main)
@@ -204,15 +204,12 @@ def front_list_probe(front: Front) -> Probe:
     return Probe(list_command(front).argv, parse, FRONT_LIST_KEY, tool_name="curl")
 
 
-def membership_stages(spec: Spec, stages: tuple["Stage", ...], listed: Optional[Mapping[str, str]],
-                      address_of: Mapping[str, str], drain_timeout: float) -> tuple["Stage", ...]:
+def membership_stages(spec: Spec, stages: tuple[Stage, ...], listed: Optional[Mapping[str, str]],
+                      address_of: Mapping[str, str], drain_timeout: float) -> tuple[Stage, ...]:
     """A kept front's list brought to the spec's while it serves: the servers it lists that the spec no longer
     has are taken out and drained before the stop stage stops them; the spec's servers it lacks are put in (and
     awaited) once the front's stage ran, after they passed their health check. `listed`: the front's list as
     gathered (None: unknown, or the front is not running; a started front serves the spec's list from its argv)."""
-    from deployctl.plan.actions import AwaitListed, Drain
-    from deployctl.plan.model import Stage, Step
-
     front = front_of(spec)
     if front is None or not front.changes_list or listed is None:
         return stages
@@ -225,21 +222,39 @@ def membership_stages(spec: Spec, stages: tuple["Stage", ...], listed: Optional[
     out = list(stages)
     if gone:
         names = ", ".join(b.key for b in gone)
-        drain = Step(front.host, "drain", "drain", f"take {names} (no longer in the spec) out of the {front.kind}, "
-                                                   "wait for their requests",
-                     commands=remove_commands(front, gone),
-                     actions=(Drain(tuple((b.key, f"{b.url}/metrics") for b in gone), drain_timeout),),
-                     late_undo=add_commands(front, gone))
+        drain = drain_step(front, gone, f"take {names} (no longer in the spec) out of the {front.kind}, wait for "
+                           "their requests", drain_timeout)
         at = next((i for i, s in enumerate(out) if s.name == "stop"), 0)
         out.insert(at, Stage("drain", (drain,)))
     if new:
         names = ", ".join(b.name for b in new)
-        route = Step(front.host, "route", "add", f"put {names} into the {front.kind}",
-                     commands=add_commands(front, new), undo=remove_commands(front, new),
-                     actions=(AwaitListed(front.kind, list_command(front), tuple(b.key for b in new), drain_timeout),))
+        route = route_step(front, new, f"put {names} into the {front.kind}", drain_timeout, undo=True)
         at = max(i for i, s in enumerate(out) if any(x.container == front.instance.name for x in s.steps)) + 1
         out.insert(at, Stage("route", (route,)))
     return tuple(out)
+
+
+def drain_step(front: Front, chosen: tuple[Backend, ...], reason: str, timeout: float, wave: int = 0,
+               put_back: bool = True) -> Step:
+    """On the front's host: take `chosen` out of the front, then wait until they hold no request (at most
+    `timeout`). `put_back`: a rollback adds them again once their old servers serve (`late_undo`)."""
+    return Step(front.host, "drain", "drain", reason, commands=remove_commands(front, chosen),
+                actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in chosen), timeout),),
+                late_undo=add_commands(front, chosen) if put_back else (), wave=wave)
+
+
+def route_step(front: Front, chosen: tuple[Backend, ...], reason: str, timeout: float, wave: int = 0,
+               undo: bool = False) -> Step:
+    """On the front's host: put `chosen` into the front and wait until it lists them. `undo`: a rollback takes
+    them out again (a surge server that is going away)."""
+    return Step(front.host, "route", "add", reason, commands=add_commands(front, chosen),
+                undo=remove_commands(front, chosen) if undo else (),
+                actions=(await_listed(front, chosen, timeout),), wave=wave)
+
+
+def await_listed(front: Front, back: tuple[Backend, ...], timeout: float) -> AwaitListed:
+    """Wait until the front lists what was put back (a proxy may take it only at its next tick)."""
+    return AwaitListed(front.kind, list_command(front), tuple(b.key for b in back), timeout)
 
 
 def _listed_backend(key: str, role: str) -> Backend:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from deployctl.facts.deployed import DeployedState
-from deployctl.plan.actions import AnswerCheck, AwaitListed, Drain
-from deployctl.plan.front import Backend, Front, add_commands, backends, front_of, list_command, remove_commands
+from deployctl.plan.actions import AnswerCheck
+from deployctl.plan.front import (Backend, Front, add_commands, await_listed, backends, drain_step, front_of,
+                                  remove_commands, route_step)
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
 from deployctl.spec.dp_groups import MAX_PORT, port_uses, servers_of
@@ -131,7 +132,7 @@ def _refreshed(spec: Spec, stages: tuple[Stage, ...], front: Optional[Front], re
     # answers 500 (`No available ... servers`) to the answer check meanwhile
     step = Step(front.host, "route", "add", f"put the restarted servers back into the {front.kind}",
                 commands=remove_commands(front, again) + add_commands(front, again),
-                actions=(listed(front, again, DEFAULT_DRAIN_TIMEOUT),))
+                actions=(await_listed(front, again, DEFAULT_DRAIN_TIMEOUT),))
     at = max(i for i, s in enumerate(stages) if s.name in WAVE_STAGES) + 1
     return stages[:at] + (Stage("route", (step,)),) + stages[at:]
 
@@ -367,29 +368,6 @@ def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_
                        number)
     stages.append(Stage("route", (route,), wave=number, commit=not after))
     return before + stages + after
-
-
-def drain_step(front: Front, chosen: tuple[Backend, ...], reason: str, timeout: float, wave: int = 0,
-               put_back: bool = True) -> Step:
-    """On the front's host: take `chosen` out of the front, then wait until they hold no request (at most
-    `timeout`). `put_back`: a rollback adds them again once their old servers serve (`late_undo`)."""
-    return Step(front.host, "drain", "drain", reason, commands=remove_commands(front, chosen),
-                actions=(Drain(tuple((b.name, f"{b.url}/metrics") for b in chosen), timeout),),
-                late_undo=add_commands(front, chosen) if put_back else (), wave=wave)
-
-
-def route_step(front: Front, chosen: tuple[Backend, ...], reason: str, timeout: float, wave: int = 0,
-               undo: bool = False) -> Step:
-    """On the front's host: put `chosen` into the front and wait until it lists them. `undo`: a rollback takes
-    them out again (a surge server that is going away)."""
-    return Step(front.host, "route", "add", reason, commands=add_commands(front, chosen),
-                undo=remove_commands(front, chosen) if undo else (),
-                actions=(listed(front, chosen, timeout),), wave=wave)
-
-
-def listed(front: Front, back: tuple[Backend, ...], timeout: float) -> AwaitListed:
-    """Wait until the front lists what was put back (a proxy may take it only at its next tick)."""
-    return AwaitListed(front.kind, list_command(front), tuple(b.key for b in back), timeout)
 
 
 def _wave_paths(paths, replaced: set[str], front_name: str) -> tuple:
