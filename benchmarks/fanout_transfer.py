@@ -264,15 +264,12 @@ def print_trace(trace: dict, targets: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mbit", type=int, default=200)
-    parser.add_argument("--weights-mib", type=int, default=512)
-    parser.add_argument("--image-mib", type=int, default=128)
-    parser.add_argument("--skip", default="", help="weights or image")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mbit", type=int, default=200, help="tc cap on the S3 link and the control machine's uplink")
+    parser.add_argument("--weights-mib", type=int, default=512, help="model size")
+    parser.add_argument("--image-mib", type=int, default=128, help="image size")
     parser.add_argument("--only", choices=("weights", "image"), help="run only this part")
     args = parser.parse_args()
-    if args.only:
-        args.skip = "image" if args.only == "weights" else "weights"
     from tests.testbed import Testbed
 
     bed = Testbed(9).up(9)  # tb1 is the image's source; tb2..tb9 its targets (and tb1..tb8 the weights')
@@ -281,7 +278,7 @@ def main() -> int:
     rows = []
     try:
         cap(args.mbit)
-        if "weights" not in args.skip:
+        if args.only in (None, "weights"):
             total = upload_model(bed, args.weights_mib * MIB)
             print(f"model: {total / MIB:.0f} MiB in 4 shards; S3 capped at {args.mbit} Mbit/s for all hosts",
                   flush=True)
@@ -297,7 +294,7 @@ def main() -> int:
                           f"S3 sent {sent / MIB:.1f} MiB ({sent / total:.3f}x the model)", flush=True)
             for name in [h.name for h in bed.hosts[:8]]:
                 bed.run_on(name, ["rm", "-rf", DEST])
-        if "image" not in args.skip:
+        if args.only in (None, "image"):
             make_image(bed, args.image_mib * MIB)
             size = int(bed.docker_on("tb1", "image", "inspect", "--format", "{{.Size}}", IMAGE).stdout)
             print(f"image: {size / MIB:.0f} MiB (one layer, on tb1 only); control machine's SSH uplink capped at "
