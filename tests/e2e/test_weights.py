@@ -467,10 +467,12 @@ def test_503s_reach_the_host_fetcher_which_retries_them(testbed, uploaded, s3_en
 
 def test_an_object_replaced_on_the_store_mid_sync_stops_it_and_leaves_no_mixed_file(testbed, s3_env, capsys,
                                                                                      tmp_path, proxy):
-    """Two 16 MiB parts: the proxy lets the first through and holds the second before it reaches SeaweedFS; the
-    object is replaced meanwhile, so the second GET's If-Match (the listed ETag, quoted) gets 412."""
+    """Two parts: the proxy lets the first through and holds the second before it reaches SeaweedFS; the object is
+    replaced meanwhile, so the second GET's If-Match (the listed ETag, quoted) gets 412."""
+    from deployctl.execute.weights import PART_SIZE
+
     prefix, key = "e2e-weights-ifmatch/", "e2e-weights-ifmatch/big.bin"
-    old, new = os.urandom(20 * MIB), os.urandom(20 * MIB)
+    old, new = os.urandom(PART_SIZE + 4 * MIB), os.urandom(PART_SIZE + 4 * MIB)
     client = testbed.s3.client()
     client.put_object(Bucket=testbed.s3.bucket, Key=key, Body=old)
     old_etag = client.head_object(Bucket=testbed.s3.bucket, Key=key)["ETag"]
@@ -478,12 +480,12 @@ def test_an_object_replaced_on_the_store_mid_sync_stops_it_and_leaves_no_mixed_f
     path = Deployctl(capsys, tmp_path).write(spec_text(testbed, "e2e-weights-ifmatch", ["tb3"], dest=dest,
                                                        endpoint=proxy.endpoint, prefix=prefix))
     wipe(testbed, ["tb3"], dest)
-    proxy.pause_key, proxy.pause_at = f"/{testbed.s3.bucket}/{key}", 16 * MIB
+    proxy.pause_key, proxy.pause_at = f"/{testbed.s3.bucket}/{key}", PART_SIZE
     sync = subprocess.Popen([sys.executable, "-m", "deployctl", "weights", "sync", str(path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
     try:
         assert proxy.paused.acquire(timeout=60)  # the second part is held
-        proxy.wait_for(lambda log: any(e["key"] == proxy.pause_key and e["range"] == f"bytes=0-{16 * MIB - 1}"
+        proxy.wait_for(lambda log: any(e["key"] == proxy.pause_key and e["range"] == f"bytes=0-{PART_SIZE - 1}"
                                        and e["status"] == 206 and not e.get("broken") for e in log))
         client.put_object(Bucket=testbed.s3.bucket, Key=key, Body=new)
         proxy.release.set()
@@ -491,7 +493,7 @@ def test_an_object_replaced_on_the_store_mid_sync_stops_it_and_leaves_no_mixed_f
         assert sync.returncode == 1
         assert (f"tb3 (10.200.0.13): weights fetch into {dest} failed: {key}: the object changed during the sync "
                 f"(its ETag is no longer {old_etag.strip(chr(34))}); run it again") in err
-        second = [e for e in proxy.log if e["key"] == proxy.pause_key and e["range"].startswith(f"bytes={16 * MIB}-")]
+        second = [e for e in proxy.log if e["key"] == proxy.pause_key and e["range"].startswith(f"bytes={PART_SIZE}-")]
         assert [(e["status"], e["if_match"]) for e in second] == [(412, old_etag)]  # quoted, as S3 returns it
         files = testbed.run_on("tb3", ["find", dest, "-type", "f"]).stdout.split()
         assert f"{dest}/big.bin" not in files  # nothing mixed in place

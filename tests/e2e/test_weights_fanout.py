@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 
-from deployctl.execute.weights import PEER_PORT
+from deployctl.execute.weights import PART_SIZE, PEER_PORT
 from tests.e2e.conftest import Deployctl
 from tests.e2e.test_weights import host_processes, host_sha256, proxy, spec_text, wait_gone, wait_until, wipe  # noqa: F401
 
@@ -26,8 +26,9 @@ BIG = "model-00001-of-00002.safetensors"
 
 @pytest.fixture(scope="module")
 def model(testbed):
-    """Files of several 16 MiB parts (the fetcher's part size) and small ones, so every host owns some parts."""
-    files = {BIG: os.urandom(70 * MIB + 123), "model-00002-of-00002.safetensors": os.urandom(33 * MIB),
+    """Files of several parts (the fetcher's part size) and small ones, so every host owns some ranged parts."""
+    files = {BIG: os.urandom(4 * PART_SIZE + 6 * MIB + 123),
+             "model-00002-of-00002.safetensors": os.urandom(2 * PART_SIZE + MIB),
              "config.json": b'{"model_type": "llama"}', "tokenizer.json": os.urandom(5000)}
     client = testbed.s3.client()
     for name, data in files.items():
@@ -87,7 +88,7 @@ def test_a_host_sigkilled_mid_transfer_leaves_the_others_complete_and_the_next_s
     path = deployctl.write(spec_text(testbed, deployment, HOSTS, dest=DEST, endpoint=proxy.endpoint, prefix=PREFIX))
     wipe(testbed, HOSTS, DEST)
     # Hold the big file's last part at the store: its owner is SIGKILLed while reading it.
-    proxy.pause_key, proxy.pause_at = f"/{testbed.s3.bucket}/{PREFIX}{BIG}", 64 * MIB + 4096
+    proxy.pause_key, proxy.pause_at = f"/{testbed.s3.bucket}/{PREFIX}{BIG}", 2 * PART_SIZE + 4096
     sync = subprocess.Popen([sys.executable, "-m", "deployctl", "weights", "sync", str(path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
     fetcher_path = f"/var/lib/deployctl/{deployment}/weights_fetch.py"
