@@ -40,6 +40,12 @@ capped class, x the 1-host run's, which is one copy by definition):
            4       8.04  1.14   26.04   3.71   1.000 / 3.997                6.97   1.17   2.50
            8       9.58  1.36   50.65   7.22   1.001 / 7.992                8.13   1.36   4.41
 
+With 32 MiB parts (was 16; same command, --only weights, 2026-11-26): shared 23.55/23.45/24.29/25.46 s for
+1/2/4/8 hosts (1.08x for 8), direct 22.90/45.56/90.39/180.43 s (7.88x), the store sent 1.046x the model whatever the
+number of hosts.
+The image at a 100 Mbit/s cap (--only image --mbit 100, one run): chain 12.65/12.65/13.37/15.10 s (1.19x for 8),
+direct 12.50/24.44/48.19/95.68 s (7.66x), paced floor 11.28/11.47/12.31/13.42 s (1.19x): at this rate the 8
+loads keep pace with the stream on the bed's 2 cores, and the chain meets 1.3x.
 Weights to 8 hosts: 1.13x one host (target <= 1.3x), the store sent one copy (target <= 1.05x). Before parts
 were streamed to peers as they landed (a peer waited for the whole part), 8 hosts took 29.43 s (1.28x): all
 parts ended at once and the copies between hosts came after.
