@@ -8,8 +8,8 @@ import time
 from typing import Callable
 
 from deployctl.core import Command
-from deployctl.execute.health import Cancelled
-from deployctl.facts.in_flight import TICK_S, in_flight_probe, left_in_flight
+from deployctl.execute.health import Cancelled, tries
+from deployctl.facts.in_flight import in_flight_probe, left_in_flight
 from deployctl.plan.actions import Drain
 from deployctl.transport import Transport
 
@@ -18,7 +18,7 @@ def run_drain(transport: Transport, drain: Drain, *, poll_interval: float, cance
               on_progress: Callable[[str], None]) -> str:
     """Poll until every server runs and queues nothing (each round trip asks on the host until then, for about a
     poll period); returns what remained at the deadline ("" when none)."""
-    probe = in_flight_probe(drain.servers, max(1, round(poll_interval / TICK_S)))  # the host waits between asks
+    probe = in_flight_probe(drain.servers, tries(poll_interval))  # the host waits between asks
     command = Command(probe.argv, check=False)
     deadline = time.monotonic() + drain.timeout
     while True:

@@ -8,10 +8,10 @@ from typing import Callable
 
 from deployctl.core import Command
 from deployctl.errors import HostError
+from deployctl.facts.in_flight import TICK_S  # one tick for the host-side waits: health and drain
 from deployctl.plan.model import HealthCheck
 from deployctl.transport import Transport
 
-TICK_S = 0.05  # how often a wait asks, on the host itself (the poll period is one round trip's budget)
 
 # One round trip per poll period: the health path's HTTP status, asked up to $4 times TICK_S apart on the host
 # until it answers 200 (so a server that comes up is seen within a tick, not at the next round trip), then the

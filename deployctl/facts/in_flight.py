@@ -8,7 +8,7 @@ from typing import Mapping, Optional
 
 from deployctl.bench.telemetry import parse_engine
 from deployctl.facts.probe import Probe
-from deployctl.facts.progress import MARK  # the same header line as watch's probe: `MARK URL`, then the page
+from deployctl.facts.docker_logs import MARK, marked_blocks  # `MARK URL`, then the page, as watch's probes
 
 NO_ANSWER = "!! no answer"
 TICK_S = 0.05  # how often a drain asks, on the front's host (one round trip waits about a poll period there)
@@ -34,17 +34,11 @@ def in_flight_probe(servers: tuple[tuple[str, str], ...], tries: int = 1) -> Pro
 def in_flight(text: str, servers: tuple[tuple[str, str], ...]) -> dict[str, Optional[float]]:
     """The answers to IN_FLIGHT_SCRIPT: requests each server runs or queues (None: its /metrics did not answer or
     has neither of vLLM's gauges)."""
-    pages: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith(MARK + " "):
-            current = pages.setdefault(line[len(MARK) + 1:].strip(), [])
-        elif current is not None:
-            current.append(line)
+    pages = {url.strip(): page for url, page in marked_blocks(text, 1)}
     out: dict[str, Optional[float]] = {}
     for name, url in servers:
-        lines = pages.get(url)
-        engine = parse_engine(name, "\n".join(lines)) if lines and NO_ANSWER not in lines else None
+        page = pages.get(url, "")
+        engine = parse_engine(name, page) if page.strip() and NO_ANSWER not in page.splitlines() else None
         if engine is None or (engine.running is None and engine.waiting is None):
             out[name] = None
         else:
