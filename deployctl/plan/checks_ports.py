@@ -1,11 +1,12 @@
 """Doctor's port checks (pure): every port the spec's containers will listen on is free on its host (or held by
-this deployment's own running containers), and none sits in the kernel's ephemeral range, where an outgoing
-connection can take it first."""
+this deployment's own running containers), and none sits in the kernel's ephemeral range unreserved, where an
+outgoing connection can take it first."""
 
 from __future__ import annotations
 
 from typing import Optional
 
+from deployctl.facts.listening import port_list
 from deployctl.facts.model import HostFacts
 from deployctl.plan.findings import FAIL, PASS, WARN, Finding, owned_by, unknown
 from deployctl.spec.model import Spec
@@ -42,20 +43,23 @@ def check_ports(facts: HostFacts, wanted: tuple[tuple[int, str], ...], deploymen
         ports = Finding("ports", PASS, f"{len(taken)} of {len(wanted)} held by {deployment}'s running containers",
                         "free, or held by this deployment", None)
     else:
-        ports = Finding("ports", FAIL, f"in use: {_said(taken)}", "free",
+        ports = Finding("ports", FAIL, f"in use: {said_ports(taken)}", "free",
                         f"stop what listens there (ss -ltnp 'sport = :{taken[0][0]}') or choose other ports in the spec")
-    inside = [(port, what) for port, what in wanted if facts.listening.ephemeral_holds(port)]
+    inside = [(port, what) for port, what in wanted if facts.listening.exposed(port)]
+    kept = sum(1 for port, _ in wanted if port in facts.listening.reserved and facts.listening.ephemeral_holds(port))
     if not inside:
-        ephemeral = Finding("ephemeral_ports", PASS, f"none in {low}-{high}", f"outside {low}-{high}", None)
+        said = f"none in {low}-{high}" + (f" but {kept} reserved from it" if kept else "")
+        ephemeral = Finding("ephemeral_ports", PASS, said, f"outside {low}-{high}, or reserved", None)
     else:
-        listed = ",".join(str(p) for p, _ in inside)
-        ephemeral = Finding("ephemeral_ports", WARN, f"in the ephemeral range {low}-{high}: {_said(inside)}",
-                            f"outside {low}-{high}", f"choose ports below {low}, or reserve them: "
-                            f"sysctl -w net.ipv4.ip_local_reserved_ports={listed}")
+        reserved = port_list(facts.listening.reserved | {p for p, _ in inside})
+        ephemeral = Finding("ephemeral_ports", WARN, f"in the ephemeral range {low}-{high}: {said_ports(inside)}",
+                            f"outside {low}-{high}, or reserved", f"`up` reserves them (until a reboot); choose "
+                            f"ports below {low}, or reserve them for good: "
+                            f"sysctl -w net.ipv4.ip_local_reserved_ports={reserved}")
     return ports, ephemeral
 
 
-def _said(ports: list[tuple[int, str]]) -> str:
+def said_ports(ports: list[tuple[int, str]]) -> str:
     """`30000-30015 (prefill group 0 kv ports 30000-30015), 8000 (the proxy)`: runs of one use shortened."""
     runs: list[list] = []
     for port, what in ports:

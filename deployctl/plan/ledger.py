@@ -17,13 +17,14 @@ from deployctl.facts.startup_log import StartupMilestones
 # those it saw, in this order.
 PHASE_LABELS = {"prepare": "prepare", "checks": "checks", "image_build": "image build", "image_pull": "image pull",
                 "image_ship": "image ship", "weights_sync": "weights sync", "compile_cache": "compile cache",
-                "files": "files", "stop": "stop old", "container_start": "container start",
+                "files": "files", "ports": "reserve ports", "stop": "stop old", "container_start": "container start",
                 "weights_loaded": "weights loaded", "graph_compiled": "graph compiled", "server_ready": "server ready",
                 "contract": "contract", "front_start": "front start", "first_token": "first token",
                 "report": "report", "other": "other"}
 PHASES = tuple(PHASE_LABELS)
 SERVER_PHASES = ("weights_loaded", "graph_compiled", "server_ready")  # from the server's own log, in order
-_STAGE_PHASE = {"checks": "checks", "ship": "image_ship", "weights": "weights_sync", "cache": "compile_cache", "files": "files",
+_STAGE_PHASE = {"checks": "checks", "ship": "image_ship", "weights": "weights_sync", "cache": "compile_cache",
+                "files": "files", "ports": "ports",
                 "stop": "stop", "contract": "contract", "scheduler": "front_start", "proxy": "front_start",
                 "answers": "first_token", "verify": "first_token"}
 

@@ -69,12 +69,16 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
             probes += [addresses_probe(), layout_probe()]
             if spec.image.name:  # the version its image was built with picks the server profile
                 probes.append(image_version_probe(spec.image.name))
-    if ("containers" in stages and spec.rollout.max_surge and spec.platform == "ascend" and host in used
-            and not flavour_of(spec).reads_host_networks):  # a surge needs the host's free cards and ports
-        from deployctl.facts.host_layout import layout_probe
+    # what `up` starts listens on ports free and reserved from the ephemeral range (status starts nothing)
+    if "containers" in stages and "liveness" not in stages and host in used:
         from deployctl.facts.listening import listening_probe
 
-        probes += [layout_probe(), listening_probe()]
+        probes.append(listening_probe())
+        if (spec.rollout.max_surge and spec.platform == "ascend"
+                and not flavour_of(spec).reads_host_networks):  # a surge needs the host's free cards too
+            from deployctl.facts.host_layout import layout_probe
+
+            probes.append(layout_probe())
     if "containers" in stages and spec.front is not None and spec.front.host == host:
         from deployctl.plan.front import front_list_probe, front_of
 

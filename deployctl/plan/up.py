@@ -37,6 +37,7 @@ from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS, plan_answers
 from deployctl.plan.contract import contract_step
 from deployctl.plan.upstream import HostNetwork, host_networks, with_host_facts
 from deployctl.plan.rollout import DEFAULT_DRAIN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT
+from deployctl.plan.reserve_ports import plan_reserved_ports
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
 from deployctl.servers import flavour_of
@@ -317,6 +318,8 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
             desired, cache_stage = _compile_caches(spec, facts, deployed, images, desired)
             planned.extend((cache_stage,) if cache_stage is not None else ())
         planned.append(plan_files(spec, deployed, inputs.ranktables, desired))
+        reserve = plan_reserved_ports(spec, facts)
+        planned.extend((reserve,) if reserve is not None else ())
         containers = tuple(s for s in plan_containers(spec, deployed, inputs.ranktables, images, desired,
                                                       inputs.shutdown_timeout)
                            if not (s.name == "contract" and "contract" in skip))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,8 @@ class Deployctl:
     def json(self, *argv: str) -> tuple[int, dict]:
         code, out, err = self(*argv, "--output", "json")
         assert out.strip(), err
+        if code != 0:  # pytest shortens an assertion's dict message: the whole error reaches the captured output
+            print(out, file=sys.stderr)
         return code, json.loads(out)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from deployctl.facts.listening import parse_port_list
 from tests.e2e.conftest import MODEL, container_ids, http_json
 from tests.testbed import layout
 
@@ -81,6 +82,10 @@ def test_pd_external_serves_through_the_proxy_reruns_nothing_and_replaces_only_w
         assert r5["ifname"] == nic_of(bed, "tb3") == layout.nic_name(3) == "enp63s0f0"  # each host its own NIC
         # 16-NPU hosts: the default kv_port base sits above Mooncake's random range 20000-35999
         assert r5["hccl_if_ip"] == "10.200.0.13" and r5["kv_port"] == 36100
+        # ...and inside the kernel's ephemeral range, so `up` reserved them there: no rank's connection to its DP
+        # master takes one as its own port before the rank binds it (plan/reserve_ports.py)
+        reserved = bed.run_on("tb3", ["cat", "/proc/sys/net/ipv4/ip_local_reserved_ports"]).stdout
+        assert set(range(36116, 36132)) <= parse_port_list(reserved)
         assert r5["kv_connector_extra_config"] == {"prefill": {"dp_size": 2, "tp_size": 8},
                                                    "decode": {"dp_size": 8, "tp_size": 4}}
         prefill = http_json(bed, "tb1", 9301, "/standin/info")
@@ -123,13 +128,14 @@ def test_pd_external_serves_through_the_proxy_reruns_nothing_and_replaces_only_w
 
         code, doc = deployctl.json("up", bystander, "--skip", "weights")
         assert code == 0, doc
-    finally:
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0, err
         assert all(container_ids(bed, h, "e2e-va-pd") == {} for h in ("tb1", "tb2", "tb3"))
         assert len(container_ids(bed, "tb4", "e2e-va-other")) == 1  # down left the other deployment alone
-        code, out, err = deployctl("down", bystander, "--yes")
-        assert code == 0, err
+    finally:
+        for spec_path in (path, bystander):  # whatever failed above, both are gone for the next test
+            code, out, err = deployctl("down", spec_path, "--yes")
+            assert code == 0, err
 
 
 def test_pd_external_serves_through_the_proxy_on_the_v0_11_release(cards16, deployctl):

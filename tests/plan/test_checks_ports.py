@@ -9,8 +9,9 @@ from tests.plan.test_up import container_fact
 from tests.spec.test_upstream_build import QWEN3
 
 
-def facts(ports, containers=(), ephemeral=(32768, 60999)):
-    return HostFacts(listening=Listening(frozenset(ports), ephemeral), containers=tuple(containers))
+def facts(ports, containers=(), ephemeral=(32768, 60999), reserved=()):
+    return HostFacts(listening=Listening(frozenset(ports), ephemeral, frozenset(reserved)),
+                     containers=tuple(containers))
 
 
 def test_every_port_of_a_vllm_ascend_host_is_listed():
@@ -45,6 +46,15 @@ def test_a_port_in_the_ephemeral_range_warns_with_the_reservation():
     _, ephemeral = check_ports(facts(set(), ephemeral=(30000, 60999)), ((30000, "kv"), (8000, "api")), "qwen3")
     assert ephemeral.status == "WARN" and ephemeral.observed == "in the ephemeral range 30000-60999: 30000 (kv)"
     assert ephemeral.fix.endswith("net.ipv4.ip_local_reserved_ports=30000")
+
+
+def test_reserved_ports_in_the_ephemeral_range_pass_and_the_fix_keeps_the_hosts_own_reservations():
+    wanted = ((36100, "kv"), (36101, "kv"), (8000, "api"))
+    _, ephemeral = check_ports(facts(set(), reserved={36100, 36101}), wanted, "qwen3")
+    assert ephemeral.status == "PASS" and ephemeral.observed == "none in 32768-60999 but 2 reserved from it"
+    _, ephemeral = check_ports(facts(set(), reserved={36100, 40000}), wanted, "qwen3")
+    assert ephemeral.status == "WARN" and ephemeral.observed == "in the ephemeral range 32768-60999: 36101 (kv)"
+    assert ephemeral.fix.endswith("net.ipv4.ip_local_reserved_ports=36100-36101,40000")
 
 
 def test_nothing_to_check_without_ports_and_unknown_without_the_probe():

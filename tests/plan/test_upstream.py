@@ -186,7 +186,7 @@ def test_the_gather_asks_each_host_for_its_nic_and_status_also_for_a_one_token_g
 
     spec = load_spec_text(QWEN3 % "external")
     keys = [p.key for p in state_probes(spec, "node3", stages=frozenset({"containers"}))]
-    assert keys == ["deployed", "bound_addresses", "layout", "image_version"]
+    assert keys == ["deployed", "bound_addresses", "layout", "image_version", "listening"]
     keys = [p.key for p in state_probes(spec, "node3", stages=frozenset({"containers", "liveness"}))]
     assert keys == ["deployed", "bound_addresses", "layout", "image_version", "liveness"]
 
