@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ class Deployctl:
 
     def __init__(self, capsys, tmp_path: Path) -> None:
         self.capsys, self.tmp_path = capsys, tmp_path
+        self.failed: list[str] = []  # each failed command and its whole answer, for a failed test's report
 
     def write(self, text: str, name: str = "spec.yaml") -> Path:
         path = self.tmp_path / name
@@ -41,14 +41,24 @@ class Deployctl:
         self.capsys.readouterr()
         code = main([str(a) for a in argv])
         out, err = self.capsys.readouterr()
+        if code != 0:
+            self.failed.append(f"$ deployctl {' '.join(map(str, argv))}  -> exit {code}\n{out}{err}")
         return code, out, err
 
     def json(self, *argv: str) -> tuple[int, dict]:
         code, out, err = self(*argv, "--output", "json")
         assert out.strip(), err
-        if code != 0:  # pytest shortens an assertion's dict message: the whole error reaches the captured output
-            print(out, file=sys.stderr)
         return code, json.loads(out)
+
+
+@pytest.hookimpl(hookwrapper=True)  # old style: the lowest pytest the project allows (7) knows only this one
+def pytest_runtest_makereport(item, call):
+    """A failed test's report shows every deployctl command that failed in it, whole: pytest shortens the dict
+    an assertion prints, cutting the host's own words (a container's last log lines) that say why."""
+    report = (yield).get_result()
+    runner = item.funcargs.get("deployctl") if hasattr(item, "funcargs") else None
+    if report.failed and isinstance(runner, Deployctl) and runner.failed:
+        report.sections.append(("deployctl commands that failed", "\n".join(runner.failed)))
 
 
 @pytest.fixture

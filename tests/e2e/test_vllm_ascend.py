@@ -153,6 +153,33 @@ def test_pd_external_serves_through_the_proxy_on_the_v0_11_release(cards16, depl
         assert deployctl("down", path, "--yes")[0] == 0
 
 
+EPHEMERAL = "/proc/sys/net/ipv4/ip_local_port_range"
+RESERVED = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+
+
+def test_pd_ranks_start_where_the_ephemeral_range_covers_their_kv_ports(cards16, deployctl):
+    """Each decode host's outgoing connections (a rank's to its DP master among them) draw their own ports from
+    32 ports, half of them kv ports: unreserved, some rank's bind meets one of them now and then ("kv port N in
+    use"); `up` reserves them first, so every rank starts, every time."""
+    bed = cards16
+    path = deployctl.write(pd_spec(bed))
+    hosts = ("tb2", "tb3")
+    before = {h: bed.run_on(h, ["cat", EPHEMERAL]).stdout.split() for h in hosts}
+    try:
+        for h in hosts:
+            bed.run_on(h, ["sh", "-c", f'echo "36100 36131" > {EPHEMERAL}; echo > {RESERVED}'])
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        assert parse_port_list(bed.run_on("tb2", ["cat", RESERVED]).stdout) == set(range(36100, 36116))
+        assert parse_port_list(bed.run_on("tb3", ["cat", RESERVED]).stdout) == set(range(36116, 36132))
+        decode = [http_json(bed, h, p, "/standin/info") for h in hosts for p in range(9300, 9304)]
+        assert sorted(r for info in decode for r in info["dp_ranks"]) == list(range(8))
+    finally:
+        for h in hosts:
+            bed.run_on(h, ["sh", "-c", f'echo "{" ".join(before[h])}" > {EPHEMERAL}'])
+        assert deployctl("down", path, "--yes")[0] == 0
+
+
 MIXED_ONE_HOST = """topology:
   mode: mixed
   groups:
