@@ -13,11 +13,13 @@ from deployctl.plan.containers import Container, Mount
 from deployctl.plan.contract import FILE_TARGETS
 from deployctl.plan.probes import health_path
 from deployctl.servers import flavour_of
+from deployctl.servers.shutdown import stop_grace
 from deployctl.spec.model import Spec
 from deployctl.spec.startup import startup_budget
 
 POD_IP = "POD_IP"
 PERIOD_S = 10
+K8S_GRACE_S = 30  # terminationGracePeriodSeconds' default
 SHM_VOLUME = "dshm"  # an in-memory /dev/shm of the size `up` gives docker's --shm-size (contract: shared memory)
 _SHM_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 # The device plugin picks the NPUs and the runtime shows them as 0..n-1: a physical id list would be wrong.
@@ -74,6 +76,12 @@ def pod_spec(spec: Spec, containers: list[tuple[Container, dict]], options: Expo
     if shm:  # one per pod, shared by its containers: as large as their own /dev/shm together
         volumes[SHM_VOLUME] = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": quantity(shm)}}
     out: dict = {"containers": [entry for _, entry in containers]}
+    # The kubelet kills a pod's containers terminationGracePeriodSeconds (default 30) after SIGTERM
+    # (kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination): a server that drains longer
+    # (its own --shutdown-timeout) gets as long.
+    grace = max(stop_grace(c.command, K8S_GRACE_S) for c, _ in containers) if containers else K8S_GRACE_S
+    if grace > K8S_GRACE_S:
+        out["terminationGracePeriodSeconds"] = grace
     if volumes:
         out["volumes"] = list(volumes.values())
     return out

@@ -20,6 +20,7 @@ from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
 from deployctl.spec.dp_groups import MAX_PORT, port_uses, servers_of
 from deployctl.spec.model import Instance, Spec
+from deployctl.servers.shutdown import stop_grace
 
 DEFAULT_DRAIN_TIMEOUT = 120.0  # seconds a drained instance may take to finish its requests (--drain-timeout)
 DEFAULT_SHUTDOWN_TIMEOUT = 30  # seconds `docker stop` gives a server to finish before SIGKILL (--shutdown-timeout)
@@ -320,8 +321,8 @@ def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Fro
                             health=health))
         stopped.append(Step(instance.host, "stop", "remove", f"{tag}: {instance.name} served its turn",
                             container=instance.name, wave=number,
-                            commands=(Command(("docker", "stop", "--time", str(options.shutdown_timeout),
-                                               instance.name)),
+                            commands=(Command(("docker", "stop", "--time",
+                                               str(stop_grace(run.argv, options.shutdown_timeout)), instance.name)),
                                       Command(("docker", "rm", "--force", instance.name), check=False))))
     # the API servers (a DP group's headless ranks serve none); all at once, as a wave's own
     served = tuple(Backend(i.role, i.name, address_of[i.host], i.port) for i in surge if i.port is not None)

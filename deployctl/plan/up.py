@@ -38,6 +38,7 @@ from deployctl.plan.contract import contract_step
 from deployctl.plan.upstream import HostNetwork, host_networks, with_host_facts
 from deployctl.plan.rollout import DEFAULT_DRAIN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT
 from deployctl.plan.reserve_ports import plan_reserved_ports
+from deployctl.servers.shutdown import stop_grace
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
 from deployctl.servers import flavour_of
@@ -224,7 +225,8 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
         if action == "replace":
             stops.append(_stop_step(instance.host, container.name, "replace", reason,
                                     port=instance.port if current and current.running else None,
-                                    path=health_path(spec, instance), grace=shutdown_timeout,
+                                    path=health_path(spec, instance),
+                                    grace=stop_grace(container.command, shutdown_timeout),
                                     previous_left=host_facts.container(container.name + PREVIOUS_SUFFIX) is not None))
         starts[wave].append(Step(
             instance.host, wave, action, reason, container=container.name,

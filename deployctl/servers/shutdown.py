@@ -24,3 +24,15 @@ def shutdown_timeout(supported: bool, extra_args: Sequence[str]) -> Optional[int
     if not supported or any(word.split("=", 1)[0] == FLAG for word in extra_args):
         return None
     return DEFAULT_SHUTDOWN_TIMEOUT
+
+
+def stop_grace(words: Sequence[str], floor: int) -> int:
+    """Seconds `docker stop --time` gives a server whose command is `words`: `floor` (--shutdown-timeout of `up`),
+    or the server's own --shutdown-timeout where that is longer: docker's SIGKILL would cut its drain short."""
+    own = None
+    for i, word in enumerate(words):
+        if word == FLAG and i + 1 < len(words):
+            own = words[i + 1]
+        elif word.startswith(FLAG + "="):
+            own = word.split("=", 1)[1]
+    return max(floor, int(own)) if own is not None and own.isdigit() else floor

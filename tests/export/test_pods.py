@@ -11,19 +11,22 @@ from tests.export.cases import ENVIRON, ROOT, SECRET_VALUE, exported
 PD = "tests/fixtures/export/specs/vllm-ascend-pd-1host.yaml"
 
 
-def containers(manifests):
+def templates(manifests):
+    """Every pod template of the manifests."""
     for m in manifests:
         body = m.body
-        templates = []
         if body["kind"] == "Deployment":
-            templates = [body["spec"]["template"]]
+            yield body["spec"]["template"]
         elif body["kind"] == "LeaderWorkerSet":
-            templates = list(body["spec"]["leaderWorkerTemplate"].values())[2:]
+            yield from list(body["spec"]["leaderWorkerTemplate"].values())[2:]
         elif body["kind"] == "ModelServing":
-            templates = [r[k] for r in body["spec"]["template"]["roles"] for k in ("entryTemplate", "workerTemplate")
-                         if k in r]
-        for template in templates:
-            yield from template["spec"]["containers"]
+            yield from (r[k] for r in body["spec"]["template"]["roles"] for k in ("entryTemplate", "workerTemplate")
+                        if k in r)
+
+
+def containers(manifests):
+    for template in templates(manifests):
+        yield from template["spec"]["containers"]
 
 
 def env_of(container) -> dict:
@@ -187,3 +190,26 @@ def test_without_the_spec_saying_the_default_scales_with_the_weights():
     manifests = export(load_spec_text(text, environ=ENVIRON), ExportOptions(target="k8s", weights_pvc="w", secret="s"))
     # 600 + 2 x 1342 GB, in whole periods
     assert {_probe_budget(c) for c in containers(manifests) if c["name"] == "server"} == {3290}
+
+
+def test_a_server_that_drains_longer_than_30_s_gets_as_long_a_grace_period(tmp_path):
+    """The kubelet's SIGKILL comes terminationGracePeriodSeconds (default 30) after SIGTERM: not before the
+    server's own --shutdown-timeout ends."""
+    from deployctl.spec.load import load_spec
+    from tests.export.cases import options
+
+    text = (ROOT / PD).read_text().replace("max_num_batched_tokens: 16384}",
+                                           "max_num_batched_tokens: 16384, extra_args: ['--shutdown-timeout=300']}")
+    assert "--shutdown-timeout=300" in text
+    (tmp_path / "pd.yaml").write_text(text)
+    longer = load_spec(tmp_path / "pd.yaml", environ=ENVIRON)
+
+    def drains(template):
+        return any("--shutdown-timeout=300" in word for c in template["spec"]["containers"]
+                   for word in c.get("command", []) + c.get("args", []))
+
+    for target in ("k8s", "lws", "kthena"):
+        assert not any("terminationGracePeriodSeconds" in t["spec"] for t in templates(exported(PD, target)))
+        pods = list(templates(export(longer, options(PD, target))))
+        assert any(drains(t) for t in pods) and not all(drains(t) for t in pods)  # the proxy does not
+        assert all(t["spec"].get("terminationGracePeriodSeconds") == (300 if drains(t) else None) for t in pods)

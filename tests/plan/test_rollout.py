@@ -248,3 +248,16 @@ def test_a_vllm_ascend_dp_group_surges_whole_as_a_new_group_on_free_cards_before
                                                                    i.server.kv_port)}
     mine = runs["pd-prefill0-r0-surge"].instance.server
     assert mine.group.data_parallel_rpc_port not in spec_ports and mine.kv_port not in spec_ports
+
+
+def test_a_server_with_a_longer_shutdown_timeout_of_its_own_gets_as_long_from_docker_stop():
+    """vLLM drains for its own --shutdown-timeout after SIGTERM: docker's SIGKILL must not come sooner."""
+    own = "max_num_seqs: 8, extra_args: ['--shutdown-timeout=300']"
+    before = load_spec_text((MIXED % ROUTER).replace("max_num_seqs: 8", own))
+    after = load_spec_text((MIXED % ROUTER).replace("max_num_seqs: 8", own.replace("8", "16", 1)))
+    plan = plan_up(after, running(before), UpInputs(shutdown_timeout=20))
+    stops = [c.argv for s in plan.steps if s.stage == "stop" for c in s.commands if c.argv[:2] == ("docker", "stop")]
+    assert stops == [("docker", "stop", "--time", "300", "mix2-mixed-0"),
+                     ("docker", "stop", "--time", "300", "mix2-mixed-1")]
+    plan = plan_up(after, running(before), UpInputs(shutdown_timeout=600))  # and `up`'s own when longer
+    assert {c.argv[3] for s in plan.steps if s.stage == "stop" for c in s.commands if c.argv[1] == "stop"} == {"600"}

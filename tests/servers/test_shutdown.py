@@ -72,3 +72,13 @@ def test_every_profile_row_says_where_its_shutdown_timeout_comes_from():
     assert [p.shutdown_timeout_from for p in profiles()] == [None, None, "0.18.0rc1", "0.18.0rc1", "0.18.0rc1"]
     assert select_profile(image="quay.io/ascend/vllm-ascend:latest").has_shutdown_timeout  # unknown: the newest
     assert not select_profile(server_version="0.16.0rc1").has_shutdown_timeout
+
+
+def test_docker_stop_waits_at_least_as_long_as_the_server_drains():
+    from deployctl.servers.shutdown import stop_grace
+
+    assert stop_grace(("vllm", "serve", "m", FLAG, "30"), 20) == 30
+    assert stop_grace(("vllm", "serve", "m", f"{FLAG}=300"), 20) == 300
+    assert stop_grace(("vllm", "serve", "m", FLAG, "30"), 60) == 60  # up's own is longer
+    assert stop_grace(("vllm", "serve", "m"), 20) == 20  # a vLLM without the flag aborts at SIGTERM anyway
+    assert stop_grace(("vllm", "serve", FLAG), 20) == stop_grace(("x", f"{FLAG}=soon"), 20) == 20
