@@ -8,10 +8,10 @@ what the list held. Until a reboot: `doctor`'s ephemeral_ports finding gives the
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 from deployctl.core import Command
-from deployctl.facts.listening import RESERVED, port_list
+from deployctl.facts.listening import RESERVED, Listening, port_list
 from deployctl.facts.model import HostFacts
 from deployctl.plan.checks_ports import listen_ports, said_ports
 from deployctl.plan.model import Stage, Step
@@ -25,18 +25,23 @@ RESERVE_SCRIPT = f'cur=$(cat {RESERVED}) && printf "%s\\n" "${{cur:+$cur,}}$1" >
 def plan_reserved_ports(spec: Spec, facts: Mapping[str, HostFacts]) -> Optional[Stage]:
     """The `ports` stage: on each host where the spec listens on ports in its ephemeral range that are not
     reserved, one command that reserves them; None when no host needs it (or none said its ranges)."""
-    steps = []
-    for host in spec.used_hosts:
-        listening = facts[host.name].listening if host.name in facts else None
-        if listening is None:
-            continue
-        exposed = sorted({(port, what) for port, what in listen_ports(spec, host.name) if listening.exposed(port)})
-        if not exposed:
-            continue
-        low, high = listening.ephemeral
-        ports = port_list(port for port, _ in exposed)
-        steps.append(Step(host.name, "ports", "run",
-                          f"reserve {said_ports(exposed)} from the ephemeral range {low}-{high}, so that no outgoing "
-                          f"connection takes them first (net.ipv4.ip_local_reserved_ports, until a reboot)",
-                          commands=(Command(("sh", "-c", RESERVE_SCRIPT, "sh", ports)),)))
-    return Stage("ports", tuple(steps)) if steps else None
+    steps = [reserve_step(host.name, listen_ports(spec, host.name), facts[host.name].listening)
+             for host in spec.used_hosts if host.name in facts]
+    kept = tuple(step for step in steps if step is not None)
+    return Stage("ports", kept) if kept else None
+
+
+def reserve_step(host: str, ports: Iterable[tuple[int, str]], listening: Optional[Listening],
+                 wave: int = 0) -> Optional[Step]:
+    """One host's reservation of those of `ports` ((port, what)) its ephemeral range holds unreserved; None when
+    none does (or the host did not say its range)."""
+    if listening is None:
+        return None
+    exposed = sorted({(port, what) for port, what in ports if listening.exposed(port)})
+    if not exposed:
+        return None
+    low, high = listening.ephemeral
+    return Step(host, "ports", "run",
+                f"reserve {said_ports(exposed)} from the ephemeral range {low}-{high}, so that no outgoing "
+                f"connection takes them first (net.ipv4.ip_local_reserved_ports, until a reboot)",
+                commands=(Command(("sh", "-c", RESERVE_SCRIPT, "sh", port_list(p for p, _ in exposed))),), wave=wave)

@@ -13,12 +13,13 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from deployctl.facts.deployed import DeployedState
+from deployctl.facts.listening import Listening
 from deployctl.plan.actions import AnswerCheck
 from deployctl.plan.front import (Backend, Front, add_commands, await_listed, backends, drain_step, front_of,
                                   remove_commands, route_step)
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
-from deployctl.spec.dp_groups import MAX_PORT, port_uses, servers_of
+from deployctl.spec.dp_groups import MAX_PORT, kv_ports, port_uses, servers_of
 from deployctl.spec.model import Instance, Spec
 from deployctl.servers.shutdown import stop_grace
 
@@ -47,6 +48,7 @@ class Spare:
 
     cards: tuple[int, ...] = ()
     ports: frozenset[int] = frozenset()
+    listening: Optional[Listening] = None  # its ephemeral range and reserved ports (a surge server's are reserved)
 
 
 SURGE_SUFFIX = "-surge"
@@ -105,7 +107,7 @@ def plan_rollout(spec: Spec, stages: tuple[Stage, ...], deployed: Mapping[str, D
     for number, wave in enumerate(waves, 1):
         surge = tuple(i for u in wave if u.label in surges for i in surges[u.label])
         planned.extend(_wave_stages(number, len(waves), wave, front, steps_of, options, answer_paths,
-                                    surge, surge_container, address_of))
+                                    surge, surge_container, address_of, spare or {}))
     summary["waves"] = [{"wave": n, "units": [u.label for u in wave],
                          "containers": [c for u in wave for c in u.containers],
                          **({"surge": [f"{i.name} on {i.host} devices {','.join(map(str, i.devices))}"
@@ -300,15 +302,32 @@ def _group_surge(members: tuple[Instance, ...], index: int, launch: str, free: d
                  for m, s in zip(members, servers))
 
 
+def _surge_ports(surge: tuple[Instance, ...]) -> dict[str, list[tuple[int, str]]]:
+    """host -> (port, what) for every port the surge servers listen on there: API, and a DP group's kv and rpc."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for instance in surge:
+        ports = out.setdefault(instance.host, [])
+        ports += [(p, f"{instance.name} port") for p in _ports_of(instance)]
+        group = instance.server.group if instance.server is not None else None
+        if group is not None:
+            ports += [(p, f"{instance.name} kv ports") for p in kv_ports(group, instance.host)]
+            if instance.host == group.hosts[0]:
+                ports.append((group.data_parallel_rpc_port, f"{instance.name} rpc port"))
+    return out
+
+
 def _ports_of(instance: Instance) -> tuple[int, ...]:
     return tuple(p for p in (instance.port, instance.grpc_port, instance.metrics_port) if p is not None)
 
 
 def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Front, surge_container,
-                  address_of: Mapping[str, str], options: RolloutOptions) -> tuple[list[Stage], list[Stage]]:
-    """Before the wave: each surge server started on its free cards and put into the front. After it: taken out,
-    drained and removed (the spec's instance serves on its own devices again)."""
+                  address_of: Mapping[str, str], options: RolloutOptions,
+                  spare: Mapping[str, Spare]) -> tuple[list[Stage], list[Stage]]:
+    """Before the wave: the surge servers' ports reserved where the ephemeral range holds them
+    (plan/reserve_ports.py), each surge server started on its free cards and put into the front. After it: taken
+    out, drained and removed (the spec's instance serves on its own devices again)."""
     from deployctl.core import Command
+    from deployctl.plan.reserve_ports import reserve_step
 
     started, stopped = [], []
     for instance in surge:
@@ -332,19 +351,22 @@ def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Fro
     # taken out for good: a rollback removes the surge servers, so nothing puts them back
     route_out = drain_step(front, served, f"{tag}: take {names} out, wait for their requests",
                            options.drain_timeout, number, put_back=False)
-    before = [Stage("surge", tuple(started), wave=number), Stage("route", (route_in,), wave=number)]
+    reserve = tuple(step for step in (reserve_step(host, ports, spare[host].listening if host in spare else None,
+                                                   number) for host, ports in _surge_ports(surge).items()) if step)
+    before = [Stage("ports", reserve, wave=number)] if reserve else []
+    before += [Stage("surge", tuple(started), wave=number), Stage("route", (route_in,), wave=number)]
     after = [Stage("drain", (route_out,), wave=number), Stage("stop", tuple(stopped), wave=number, commit=True)]
     return before, after
 
 
 def _wave_stages(number: int, total: int, wave: list[Unit], front: Front, steps_of, options: RolloutOptions,
                  answer_paths, surge: tuple[Instance, ...] = (), surge_container=None,
-                 address_of: Mapping[str, str] = {}) -> list[Stage]:
+                 address_of: Mapping[str, str] = {}, spare: Mapping[str, Spare] = {}) -> list[Stage]:
     out_of_front = tuple(b for u in wave for b in u.backends)
     names = ", ".join(u.label for u in wave)
     tag = f"wave {number}/{total}"
-    before, after = (_surge_stages(number, tag, surge, front, surge_container, address_of, options) if surge
-                     else ([], []))
+    before, after = (_surge_stages(number, tag, surge, front, surge_container, address_of, options, spare)
+                     if surge else ([], []))
     drain = drain_step(front, out_of_front, f"{tag}: take {names} out of the {front.kind}, wait for their requests",
                        options.drain_timeout, number)
     stages = [Stage("drain", (drain,), wave=number)]

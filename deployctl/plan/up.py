@@ -386,7 +386,7 @@ def spare_of(spec: Spec, facts: Mapping[str, HostFacts]) -> dict:
         held = {n for c in (found.deployed.containers if found.deployed else ()) if c.running for n in c.npu_ids}
         mine = {d for i in spec.instances if i.host == host.name for d in i.devices}
         cards = tuple(n for n in found.layout.npus if n not in held and n not in mine)
-        out[host.name] = Spare(cards, found.listening.ports if found.listening else frozenset())
+        out[host.name] = Spare(cards, found.listening.ports if found.listening else frozenset(), found.listening)
     return out
 def _compile_caches(spec: Spec, facts: Mapping[str, HostFacts], deployed: Mapping[str, DeployedState],
                     images: Mapping[str, Optional[str]], desired: tuple[Container, ...]):

@@ -4,10 +4,13 @@ waves (out of the front, drained, stopped gracefully, replaced, checked, back in
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+from deployctl.facts.listening import Listening
 from deployctl.facts.model import ContainerDevices
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
 from deployctl.plan.up import UpInputs, digest_of, plan_up
+from deployctl.spec.dp_groups import kv_ports
 from deployctl.spec.load import load_spec_text
 from tests.plan.hostfacts import deployed, running
 from tests.spec.test_front_rules import MIXED, ROUTER, UPSTREAM_PD
@@ -248,6 +251,20 @@ def test_a_vllm_ascend_dp_group_surges_whole_as_a_new_group_on_free_cards_before
                                                                    i.server.kv_port)}
     mine = runs["pd-prefill0-r0-surge"].instance.server
     assert mine.group.data_parallel_rpc_port not in spec_ports and mine.kv_port not in spec_ports
+    # where the host's ephemeral range holds them, its kv ports are reserved before it starts (as `up` does the
+    # spec's: plan/reserve_ports.py); not again once reserved
+    def first_wave(reserved):
+        listening = Listening(spare["tb1"].ports, (29000, 60999), frozenset(reserved))
+        planned, _ = plan_rollout(after, stages, facts, reach(after, networks), spare={"tb1": replace(
+            spare["tb1"], listening=listening)}, surge_container=surge_container)
+        return [s for s in planned if s.wave == 1]
+
+    assert kv_ports(mine.group, "tb1") == (mine.kv_port,) == (29000,)  # one rank of tp 1
+    first = first_wave(())
+    assert [s.name for s in first[:3]] == ["ports", "surge", "route"]
+    (reserve,) = first[0].steps
+    assert reserve.commands[0].argv[-1] == "29000" and "29000 (pd-prefill0-r0-surge kv ports)" in reserve.reason
+    assert [s.name for s in first_wave({29000})[:2]] == ["surge", "route"]
 
 
 def test_a_server_with_a_longer_shutdown_timeout_of_its_own_gets_as_long_from_docker_stop():
