@@ -41,7 +41,11 @@ def reserve_step(host: str, ports: Iterable[tuple[int, str]], listening: Optiona
     if not exposed:
         return None
     low, high = listening.ephemeral
+    wanted = port_list(p for p, _ in exposed)
+    failure = (f"cannot add {wanted} to {RESERVED} (writing it needs root): reserve them yourself, `sysctl -w "
+               f"net.ipv4.ip_local_reserved_ports={port_list(listening.reserved | {p for p, _ in exposed})}`, "
+               f"or give the spec ports below {low}")
     return Step(host, "ports", "run",
                 f"reserve {said_ports(exposed)} from the ephemeral range {low}-{high}, so that no outgoing "
                 f"connection takes them first (net.ipv4.ip_local_reserved_ports, until a reboot)",
-                commands=(Command(("sh", "-c", RESERVE_SCRIPT, "sh", port_list(p for p, _ in exposed))),), wave=wave)
+                commands=(Command(("sh", "-c", RESERVE_SCRIPT, "sh", wanted), failure=failure),), wave=wave)

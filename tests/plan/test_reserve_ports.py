@@ -26,6 +26,9 @@ def test_kv_ports_in_the_ephemeral_range_are_reserved_on_each_host_keeping_its_o
     assert node3.action == "run" and node3.commands[0].argv == ("sh", "-c", RESERVE_SCRIPT, "sh", "36116-36131")
     assert node3.reason.startswith("reserve 36116-36131 (decode group 0 kv ports 36116-36131) from the ephemeral "
                                    "range 32768-60999")
+    assert node3.commands[0].failure.startswith(  # what a host that refuses the write (not root) is told
+        "cannot add 36116-36131 to /proc/sys/net/ipv4/ip_local_reserved_ports (writing it needs root): reserve them yourself, "
+        "`sysctl -w net.ipv4.ip_local_reserved_ports=8080,36116-36131`")
     # the API ports (9100 up) and the rpc port (12345) lie below the range: nothing to reserve there
     assert by_host["node1"].commands[0].argv[-1] == "36000-36015"
 
