@@ -278,7 +278,9 @@ def bind_kv_ports(kv: KvConfig, args: AscendArgs, ip: str) -> List[socket.socket
     for port in kv.ports(args.ranks, args.server.tp):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # As ZMQ's TCP listeners do: a restarted rank rebinds over its predecessor's TIME_WAIT connections,
-        # while a port another process listens on is still refused (Linux's SO_REUSEADDR).
+        # while a port another process listens on is still refused (Linux's SO_REUSEADDR) — and so is one an
+        # open outgoing connection holds as its own (the kernel took it from ip_local_port_range; a connecting
+        # socket sets no SO_REUSEADDR), the "Address already in use" of vllm-ascend #6455 outside Mooncake's range.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((ip, port))
