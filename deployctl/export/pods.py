@@ -79,7 +79,7 @@ def pod_spec(spec: Spec, containers: list[tuple[Container, dict]], options: Expo
     # The kubelet kills a pod's containers terminationGracePeriodSeconds (default 30) after SIGTERM
     # (kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination): a server that drains longer
     # (its own --shutdown-timeout) gets as long.
-    grace = max(stop_grace(c.command, K8S_GRACE_S) for c, _ in containers) if containers else K8S_GRACE_S
+    grace = max((stop_grace(c.command, K8S_GRACE_S) for c, _ in containers), default=K8S_GRACE_S)
     if grace > K8S_GRACE_S:
         out["terminationGracePeriodSeconds"] = grace
     if volumes:

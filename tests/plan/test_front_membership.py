@@ -6,14 +6,14 @@ from __future__ import annotations
 
 
 from deployctl.facts.assemble import ProbeOutput, host_facts_from
-from deployctl.facts.model import ContainerDevices
-from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
+from deployctl.plan.containers import container_for
 from deployctl.plan.front import FRONT_LIST_KEY, front_list_probe, front_of, membership_stages
 from deployctl.plan.probes import state_probes
 from deployctl.plan.up import UpInputs, digest_of, plan_up
 from deployctl.plan.upstream import HostNetwork
 from deployctl.spec.load import load_spec_text
 from tests.plan.hostfacts import deployed, running
+from tests.plan.test_rollout import deployed_upstream
 from tests.spec.test_front_rules import MIXED, ROUTER, UPSTREAM_PD
 
 IMAGE = "sha256:img"
@@ -129,13 +129,7 @@ def test_a_dp_group_that_changes_its_ranks_behind_a_kept_proxy_is_recreated_whol
     after = load_spec_text((UPSTREAM_PD % "proxy: {host: tb1, port: 8000}").replace(
         "decode: [{hosts: [tb1], dp: 2, tp: 1, port: 9200, devices: [2, 3]}]",
         "decode: [{hosts: [tb1], dp: 1, tp: 1, port: 9200, devices: [2]}]"))
-    out = []
-    for instance in before.instances:
-        container = container_for(before, instance, None, NETWORKS)
-        labels = {LABEL_DEPLOYMENT: before.name, LABEL_DIGEST: digest_of(container, IMAGE, None, before)}
-        out.append(ContainerDevices("id-" + instance.name, instance.name, True, tuple(sorted(labels.items())),
-                                    (), tuple(instance.devices), (), state="running", image_id=IMAGE, image="img"))
-    facts = {"tb1": deployed(tuple(out), IMAGE).deployed}
+    facts = deployed_upstream(before, NETWORKS)
     stages = plan_containers(after, facts, None, None, desired_containers(after, None, NETWORKS))
     assert [s.action for st in stages for s in st.steps if s.container == after.front.name] == ["keep"]
     planned, summary = plan_rollout(after, stages, facts, reach(after, NETWORKS))
