@@ -4,14 +4,10 @@ no request fails and the router container is the same one, never restarted (its 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 
 import pytest
 
-from tests.e2e.conftest import container_ids, http_json
+from tests.e2e.conftest import LoadDuring, container_ids, http_json
 from tests.testbed import router_image
 
 SPEC = """image: {name: deployctl/standin-vllm:latest}
@@ -35,21 +31,14 @@ def started(bed) -> str:
                          "e2e-scale-router").stdout.strip()
 
 
-def up_under_load(deployctl, path, prompts: int = 100) -> tuple[dict, dict]:
-    """`up --yes` while a bench sends `prompts` requests through the router: (its run, up's document); the bench
-    must still run when `up` returns, so that it covered the whole change."""
-    load = subprocess.Popen([sys.executable, "-m", "deployctl", "bench", "dynamic", URL, "--served-model-name", "tiny",
-                             "--request-rate", "4", "--num-prompts", str(prompts), "--prompt-tokens", "16",
-                             "--output-tokens", "16", "--output", "json", "--seed", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+def up_under_load(bed, deployctl, path, prompts: int = 100) -> tuple[dict, dict]:
+    """`up --yes` while a bench sends `prompts` requests through the router: (its run, up's document); the bench's
+    requests reached the servers before `up` began and it still ran when `up` returned: it covered the change."""
+    with LoadDuring(bed, URL, prompts, "tb4", (8601, 8602)) as load:
         code, doc = deployctl.json("up", path, "--yes", "--skip", "weights", "--drain-timeout", "30")
-        updated = time.monotonic()
-    finally:
-        out, _ = load.communicate(timeout=300)
+        assert load.still_running(), "the bench ended before `up` did: it did not cover the change"
+        run = load.run(300)
     assert code == 0, doc
-    assert time.monotonic() > updated, "the bench ended before `up` did: it did not cover the change"
-    (run,) = json.loads(out)["runs"]
     return run, doc
 
 
@@ -68,14 +57,14 @@ def test_scaling_behind_the_router_changes_its_list_while_it_serves_and_drops_no
         code, plan = deployctl.json("plan", path, "--skip", "weights")
         steps = {(e["stage"], e.get("container")): e for e in plan["steps"]}
         assert steps[("router", "e2e-scale-router")]["action"] == "keep", plan
-        run, _ = up_under_load(deployctl, path)
+        run, _ = up_under_load(bed, deployctl, path)
         assert run["failed"] == 0 and run["requests"] == 100, run.get("errors")
         assert started(bed) == router
         assert sorted(http_json(bed, "tb4", 8600, "/list_workers")["urls"]) == [
             "http://10.200.0.14:8601", "http://10.200.0.14:8602", "http://10.200.0.14:8603"]
 
         path = deployctl.write(two)
-        run, _ = up_under_load(deployctl, path)
+        run, _ = up_under_load(bed, deployctl, path)
         assert run["failed"] == 0 and run["requests"] == 100, run.get("errors")
         assert started(bed) == router
         assert sorted(http_json(bed, "tb4", 8600, "/list_workers")["urls"]) == [

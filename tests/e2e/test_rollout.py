@@ -4,14 +4,10 @@ fails, every server is replaced, the router is not; the same run with `rollout: 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 
 import pytest
 
-from tests.e2e.conftest import container_ids
+from tests.e2e.conftest import LoadDuring, container_ids
 from tests.testbed import router_image
 
 # Requests that last about 1.6 s (16 tokens, 100 ms apart: the stand-in's STANDIN_TPOT_MS), so that each drained
@@ -30,25 +26,16 @@ rollout: {strategy: %s}
 """
 
 
-def bench(url: str, prompts: int = 160, rate: float = 4.0) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "deployctl", "bench", "dynamic", url, "--served-model-name", "tiny",
-                             "--request-rate", str(rate), "--num-prompts", str(prompts), "--prompt-tokens", "16",
-                             "--output-tokens", "16", "--output", "json", "--seed", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def up_under_load(deployctl, path, url: str, prompts: int, timeout: float, *flags: str) -> tuple[dict, dict, bool]:
+def up_under_load(bed, deployctl, path, url: str, servers: tuple[str, tuple[int, ...]], prompts: int,
+                  timeout: float, *flags: str) -> tuple[dict, dict, bool]:
     """`up --yes` of `path` while a bench sends `prompts` requests through `url`: (the bench's run, up's document,
-    whether the bench was still running when `up` returned, i.e. it covered the whole update)."""
-    load = bench(url, prompts)
-    try:
+    whether the load spanned the whole update: its requests reached `servers` (host, ports) before `up` began
+    and it still ran when `up` returned)."""
+    with LoadDuring(bed, url, prompts, *servers) as load:
         code, doc = deployctl.json("up", path, "--yes", "--skip", "weights", *flags)
-        updated = time.monotonic()
-    finally:
-        out, err = load.communicate(timeout=timeout)
-    covered = time.monotonic() > updated
+        covered = load.still_running()
+        run = load.run(timeout)
     assert code == 0, doc
-    (run,) = json.loads(out)["runs"]
     return run, doc, covered
 
 
@@ -58,7 +45,8 @@ def update_under_load(bed, deployctl, strategy: str, seqs: int) -> tuple[dict, d
     path = deployctl.write(bed.spec_yaml("e2e-roll", MIXED % (seqs, router_image.IMAGE, strategy),
                                          hosts_used=["tb1"]))
     before = container_ids(bed, "tb1", "e2e-roll")
-    run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.11:8300", 160, 300, "--drain-timeout", "30")
+    run, doc, covered = up_under_load(bed, deployctl, path, "http://10.200.0.11:8300", ("tb1", (8301, 8302)), 160, 300,
+                                      "--drain-timeout", "30")
     assert covered, "the bench ended before the update did: it did not cover the rollout"
     return run, doc, before, container_ids(bed, "tb1", "e2e-roll")
 
@@ -108,7 +96,7 @@ def test_a_single_instance_with_a_free_card_updates_through_surge_with_no_failed
         code, plan = deployctl.json("plan", path, "--skip", "weights")
         assert plan["rollout"]["waves"][0]["surge"][0].startswith("e2e-surge-mixed-0-surge on tb2 devices 1 ")
         before = container_ids(bed, "tb2", "e2e-surge")
-        run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.12:8400", 100, 300)
+        run, doc, covered = up_under_load(bed, deployctl, path, "http://10.200.0.12:8400", ("tb2", (8401,)), 100, 300)
         assert covered
         assert run["failed"] == 0 and run["requests"] == 100, run.get("errors")
         after = container_ids(bed, "tb2", "e2e-surge")
@@ -137,6 +125,7 @@ topology:
     - {hosts: [tb3], dp: 1, tp: 1, port: 9510, devices: [3]}
 rollout: {strategy: %s}
 """
+PD_SERVERS = ("tb3", (9400, 9410))  # every request through the proxy starts on a prefill server
 
 
 @pytest.mark.testbed
@@ -151,7 +140,7 @@ def test_the_vllm_ascend_pd_shape_updates_through_its_proxy_with_no_failed_reque
         code, plan = deployctl.json("plan", path, "--skip", "weights")
         assert [w["units"] for w in plan["rollout"]["waves"]] == [["prefill0", "decode0"], ["prefill1", "decode1"]]
         before = container_ids(bed, "tb3", "e2e-pdroll")
-        run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.13:8450", 160, 600)
+        run, doc, covered = up_under_load(bed, deployctl, path, "http://10.200.0.13:8450", PD_SERVERS, 160, 600)
         assert covered, "the bench ended before the update did"
         assert run["failed"] == 0 and run["requests"] == 160, run.get("errors")
         after = container_ids(bed, "tb3", "e2e-pdroll")
@@ -160,7 +149,7 @@ def test_the_vllm_ascend_pd_shape_updates_through_its_proxy_with_no_failed_reque
         assert after["e2e-pdroll-proxy"] == before["e2e-pdroll-proxy"]
 
         path = deployctl.write(bed.spec_yaml("e2e-pdroll", PD % (24, "recreate"), hosts_used=["tb3"]))
-        run, doc, _ = up_under_load(deployctl, path, "http://10.200.0.13:8450", 160, 600)
+        run, doc, _ = up_under_load(bed, deployctl, path, "http://10.200.0.13:8450", PD_SERVERS, 160, 600)
         assert run["failed"] > 0, "recreate stops every server at once: requests must fail"
     finally:
         code, out, err = deployctl("down", path, "--yes")
@@ -182,7 +171,7 @@ def test_vllm_ascend_dp_groups_surge_whole_on_free_cards_with_no_failed_request(
         assert [len(w.get("surge", ())) for w in plan["rollout"]["waves"]] == [2, 2], plan["rollout"]
         assert plan["rollout"]["waves"][0]["surge"][0].startswith("e2e-pdsurge-prefill0-r0-surge on tb3 devices 4 ")
         before = container_ids(bed, "tb3", "e2e-pdsurge")
-        run, doc, covered = up_under_load(deployctl, path, "http://10.200.0.13:8450", 160, 600)
+        run, doc, covered = up_under_load(bed, deployctl, path, "http://10.200.0.13:8450", PD_SERVERS, 160, 600)
         assert covered, "the bench ended before the update did"
         assert run["failed"] == 0 and run["requests"] == 160, run.get("errors")
         after = container_ids(bed, "tb3", "e2e-pdsurge")

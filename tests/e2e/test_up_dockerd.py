@@ -3,12 +3,9 @@ and once the daemon is back a re-run converges with nothing left over."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
+from tests.children import deployctl_child
 from tests.e2e.conftest import MODEL, container_ids, http_json
-from tests.e2e.test_up_faults import StderrLines, container_state, wait_for
+from tests.e2e.test_up_faults import container_state, wait_for
 
 MIXED = "topology:\n  mode: mixed\n  instances:\n    - {host: tb3, devices: [2, 3], port: 8530}\n"
 
@@ -20,21 +17,18 @@ def test_dockerd_dying_mid_up_is_named_and_a_rerun_converges(bed, deployctl):
         assert deployctl("up", path, "--skip", "weights")[0] == 0
         old_id = container_ids(bed, "tb3", "e2e-dkd")["e2e-dkd-mixed-0"]
         path.write_text(good + "env: {STANDIN_STARTUP_S: '900'}\n")  # the new one stays unhealthy meanwhile
-        process = subprocess.Popen([sys.executable, "-m", "deployctl", "up", str(path), "--skip", "weights", "--yes"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env={**os.environ, "NO_COLOR": "1"})
-        stderr = StderrLines(process)
+        child = deployctl_child("up", path, "--skip", "weights", "--yes")
         try:
-            assert stderr.wait_for("start  workers tb3 e2e-dkd-mixed-0"), stderr.rest()
+            assert child.stderr.wait_for("start  workers tb3 e2e-dkd-mixed-0", timeout=120), child.stderr.text(0)
             assert wait_for(lambda: container_state(bed, "tb3", "e2e-dkd-mixed-0").endswith(" running")
                             and not container_state(bed, "tb3", "e2e-dkd-mixed-0").startswith(old_id[:12]),
                             timeout=120)
             bed.stop_dockerd("tb3")
-            process.stdout.read()
-            assert process.wait(timeout=120) == 1
+            code, out, err = child.finish(timeout=120)
+            assert code == 1, err
         finally:
+            child.kill()
             bed.start_dockerd("tb3")
-        err = stderr.rest()
         # Said at once (not after the health timeout), then once more by the state read after the rollback.
         assert ("failed workers tb3 e2e-dkd-mixed-0 — tb3 (10.200.0.13): the Docker daemon is not reachable "
                 "(waiting for e2e-dkd-mixed-0)") in err, err

