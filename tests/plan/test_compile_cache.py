@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from deployctl.facts.compile_cache import parse_cache_state
 from deployctl.plan.compile_cache import CONTAINER_DIR, CacheCopy, cache_key, plan_cache
 from deployctl.plan.up import UpInputs, plan_up
@@ -51,6 +53,22 @@ def test_the_key_is_in_the_name_and_changes_with_image_model_and_layout():
     other_model = load_spec_text(TWO_HOSTS.replace("max_model_len: 4096", "max_model_len: 2048"))
     assert cache_key(s, a, "sha256:aaaa").name != cache_key(other_model, other_model.instances[0], "sha256:aaaa").name
     assert cache_key(s, c, "sha256:aaaa1111").name.startswith("aaaa1111-tp4-")
+
+
+@pytest.mark.parametrize("before, after", [
+    ("max_model_len: 4096}", "max_model_len: 4096, extra_args: [--enforce-eager]}"),
+    ("max_model_len: 4096}", "max_model_len: 4096, quantization: awq}"),
+    ("max_model_len: 4096}", "max_model_len: 4096, kv_cache_dtype: int8, quantization_param_path: /mnt/kv}"),
+    ("source: obs://models/m/", "source: obs://models/other/"),
+    ("dest: /mnt/weights/m}", "dest: /mnt/weights/other}"),
+    ("{host: h1, devices: [0, 1], port: 8080}", "{host: h1, devices: [0, 1], port: 8080, model: {extra_args: [-O0]}}"),
+], ids=["extra_args", "quantization", "kv_cache_dtype", "source", "dest", "instance extra_args"])
+def test_every_engine_argument_that_shapes_the_graphs_changes_the_key(before, after):
+    """A cache compiled with other engine arguments is never reused: each one alone gives another key."""
+    assert TWO_HOSTS.count(before) == 1
+    s, changed = load_spec_text(TWO_HOSTS), load_spec_text(TWO_HOSTS.replace(before, after))
+    assert cache_key(s, s.instances[0], "sha256:aaaa").name != \
+        cache_key(changed, changed.instances[0], "sha256:aaaa").name
 
 
 def test_servers_get_their_keys_directory_and_the_profiles_cache_variable():

@@ -40,6 +40,21 @@ def test_nothing_when_reserved_already_below_the_range_or_unknown():
     assert plan_reserved_ports(spec, upstream_facts(spec)) is None  # no listening fact gathered
 
 
+def test_both_ends_of_the_range_count_as_inside():
+    """ip_local_port_range: "The first number is the first, the second the last local port number" (kernel
+    Documentation/networking/ip-sysctl.rst): both ends are handed out."""
+    spec = load_spec_text(QWEN3 % "external")  # node1's kv ports are 36000-36015
+
+    def node1(low, high):
+        stage = plan_reserved_ports(spec, facts(spec, ephemeral=(low, high)))
+        step = next((s for s in stage.steps if s.host == "node1"), None) if stage else None
+        return step.commands[0].argv[-1] if step else None
+
+    assert node1(32768, 36000) == "36000"  # the top of the range is a kv port
+    assert node1(36015, 60999) == "36015"  # the bottom
+    assert node1(32768, 35999) is None and node1(36016, 60999) is None
+
+
 def test_up_reserves_before_it_stops_or_starts_a_server_and_a_rerun_reserves_nothing():
     spec = load_spec_text(QWEN3 % "external")
     names = [s.name for s in plan_up(spec, facts(spec)).stages]
