@@ -17,10 +17,17 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+# Every port handed out in this process, never handed out again: two calls made before either port is bound (a
+# server's API port, then its kv port) would otherwise get the same free port now and then (seen: 1 in a few
+# thousand runs of a test that asks twice).
+_HANDED_OUT: set[int] = set()
+
+
 def free_ports(count: int = 1) -> tuple[int, ...]:
-    """`count` distinct ports, each bindable on every address right now and below the ephemeral range."""
+    """`count` distinct ports, each bindable on every address right now, below the ephemeral range, and never
+    handed out before in this process."""
     low, _ = _ephemeral_range()
-    candidates = list(range(max(1024, low - 12000), low))
+    candidates = [port for port in range(max(1024, low - 12000), low) if port not in _HANDED_OUT]
     random.shuffle(candidates)
     with ExitStack() as held:  # held open together: the ports are distinct
         ports = []
@@ -32,9 +39,30 @@ def free_ports(count: int = 1) -> tuple[int, ...]:
                 continue
             ports.append(port)
             if len(ports) == count:
+                _HANDED_OUT.update(ports)
                 return tuple(ports)
     raise RuntimeError(f"no {count} free ports below {low}")
 
 
 def free_port() -> int:
     return free_ports(1)[0]
+
+
+def free_run(count: int, floor: int = 1024) -> int:
+    """A base port with `count` consecutive ports from it free on every address, at or above `floor`, below the
+    ephemeral range, none handed out before in this process."""
+    low, _ = _ephemeral_range()
+    for _ in range(200):
+        base = random.randrange(max(1024, floor, low - 12000), low - count)
+        run = range(base, base + count)
+        if _HANDED_OUT.intersection(run):
+            continue
+        with ExitStack() as held:
+            try:
+                for port in run:
+                    held.enter_context(socket.socket()).bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            _HANDED_OUT.update(run)
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports")

@@ -6,17 +6,16 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import random
 import socket
 import subprocess
 import sys
 import threading
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from tests.ports import _ephemeral_range, free_port, free_ports
+from tests import ports
+from tests.ports import free_port, free_ports
 
 STANDIN = Path(__file__).resolve().parents[2] / "images" / "standin"
 VLLM = (str(STANDIN / "bin" / "vllm"), "serve")
@@ -33,19 +32,8 @@ MOONCAKE_TOP_8 = 28000
 
 
 def free_run(count: int) -> int:
-    """A base port with `count` consecutive ports free on every address (the connector binds a run), above
-    Mooncake's own range and below the ephemeral range."""
-    low, _ = _ephemeral_range()
-    for _ in range(200):
-        base = random.randrange(max(1024, MOONCAKE_TOP_8, low - 12000), low - count)
-        with ExitStack() as held:
-            try:
-                for port in range(base, base + count):
-                    held.enter_context(socket.socket()).bind(("0.0.0.0", port))
-            except OSError:
-                continue
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports")
+    """A base port with `count` consecutive ports free (the connector binds a run), above Mooncake's own range."""
+    return ports.free_run(count, floor=MOONCAKE_TOP_8)
 
 
 class Proc:
