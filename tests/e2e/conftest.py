@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from deployctl.cli import main
-from tests.children import deployctl_child
 from tests.testbed.demo import place_tiny_model
 
 MODEL_DIR = "/srv/weights/tiny"
@@ -80,51 +78,3 @@ def http_json(bed, host: str, port: int, path: str) -> dict:
     out = bed.run_on(host, ["curl", "--silent", "--max-time", "5", f"http://127.0.0.1:{port}{path}"]).stdout
     return json.loads(out)
 
-
-def requests_seen(bed, host: str, ports) -> float:
-    """Requests the vLLM servers at `ports` on `host` finished, run or queue (from their own /metrics)."""
-    total = 0.0
-    for port in ports:
-        text = bed.run_on(host, ["curl", "--silent", "--max-time", "5", f"http://127.0.0.1:{port}/metrics"],
-                          check=False).stdout
-        for line in text.splitlines():
-            if line.startswith(("vllm:request_success_total", "vllm:num_requests_running",
-                                "vllm:num_requests_waiting")):
-                total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-class LoadDuring:
-    """`deployctl bench dynamic` through a front, shown to span a change made meanwhile: its requests reached the
-    servers before the change began (entering waits for that), and it still runs when the change has ended
-    (`still_running()`, asked right then), so "no request failed" holds for the whole change."""
-
-    def __init__(self, bed, url: str, prompts: int, host: str, ports, rate: float = 4.0) -> None:
-        self.bed, self.host, self.ports = bed, host, tuple(ports)
-        self.argv = ("bench", "dynamic", url, "--served-model-name", "tiny", "--request-rate", str(rate),
-                     "--num-prompts", str(prompts), "--prompt-tokens", "16", "--output-tokens", "16",
-                     "--output", "json", "--seed", "1")
-        self.child = None
-
-    def __enter__(self) -> "LoadDuring":
-        before = requests_seen(self.bed, self.host, self.ports)
-        self.child = deployctl_child(*self.argv)
-        deadline = time.monotonic() + 120
-        while requests_seen(self.bed, self.host, self.ports) <= before:
-            assert self.child.poll() is None, f"the bench ended before sending: {self.child.stderr.text(5)}"
-            assert time.monotonic() < deadline, "no request of the bench reached the servers in 120 s"
-            time.sleep(0.1)
-        return self
-
-    def still_running(self) -> bool:
-        return self.child.poll() is None
-
-    def run(self, timeout: float) -> dict:
-        """The bench's one run, once it ends (within `timeout` s)."""
-        code, out, err = self.child.finish(timeout)
-        assert code == 0 and out.strip(), err
-        (run,) = json.loads(out)["runs"]
-        return run
-
-    def __exit__(self, *exc) -> None:
-        self.child.kill()

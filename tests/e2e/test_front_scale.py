@@ -1,13 +1,15 @@
 """A changed list of instances is put to the running front (issue 31): on the test bed, a mixed deployment behind
-the real vllm-router scales from 2 instances to 3 and back while `deployctl bench dynamic` runs through the router:
+the real vllm-router scales from 2 instances to 3 and back while a steady streaming load runs through the router:
 no request fails and the router container is the same one, never restarted (its list is no part of its digest)."""
 
 from __future__ import annotations
 
+import time
 
 import pytest
 
-from tests.e2e.conftest import LoadDuring, container_ids, http_json
+from tests.e2e.conftest import container_ids, http_json
+from tests.e2e.load import SteadyLoad
 from tests.testbed import router_image
 
 SPEC = """image: {name: deployctl/standin-vllm:latest}
@@ -31,14 +33,16 @@ def started(bed) -> str:
                          "e2e-scale-router").stdout.strip()
 
 
-def up_under_load(bed, deployctl, path, prompts: int = 100) -> tuple[dict, dict]:
-    """`up --yes` while a bench sends `prompts` requests through the router: (its run, up's document); the bench's
-    requests reached the servers before `up` began and it still ran when `up` returned: it covered the change."""
-    with LoadDuring(bed, URL, prompts, "tb4", (8601, 8602)) as load:
+def up_under_load(deployctl, path) -> tuple[dict, dict]:
+    """`up --yes` while a steady load streams through the router from before `up` begins until it has returned:
+    (the load's summary, up's document)."""
+    with SteadyLoad(URL) as load:
+        began = time.monotonic()
         code, doc = deployctl.json("up", path, "--yes", "--skip", "weights", "--drain-timeout", "30")
-        assert load.still_running(), "the bench ended before `up` did: it did not cover the change"
-        run = load.run(300)
+        ended = time.monotonic()
+    run = load.summary(began, ended)
     assert code == 0, doc
+    assert run["during"] > 0, run
     return run, doc
 
 
@@ -57,15 +61,15 @@ def test_scaling_behind_the_router_changes_its_list_while_it_serves_and_drops_no
         code, plan = deployctl.json("plan", path, "--skip", "weights")
         steps = {(e["stage"], e.get("container")): e for e in plan["steps"]}
         assert steps[("router", "e2e-scale-router")]["action"] == "keep", plan
-        run, _ = up_under_load(bed, deployctl, path)
-        assert run["failed"] == 0 and run["requests"] == 100, run.get("errors")
+        run, _ = up_under_load(deployctl, path)
+        assert run["failed"] == 0 , run
         assert started(bed) == router
         assert sorted(http_json(bed, "tb4", 8600, "/list_workers")["urls"]) == [
             "http://10.200.0.14:8601", "http://10.200.0.14:8602", "http://10.200.0.14:8603"]
 
         path = deployctl.write(two)
-        run, _ = up_under_load(bed, deployctl, path)
-        assert run["failed"] == 0 and run["requests"] == 100, run.get("errors")
+        run, _ = up_under_load(deployctl, path)
+        assert run["failed"] == 0 , run
         assert started(bed) == router
         assert sorted(http_json(bed, "tb4", 8600, "/list_workers")["urls"]) == [
             "http://10.200.0.14:8601", "http://10.200.0.14:8602"]

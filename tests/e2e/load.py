@@ -1,0 +1,120 @@
+"""Steady streaming load through a front while the test changes the deployment behind it.
+
+The load starts before the change (entering waits for its first answered request), keeps sending until the test
+stops it after the change has returned, then lets every request in flight end: so it spans the change by
+construction, however long the change takes on a loaded machine, and no fixed request count has to outlast it.
+Each request is a streamed /v1/completions of a few tokens; it failed unless it got HTTP 200, a chunk with a
+`finish_reason`, and `data: [DONE]` (vLLM's OpenAI server ends every stream so: vllm/entrypoints/openai/
+serving_completion.py, completion_stream_generator).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Optional
+from urllib.parse import urlsplit
+
+READ_TIMEOUT_S = 120  # one request's bound; a request that waits longer has failed
+
+
+@dataclass
+class Sent:
+    """One request: when it was sent (monotonic), and its error (None: answered in full)."""
+
+    at: float
+    error: Optional[str] = None
+    done: bool = False
+
+
+class SteadyLoad:
+    """`rate` streamed requests a second through `url` until `stop()`; `summary(began, ended)` judges them."""
+
+    def __init__(self, url: str, rate: float = 4.0, tokens: int = 16, model: str = "tiny") -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname, parts.port or 80
+        self.interval, self.tokens, self.model = 1.0 / rate, tokens, model
+        self.sent: list[Sent] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._first = threading.Event()
+        self._workers: list[threading.Thread] = []
+        self._sender = threading.Thread(target=self._send_loop, daemon=True)
+
+    def __enter__(self) -> "SteadyLoad":
+        self._sender.start()
+        if not self._first.wait(120):
+            self.stop()
+            raise AssertionError(f"no request through {self.host}:{self.port} was answered in 120 s: "
+                                 f"{self.errors()}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _send_loop(self) -> None:
+        next_at = time.monotonic()
+        while not self._stopping.is_set():
+            record = Sent(time.monotonic())
+            with self._lock:
+                self.sent.append(record)
+            worker = threading.Thread(target=self._one, args=(record,), daemon=True)
+            self._workers.append(worker)
+            worker.start()
+            next_at += self.interval
+            self._stopping.wait(max(0.0, next_at - time.monotonic()))
+
+    def _one(self, record: Sent) -> None:
+        body = json.dumps({"model": self.model, "prompt": "hello " * 16, "max_tokens": self.tokens,
+                           "temperature": 0, "stream": True})
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=READ_TIMEOUT_S)
+        try:
+            connection.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            if response.status != 200:
+                record.error = f"HTTP {response.status}: {response.read(300)!r}"
+                return
+            finished, done = False, False
+            for line in response:
+                line = line.strip()
+                if line == b"data: [DONE]":
+                    done = True
+                    break
+                if line.startswith(b"data: "):
+                    chunk = json.loads(line[6:])
+                    finished = finished or any(c.get("finish_reason") for c in chunk.get("choices", ()))
+            if not (finished and done):
+                record.error = f"stream ended without {'[DONE]' if finished else 'a finish_reason'}"
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            record.error = f"{type(error).__name__}: {error}"
+        finally:
+            connection.close()
+            record.done = True
+            if record.error is None:
+                self._first.set()
+
+    def stop(self) -> None:
+        """Send no more, and wait (bounded) for every request in flight to end."""
+        self._stopping.set()
+        if self._sender.is_alive():
+            self._sender.join(timeout=30)
+        for worker in list(self._workers):
+            worker.join(timeout=READ_TIMEOUT_S + 5)
+
+    def errors(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for record in list(self.sent):
+            if record.error is not None:
+                counts[record.error] = counts.get(record.error, 0) + 1
+        return counts
+
+    def summary(self, began: float, ended: float) -> dict:
+        """requests and failed (all), `during`: those sent while the change ran (between `began` and `ended`)."""
+        with self._lock:
+            sent = list(self.sent)
+        assert all(record.done for record in sent), "requests still in flight after stop()"
+        return {"requests": len(sent), "failed": sum(record.error is not None for record in sent),
+                "during": sum(began <= record.at <= ended for record in sent), "errors": self.errors()}
