@@ -4,6 +4,7 @@ parser: exit 2, one line naming the flag and the bound, no traceback, nothing se
 from __future__ import annotations
 
 import argparse
+import math
 
 import pytest
 
@@ -97,6 +98,13 @@ CASES = [
     (["plan", SPEC, "--answer-tokens", "x"], "--answer-tokens", "must be a whole number (got x)"),
     (["status", SPEC, "--hang-timeout", "0"], "--hang-timeout", "must be > 0 (got 0)"),
     (["diagnose", SPEC, "--lines", "0"], "--lines", "must be >= 1 (got 0)"),
+    # the bounds of the flags added in round 38, stated here as well as in the table (issue 39)
+    (["up", SPEC, "--shutdown-timeout=-1"], "--shutdown-timeout", "must be >= 0 (got -1)"),
+    (["up", SPEC, "--shutdown-timeout", "3601"], "--shutdown-timeout", "must be <= 3600 (got 3601)"),
+    (["up", SPEC, "--drain-timeout=-0.5"], "--drain-timeout", "must be >= 0 (got -0.5)"),
+    (["plan", SPEC, "--drain-timeout", "86401"], "--drain-timeout", "must be <= 86400 (got 86401)"),
+    (["watch", SPEC, "--interval", "0"], "--interval", "must be > 0 (got 0)"),
+    (["watch", SPEC, "--interval", "86401"], "--interval", "must be <= 86400 (got 86401)"),
     (["diagnose", SPEC, "--lines", "1.5"], "--lines", "must be a whole number (got 1.5)"),
     (["diagnose", SPEC, "--lines", "1 2\n"], "--lines", "must be a whole number (got '1 2\\n')"),
 ]
@@ -113,6 +121,89 @@ def test_a_number_out_of_bounds_is_refused_naming_the_flag_and_the_bound(argv, f
     assert out == "" and "Traceback" not in err
     assert err.splitlines()[-1].endswith(f": error: argument {flag}: {bound}"), err
     assert list(tmp_path.iterdir()) == []
+
+
+# The words before the options of each command with a bounded option: a command without its entry here fails
+# test_every_bound_has_its_cases below, so a new command or flag cannot land without the cases of its bounds.
+COMMAND_ARGV = {
+    **{(word,): [word, SPEC] for word in ("plan", "up", "down", "status", "watch", "monitor", "logs", "diagnose",
+                                          "doctor")},
+    ("image", "build"): ["image", "build", SPEC],
+    ("weights", "sync"): ["weights", "sync", SPEC],
+    ("ranktable", "gen"): ["ranktable", "gen", "--prefill-server-list", "0"],
+    ("ranktable", "validate"): ["ranktable", "validate", "x.json"],
+    ("bench", "static"): STATIC,
+    ("bench", "dynamic"): [*DYNAMIC, "--request-rate", "1", "--num-prompts", "5"],
+    ("bench", "search"): SEARCH,
+}
+
+
+def _bounded_options():
+    """(command words, flag) for every option of every command whose type is a bound of cli_numbers' table."""
+    return [(words, flag) for words, action in _every_option(build_parser()) for flag in action.option_strings
+            if flag in cli_numbers.BOUNDS]
+
+
+def _just_beyond(value, kind: type, outward: float):
+    """The next value past `value` towards `outward`: the next whole number, or the next float (nextafter)."""
+    return value + (1 if outward > 0 else -1) if kind is int else math.nextafter(float(value), outward)
+
+
+def _shown(value) -> str:
+    return str(value) if isinstance(value, int) else repr(value)
+
+
+def _bound_text(bound) -> str:
+    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
+
+
+def _edges(number: cli_numbers.Number):
+    """(which end, the value just outside it with the refusal it gets, the value just inside it) for each end it
+    has (test_every_bound_has_its_cases refuses a number without both)."""
+    if number.minimum is None or number.maximum is None:
+        return []
+    lower_out = number.minimum if number.above else _just_beyond(number.minimum, number.kind, -math.inf)
+    lower_in = _just_beyond(number.minimum, number.kind, math.inf) if number.above else number.minimum
+    upper_out = number.maximum if number.below else _just_beyond(number.maximum, number.kind, math.inf)
+    upper_in = _just_beyond(number.maximum, number.kind, -math.inf) if number.below else number.maximum
+    lower = f"must be {'>' if number.above else '>='} {_bound_text(number.minimum)}"
+    upper = f"must be {'<' if number.below else '<='} {_bound_text(number.maximum)}"
+    kind = number.kind
+    return [("min", kind(lower_out), lower, kind(lower_in)), ("max", kind(upper_out), upper, kind(upper_in))]
+
+
+EDGE_CASES = [(words, flag, end, outside, refusal, inside)
+              for words, flag in _bounded_options() if words in COMMAND_ARGV
+              for end, outside, refusal, inside in _edges(cli_numbers.BOUNDS[flag])]
+EDGE_IDS = [f"{' '.join(case[0])} {case[1]} {case[2]}" for case in EDGE_CASES]
+
+
+def test_every_bound_has_its_cases():
+    """Every flag of the table has both a lower and an upper bound, and every command that takes one is covered."""
+    assert [n.flag for n in cli_numbers.BOUNDS.values() if n.minimum is None or n.maximum is None] == []
+    assert sorted({" ".join(words) for words, _ in _bounded_options() if words not in COMMAND_ARGV}) == []
+    assert {flag for _, flag, *_ in EDGE_CASES} == set(cli_numbers.BOUNDS)
+
+
+@pytest.mark.parametrize("words,flag,end,outside,refusal,inside", EDGE_CASES, ids=EDGE_IDS)
+def test_each_end_of_each_bound_refuses_just_outside(words, flag, end, outside, refusal, inside, capsys, tmp_path,
+                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be written: the directory stays empty
+    with pytest.raises(SystemExit) as exit_info:
+        main([*COMMAND_ARGV[words], f"{flag}={_shown(outside)}"])  # `=`: `-5e-324` is a value, not an option
+    assert exit_info.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    assert err.splitlines()[-1].endswith(f": error: argument {flag}: {refusal} (got {_shown(outside)})"), err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("words,flag,end,outside,refusal,inside", EDGE_CASES, ids=EDGE_IDS)
+def test_each_end_of_each_bound_accepts_just_inside(words, flag, end, outside, refusal, inside):
+    action = next(a for w, a in _every_option(build_parser()) if w == words and flag in a.option_strings)
+    parsed = getattr(build_parser().parse_args([*COMMAND_ARGV[words], f"{flag}={_shown(inside)}"]), action.dest)
+    assert (parsed[-1] if isinstance(parsed, list) else parsed) == inside
+    assert type(parsed[-1] if isinstance(parsed, list) else parsed) is cli_numbers.BOUNDS[flag].kind
 
 
 @pytest.mark.parametrize("text,value", [("0", 0.0), ("3600", 3600.0), ("2.5", 2.5)])

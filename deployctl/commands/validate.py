@@ -10,14 +10,11 @@ def run(args, ui) -> int:
     from deployctl.ui.validate import render_summary, render_warnings
 
     if args.spec == STDIN:  # `generate | deployctl validate -`: problems at <stdin>:line:col
-        import io
         import sys
 
-        from deployctl.spec.yaml12 import MAX_BYTES
-
-        data = sys.stdin.buffer.read(MAX_BYTES + 1)  # at most one byte past the limit: `< /dev/zero` ends
-        spec, errors, warnings = check_spec_stream(io.BytesIO(data))
-        text = data.decode("utf-8", "replace")
+        stdin = _Kept(sys.stdin.buffer) if sys.stdin is not None else None  # None: started with stdin closed
+        spec, errors, warnings = check_spec_stream(stdin)
+        text = stdin.data.decode("utf-8", "replace") if stdin is not None else None
     else:
         spec, errors, warnings = check_spec_file(args.spec)
         text = None
@@ -31,6 +28,17 @@ def run(args, ui) -> int:
         raise SpecError(errors)  # its warnings were just shown
     render_summary(ui, spec)
     return int(ExitStatus.OK)
+
+
+class _Kept:
+    """A stream that keeps what was read from it: the text the problems of a spec on stdin are located in."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.data = stream, b""
+
+    def read(self, size: int) -> bytes:
+        self.data = self.stream.read(size)
+        return self.data
 
 
 def validation_document(spec, errors: list[Problem], warnings: list[Problem]) -> dict:

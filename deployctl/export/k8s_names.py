@@ -7,11 +7,11 @@ is refused here first, before a file is written."""
 
 from __future__ import annotations
 
-import posixpath
 import re
 from typing import Optional
 
 from deployctl.spec.image_reference import image_reference_problem
+from deployctl.spec.paths import normal
 
 # IsDNS1123Label: namespaces (ValidateNamespaceName), pod and LWS names.
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -119,7 +119,7 @@ def absolute_path(value: str) -> Optional[str]:
         return "must be an absolute path (starting with '/')"
     if any(ord(c) < 32 or c == "\x7f" for c in value):
         return "must be a path without control characters"
-    if posixpath.normpath(value) != value or value.startswith("//"):
+    if normal(value) != value:  # the spec's one normal form (spec/paths.py)
         return "must be a normalized path: no '.', '..' or empty parts, no trailing '/'"
     return None
 

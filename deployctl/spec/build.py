@@ -16,7 +16,7 @@ from deployctl.spec.model import (
     DEFAULT_COMPILE_CACHE_DIR, CacheSpec, EnvVar, FrontSpec, Host, ImageBuild, ImageSpec, Instance, ModelArgs,
     MonitorSpec, Requirements, Rollout, Spec, SshSettings, UpstreamTopology, WeightsSpec,
 )
-from deployctl.spec.dp_groups import DpGroup, default_kv_port, servers_of
+from deployctl.spec.dp_groups import dp_group, servers_of
 from deployctl.spec.profiles import select_profile
 from deployctl.spec.rules import DEFAULT_CARDS, DEFAULT_SCHEDULER_PORT
 from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, GROUP_KEYS
@@ -170,11 +170,10 @@ def _group_entries(topology: dict) -> list[tuple[str, dict, tuple]]:
 def _upstream(topology: dict, cards: int) -> UpstreamTopology:
     """The groups; a default kv_port assumes requirements.cards NPUs per host (`up` reads the hosts' own count)."""
     groups = tuple(
-        DpGroup(role, index, tuple(entry["hosts"]), entry["dp"], entry["tp"], entry["port"],
-                expert_parallel=entry.get("expert_parallel", False),
-                devices=tuple(entry["devices"]) if "devices" in entry else None,
-                kv_port=entry.get("kv_port"), rpc_port=entry.get("rpc_port"), number=path[2],
-                kv_port_default=default_kv_port(cards))
+        dp_group(role, index, entry["hosts"], entry["dp"], entry["tp"], entry["port"], cards,
+                 expert_parallel=entry.get("expert_parallel", False),
+                 devices=tuple(entry["devices"]) if "devices" in entry else None,
+                 kv_port=entry.get("kv_port"), rpc_port=entry.get("rpc_port"), number=path[2])
         for index, (role, entry, path) in enumerate(_group_entries(topology)))
     return UpstreamTopology(dp_launch=topology.get("dp_launch", "internal"), groups=groups,
                             connector=topology.get("connector"))

@@ -74,6 +74,13 @@ def default_kv_port(npus: int) -> int:
     return connector_port_range(npus)[1]
 
 
+def dp_group(role: str, index: int, hosts: Sequence[str], dp: int, tp: int, port: int, cards: int, **keys) -> DpGroup:
+    """A group of a spec whose hosts have `cards` NPUs: its default kv_port base is the one for that count. The
+    renderer (build.py) and validate's port checks (rules_upstream.py) both build their groups here, so they agree
+    on every kv port (validate once checked a 16-NPU host's ports from 28000 while the servers used 36000)."""
+    return DpGroup(role, index, tuple(hosts), dp, tp, port, kv_port_default=default_kv_port(cards), **keys)
+
+
 @dataclass(frozen=True)
 class Rank:
     """One data-parallel rank: its global rank, its index on its host, and the devices it owns."""

@@ -91,12 +91,16 @@ def load_spec_text(text: str, *args, **options) -> Spec:
     return spec
 
 
-def check_spec_stream(stream: BinaryIO, environ: Optional[Mapping[str, str]] = None,
+def check_spec_stream(stream: Optional[BinaryIO], environ: Optional[Mapping[str, str]] = None,
                       unresolved_env: str = "error"):
     """check_spec_text on a spec piped in (SPEC `-`): named `<stdin>` in every problem, its relative paths relative
-    to the current directory (as docker compose reads `-f -`); the same size and UTF-8 limits as a file."""
+    to the current directory (as docker compose reads `-f -`); the same size and UTF-8 limits as a file.
+    `stream` None: the process has no stdin at all (started with it closed)."""
     from deployctl.spec.yaml12 import MAX_BYTES
 
+    if stream is None:
+        return None, [Problem((), "stdin is closed: there is no spec to read", file=STDIN_NAME,
+                              hint="pipe the spec in (`generate | deployctl validate -`) or name its file")], []
     try:
         text = _decoded(stream.read(MAX_BYTES + 1), "the spec on stdin")
     except OSError as error:

@@ -5,15 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from deployctl.errors import Problem
+from deployctl.spec.paths import inside
 from deployctl.spec.show import quoted
 
 if TYPE_CHECKING:
     from deployctl.spec.rules import Context
-
-
-def _inside(path: str, parent: str) -> bool:
-    path, parent = path.rstrip("/") or "/", parent.rstrip("/") or "/"
-    return path == parent or path.startswith(parent if parent.endswith("/") else parent + "/")
 
 
 def check_cache(c: "Context") -> Iterator[Problem]:
@@ -25,7 +21,7 @@ def check_cache(c: "Context") -> Iterator[Problem]:
         yield Problem(("cache", "dir"), f"{quoted(where)} contains ':', which `docker run --volume SOURCE:TARGET` "
                                         "reads as a separator", hint="choose a directory whose path has no ':'")
     dest = c.value(("weights", "dest"), str)
-    if where is not None and dest is not None and (_inside(where, dest) or _inside(dest, where)):
+    if where is not None and dest is not None and (inside(where, dest) or inside(dest, where)):
         yield Problem(("cache", "dir"), f"{quoted(where)} overlaps weights.dest {quoted(dest)}: the weights are "
                                         "mounted read-only and verified file by file",
                       hint="keep the caches in a directory of their own, e.g. /var/cache/deployctl/compile")

@@ -35,11 +35,11 @@ def group_of(c: Context, unit: Unit, index: int) -> Optional[DpGroup]:
     for key in ("kv_port", "rpc_port"):
         if key in unit.data and c.value(unit.path + (key,), int) is None:
             return None
-    return DpGroup(unit.role, index, tuple(hosts), dp, tp, port,
-                   expert_parallel=c.value(unit.path + ("expert_parallel",), bool) is True,
-                   devices=tuple(devices) if devices is not None else None,
-                   kv_port=c.value(unit.path + ("kv_port",), int), rpc_port=c.value(unit.path + ("rpc_port",), int),
-                   number=unit.path[2])
+    return dp_groups.dp_group(unit.role, index, hosts, dp, tp, port, c.cards,
+                              expert_parallel=c.value(unit.path + ("expert_parallel",), bool) is True,
+                              devices=tuple(devices) if devices is not None else None,
+                              kv_port=c.value(unit.path + ("kv_port",), int),
+                              rpc_port=c.value(unit.path + ("rpc_port",), int), number=unit.path[2])
 
 
 def check_upstream(c: Context) -> Iterator[Problem]:

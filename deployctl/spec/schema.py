@@ -6,6 +6,7 @@ import difflib
 import functools
 import itertools
 import json
+import math
 from dataclasses import replace
 from importlib import resources
 
@@ -55,7 +56,47 @@ def _validator():
     # JSON Schema calls 8080.0 an integer; a port or device id written 8080.0 renders as "8080.0", so not here.
     checker = Draft202012Validator.TYPE_CHECKER.redefine(
         "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
-    return validators.extend(Draft202012Validator, type_checker=checker)(load_schema())
+    return validators.extend(Draft202012Validator, type_checker=checker)(load_schema(), format_checker=_formats())
+
+
+# The one checker of each kind of value, named by the schema's `format` (the schema marks every key of that kind,
+# so a new key is checked by saying what it is): (checker, hint). A checker returns why a value is refused, or None.
+def _image_reference(value: str):
+    from deployctl.spec.image_reference import image_reference_problem
+
+    return image_reference_problem(value)
+
+
+FORMATS = {
+    "image-reference": (_image_reference, "e.g. registry.example:5000/team/vllm-ascend:6.3.909"),
+}
+
+
+def _formats():
+    from jsonschema import FormatChecker
+
+    formats = FormatChecker(formats=())
+    for name, (check, _hint) in FORMATS.items():
+        def conforms(value, check=check) -> bool:
+            why = check(value) if isinstance(value, str) else None
+            if why:
+                raise ValueError(why)
+            return True
+        formats.checks(name, raises=ValueError)(conforms)
+    return formats
+
+
+def non_finite_numbers(data, path: Path = ()):
+    """(path, value) of every NaN or infinity anywhere in the document, free-form mappings (compilation_config,
+    additional_config) included: YAML's .nan and .inf load as floats, and no key of a spec means one."""
+    if isinstance(data, float) and not math.isfinite(data):
+        yield path, data
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from non_finite_numbers(value, path + (key,))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from non_finite_numbers(value, path + (index,))
 
 
 def check_schema(document: Document, filename: str) -> tuple[list[Problem], set]:
@@ -71,12 +112,17 @@ def check_schema(document: Document, filename: str) -> tuple[list[Problem], set]
         path = tuple(error.absolute_path)
         if error.validator != "type" and path in typed:
             continue  # "should be an integer" says it all; the enum/minimum of the same value adds noise
-        if error.validator == "pattern" and path in empty:
+        if error.validator in ("pattern", "format") and path in empty:
             continue  # likewise "should not be empty" before "is not a valid served name"
         for problem, at_key in _rewrite(error, path, cards):
             line, column = document.locate(problem.path, key=at_key)
             problems.append(replace(problem, path=_printable(problem.path), file=filename, line=line, column=column))
             failed.add(problem.path)
+    for path, value in itertools.islice(non_finite_numbers(document.data), MAX_SCHEMA_ERRORS):
+        line, column = document.locate(path)
+        problems.append(Problem(_printable(path), f"{'.nan' if math.isnan(value) else '-.inf' if value < 0 else '.inf'} is not a finite number", file=filename, line=line,
+                                column=column, hint="write a number (or quote the text: \".nan\")"))
+        failed.add(path)
     return _unique(problems), failed
 
 
@@ -189,6 +235,8 @@ def _value_message(kind: str, value, expected, path: Path, error, cards: int = 8
         return f"{shown} {message}", hint
     if kind == "pattern":
         return f"{shown} does not match {expected}", None
+    if kind == "format" and expected in FORMATS:
+        return f"{shown}: {error.cause}", FORMATS[expected][1]
     if kind == "minItems" and last == "devices":
         return f"{shown} is empty: an instance needs at least one device", None
     if kind in ("minItems", "minLength", "minProperties"):

@@ -25,7 +25,8 @@ def _write(tmp_path, text: str) -> str:
 
 
 @pytest.mark.parametrize("where,path", [("spec", "env"), ("group", "topology.groups[0].env")])
-@pytest.mark.parametrize("name", ["PRIVATE_KEY", "AUTHORIZATION", "AUTH_HEADER", "PASSPHRASE"])
+@pytest.mark.parametrize("name", ["PRIVATE_KEY", "AUTHORIZATION", "AUTH_HEADER", "PASSPHRASE", "MYSQL_PWD",
+                                  "OPENAI_KEY"])
 def test_a_literal_under_a_secret_name_is_refused(tmp_path, capsys, where, path, name):
     text = PLAYBOOK.read_text()
     text = (text + f"env: {{{name}: {VALUE}}}\n" if where == "spec"

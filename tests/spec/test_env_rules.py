@@ -98,6 +98,10 @@ def test_a_reference_or_a_harmless_name_is_no_warning(where):
     ("AWS_SECRET_ACCESS_KEY", True), ("CLIENT_SECRET", True), ("MY_CREDENTIALS", True), ("PASSWD", True),
     ("TOKENIZERS_PARALLELISM", False), ("MAX_NUM_BATCHED_TOKENS", False), ("AUTHOR", False),
     ("HCCL_BUFFSIZE", False), ("VLLM_USE_V1", False), ("PATH", False), ("PYTORCH_NPU_ALLOC_CONF", False),
+    # other common names (issue 39): the secret scanners' keywords, not a list of known variables
+    ("MYSQL_PWD", True), ("OPENAI_KEY", True), ("PGPASSWORD", True), ("REDIS_PASS", True), ("DB_CREDS", True),
+    ("ANTHROPIC_API_KEY", True), ("SSH_KEY", True), ("KEY", True), ("WANDB_APIKEY", True),
+    ("PWD", False), ("OLDPWD", False), ("KEYBOARD_LAYOUT", False), ("PASSES", False), ("HCCL_PASSTHROUGH", False),
 ])
 def test_the_one_list_of_secret_names(name, secret):
     assert looks_secret(name) is secret

@@ -19,7 +19,10 @@ HOSTILE = ("secret-in-extra-args", "secret-in-name", "secret-in-family", "secret
            "host-name-path", "weights-source-ftp", "weights-paths-relative", "packages-https",
            "same-address-two-names", "same-machine-local", "ssh-port-too-high", "max-num-seqs-zero",
            "gpu-memory-zero", "served-name-empty", "device-negative", "enum-quantization", "port-too-high",
-           "devices-empty", "type-cards-word", "name-pattern", "env-bad-name")
+           "devices-empty", "type-cards-word", "name-pattern", "env-bad-name",
+           # the keys added in round 38 get the old keys' checkers (issue 39)
+           "front-image-space", "front-image-dash", "cache-dir-dotdot", "cache-dir-double-slash", "free-json-nan",
+           "va-proxy-on-kv-port-16")
 SECRET_VALUES = [value for name, value in ENVIRON.items() if "TOKEN" in name]
 
 

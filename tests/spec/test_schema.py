@@ -55,3 +55,30 @@ def test_schema_command_prints_the_schema():
     result = subprocess.run([sys.executable, "-m", "deployctl", "schema"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stderr == ""
     assert json.loads(result.stdout) == load_schema()
+
+
+def _string_properties(node, path=()):
+    """(path, schema) of every string-valued property of the schema."""
+    if isinstance(node, dict):
+        for key, child in node.get("properties", {}).items():
+            if isinstance(child, dict) and child.get("type") == "string":
+                yield path + (key,), child
+        for key, child in node.items():
+            if isinstance(child, (dict, list)):
+                yield from _string_properties(child, path + (key,))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            yield from _string_properties(child, path + (index,))
+
+
+def test_every_image_key_goes_through_the_image_reference_checker():
+    """A key that names an image (`image`, `base`, image.name) carries `format: image-reference`, the one checker
+    schema.py applies (issue 39: front.image took a space or a leading '-')."""
+    from deployctl.spec.schema import FORMATS
+
+    images = [(path, child) for path, child in _string_properties(load_schema())
+              if path[-1] in ("image", "base") or path[-2:] == ("image", "name")]
+    assert len(images) == 3
+    assert [path for path, child in images if child.get("format") != "image-reference"] == []
+    used = {child["format"] for _, child in _string_properties(load_schema()) if "format" in child}
+    assert used <= set(FORMATS)  # jsonschema ignores a format it has no checker for

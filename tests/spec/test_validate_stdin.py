@@ -69,3 +69,15 @@ def test_other_commands_refuse_stdin_clearly(command):
     err = done.stderr.decode()
     assert done.returncode == 2 and "Traceback" not in err
     assert "SPEC '-' (the spec on stdin) is read by `deployctl validate` only" in err
+
+
+@pytest.mark.parametrize("redirect,message", [
+    ("<&-", "<stdin>: (root): stdin is closed: there is no spec to read"),
+    ("0>/dev/null", "<stdin>: (root): cannot read the spec from stdin: Bad file descriptor"),  # opened write-only
+], ids=["closed", "write-only"])
+def test_stdin_that_cannot_be_read_is_a_located_error(redirect, message):
+    environ = {**os.environ, "NO_COLOR": "1", "COLUMNS": "300"}
+    done = subprocess.run(["sh", "-c", f'exec "$0" -m deployctl validate - {redirect}', sys.executable],
+                          capture_output=True, text=True, env=environ, cwd=ROOT, timeout=60)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr
+    assert message in done.stderr.splitlines()
