@@ -177,7 +177,8 @@ def act(spec, transports, state: WatchState, restart, observations, args, out: "
         out.action(restart, "skipped", plan, f"no container seen for {', '.join(absent)}: `deployctl up` "
                                              "recreates what is missing")
         return "skipped"
-    plan = restart_plan(spec, restart, observed, front_names(spec, transports, state))
+    plan = restart_plan(spec, restart, observed, front_names(spec, transports, state),
+                        getattr(args, "shutdown_timeout", None))
     if args.dry_run:
         out.action(restart, "would restart", plan)
         return "would restart"

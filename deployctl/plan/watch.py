@@ -16,8 +16,8 @@ from deployctl.bench.telemetry import Engine
 from deployctl.core import Command
 from deployctl.facts.liveness import Answer
 from deployctl.plan.model import HealthCheck, Plan, Stage, Step
-from deployctl.plan.rollout import DEFAULT_SHUTDOWN_TIMEOUT  # as `up` stops a container it replaces
 from deployctl.plan.units import unit_of  # the rollout's units: a DP group whole, else an instance alone
+from deployctl.servers.shutdown import stop_command  # the one stop policy, as `up` stops what it replaces
 from deployctl.spec.model import Instance, Spec
 
 # verdicts that restart a unit; the others are said and left alone
@@ -236,12 +236,14 @@ def front_stages(spec: Spec, restart: Restart, address_of: Mapping[str, str]) ->
 
 
 def restart_plan(spec: Spec, restart: Restart, observed: Mapping[str, Optional[str]],
-                 address_of: Mapping[str, str] = {}) -> Plan:  # noqa: B006 - read only
+                 address_of: Mapping[str, str] = {},  # noqa: B006 - read only
+                 shutdown_timeout: Optional[int] = None) -> Plan:
     """drain (the front's) -> stop every container of the unit (each checked to be the one observed) -> start them
     again, at once (a DP group serves only once every rank is back), each waited for until healthy -> back into
     the front. The same containers: their digest labels, and any `.previous` beside them, stay as `up` left
     them. `observed`: container name -> the ID the probe saw (None: it was missing and is not touched);
-    `address_of`: how the front names each host's servers (none: the front is left as it is)."""
+    `address_of`: how the front names each host's servers (none: the front is left as it is); each stop waits the
+    server's own --shutdown-timeout, at least `shutdown_timeout` (None: docker's default)."""
     from deployctl.plan.probes import health_path
 
     stops, starts = [], []
@@ -253,7 +255,7 @@ def restart_plan(spec: Spec, restart: Restart, observed: Mapping[str, Optional[s
         stops.append(Step(instance.host, "stop", "restart", why, container=instance.name, commands=(
             Command(("sh", "-c", SAME_CONTAINER, "sh", instance.name, seen),
                     failure=f"{instance.name} is no longer the container watch observed (an `up` replaced it?)"),
-            Command(("docker", "stop", "--time", str(DEFAULT_SHUTDOWN_TIMEOUT), instance.name)),
+            stop_command(instance.name, instance.extra_args, shutdown_timeout),
         )))
         health = (HealthCheck(instance.name, instance.port, health_path(spec, instance))
                   if instance.port is not None else None)

@@ -172,6 +172,22 @@ def test_the_restart_plan_stops_then_starts_the_same_containers_checked_to_be_th
         "reason": restart.reason, "result": "ok"}
 
 
+def test_a_restart_waits_the_servers_own_shutdown_timeout_as_up_does():
+    """One stop policy (servers/shutdown.py): a server whose extra args hold --shutdown-timeout=300 drains for 300 s
+    after SIGTERM; docker's SIGKILL at 30 would cut the requests `up` lets finish. `watch --shutdown-timeout` is
+    the floor, as `up`'s."""
+    spec = load_spec_text((QWEN3 % "external").replace(
+        "port: 9100, env: {HCCL_BUFFSIZE: 1024}}",
+        "port: 9100, env: {HCCL_BUFFSIZE: 1024}, model: {extra_args: [--shutdown-timeout=300]}}"))
+    restart = restarts(spec, [stalled("qwen3-prefill0-r1")])[0]
+    observed = {"qwen3-prefill0-r0": "id0", "qwen3-prefill0-r1": "id1"}
+    stops = restart_plan(spec, restart, observed).stages[0].steps
+    assert [c.argv for s in stops for c in s.commands if c.argv[:2] == ("docker", "stop")] == [
+        ("docker", "stop", "--time", "300", "qwen3-prefill0-r0"), ("docker", "stop", "--time", "300", "qwen3-prefill0-r1")]
+    longer = restart_plan(spec, restart, observed, shutdown_timeout=600).stages[0].steps
+    assert {c.argv[3] for s in longer for c in s.commands if c.argv[:2] == ("docker", "stop")} == {"600"}
+
+
 def test_the_whole_unit_leaves_the_front_before_the_stop_and_comes_back_after():
     """The rollout's own front steps (plan/rollout.py front_steps): every rank of the stalled one's group goes out
     of vllm-ascend's proxy and is drained, and is put back once it serves."""
