@@ -33,17 +33,47 @@ class WatchState:
     front_names: Optional[dict] = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def load(cls, path: Path) -> "WatchState":
-        from deployctl.plan.watch import Observation
-
+    def load(cls, path: Path, warn=None) -> "WatchState":
+        """The state the last probe left; none yet (this probe is the first), or rebuilt empty where the file is
+        damaged, which `warn` (a callable) is told with what is wrong: the restarts it remembers are only a
+        start-up grace, the observations only the probe before, so the worst of starting afresh is one probe
+        more before a stall is confirmed."""
         try:
-            doc = json.loads(path.read_text())
-            if doc.get("version") != STATE_VERSION:
-                return cls()
-            return cls({k: Observation.from_json(v) for k, v in doc.get("observations", {}).items()},
-                       dict(doc.get("log_since", {})), dict(doc.get("restarted", {})))
-        except (OSError, ValueError, KeyError, TypeError):
-            return cls()  # none yet, or unreadable: this probe is the first
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return cls()
+        except (OSError, UnicodeDecodeError) as error:
+            return cls._afresh(path, warn, getattr(error, "strerror", None) or str(error))
+        try:
+            return cls._parse(json.loads(text))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+            return cls._afresh(path, warn, str(error)[:200])
+
+    @classmethod
+    def _afresh(cls, path: Path, warn, why: str) -> "WatchState":
+        if warn is not None:
+            warn(f"{path} is damaged ({why}): it is rebuilt, this probe counts as the first")
+        return cls()
+
+    @classmethod
+    def _parse(cls, doc) -> "WatchState":
+        from deployctl.facts.docker_logs import stamp_seconds
+        from deployctl.plan.watch import Observation, finite_number
+
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+        if doc.get("version") != STATE_VERSION:
+            raise ValueError(f"version {doc.get('version')!r}, not {STATE_VERSION}")
+        observations, log_since, restarted = (doc.get(k, {}) for k in ("observations", "log_since", "restarted"))
+        for key, value in (("observations", observations), ("log_since", log_since), ("restarted", restarted)):
+            if not isinstance(value, dict):
+                raise ValueError(f"{key} is not a JSON object")
+        # each is handed back to `docker logs --since`: a docker stamp, nothing else
+        bad = [v for v in log_since.values() if not (isinstance(v, str) and stamp_seconds(v) is not None)]
+        if bad:
+            raise ValueError(f"log_since {bad[0]!r} is not a docker log timestamp")
+        return cls({k: Observation.from_json(v) for k, v in observations.items()}, dict(log_since),
+                   {k: finite_number(v, f"restarted.{k}") for k, v in restarted.items()})
 
     def save(self, path: Path) -> None:
         doc = {"version": STATE_VERSION, "observations": {k: v.to_json() for k, v in self.observations.items()},
@@ -57,10 +87,11 @@ class WatchState:
 def run(args, ui) -> int:
     from deployctl.hosts import connect_options, connected
     from deployctl.spec.load import load_spec
+    from deployctl.ui import escape
 
     spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
     path = spec.state_dir / STATE_FILE
-    state = WatchState.load(path)
+    state = WatchState.load(path, warn=lambda message: ui.info(f"[yellow]{escape(message)}[/]"))
     out = Output(ui)
     with connected(spec, options=connect_options(args, ui)) as transports:
         while True:
@@ -95,6 +126,12 @@ def watch_once(spec, transports, state: WatchState, args, out: "Output") -> int:
     code = ExitStatus.OK
     if any(v.state == "missing" for v in verdicts):
         code = ExitStatus.NOT_THERE
+    unseen = [v for v in verdicts if v.state == "unreachable"]
+    if unseen:  # nothing can be said of them: a cron job must not read that as all well
+        code = ExitStatus.FAILED
+        for host in dict.fromkeys(v.host for v in unseen):
+            mine = [v for v in unseen if v.host == host]
+            out.unseen(host, len(mine), mine[0].reason)
     for restart in restarts(spec, verdicts):
         result = act(spec, transports, state, restart, observations, args, out)
         if result == "failed":
@@ -114,6 +151,7 @@ def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
 
     now = time.time()
     known = {name: obs.container_id for name, obs in state.observations.items()}
+    secrets = _secrets(spec)
     serving = {i.host for i in spec.instances}
 
     def one(transport):
@@ -126,7 +164,7 @@ def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
     facts = on_hosts({name: t for name, t in transports.items() if name in serving}, one)
     observations = []
     for host, found in facts.items():
-        observations.extend(observe(spec, host, found, now, known))
+        observations.extend(observe(spec, host, found, now, known, secrets))
         for name, new in ((found.new_log_lines if found else None) or {}).items():
             if new.last:
                 state.log_since[name] = new.last
@@ -192,7 +230,10 @@ def act(spec, transports, state: WatchState, restart, observations, args, out: "
                     report = Executor(transports, on_event=on_event,
                                       health_timeout=_health_timeout(spec, args)).execute(plan)
                 result = "ok" if not report.failed else "failed"
-                error = report.error.message if report.failed and report.error else None
+                if report.failed and report.error:
+                    from deployctl.diagnose.redact import redact_text
+
+                    error = redact_text(report.error.message, _secrets(spec))  # it may quote a host's stderr
             finally:
                 lock.history = history_record(restart, result)
     except DeployctlError as exc:  # the lock is held (an `up` runs): try again at the next probe
@@ -204,6 +245,13 @@ def act(spec, transports, state: WatchState, restart, observations, args, out: "
         state.observations.pop(instance.name, None)  # its counters start again from 0
     out.action(restart, result, plan, error)
     return result
+
+
+def _secrets(spec) -> tuple[str, ...]:
+    """The values diagnose redacts (diagnose/redact.py): every text of a host watch quotes goes through it."""
+    from deployctl.diagnose.redact import secret_values
+
+    return secret_values(spec, os.environ)
 
 
 def _health_timeout(spec, args) -> float:
@@ -237,6 +285,14 @@ class Output:
         self._line({"type": "observation", **obs.to_json(), "verdict": verdict.state, "reason": verdict.reason,
                     "signatures": [list(s) for s in obs.signatures]},
                    f"{stamp} {obs.host} {obs.instance}: [{style}]{verdict.state}[/] — {escape(verdict.reason)}")
+
+    def unseen(self, host: str, count: int, why: str) -> None:
+        """A host whose servers this probe could not see (exit 1)."""
+        from deployctl.ui import escape
+
+        self._line({"type": "unseen", "host": host, "servers": count, "reason": why},
+                   f"{time.strftime('%H:%M:%S')} {host}: [red]{count} server(s) unseen[/] — {escape(why)}: "
+                   "nothing is known of them, nothing restarted (exit 1)")
 
     def action(self, restart, result: str, plan, error: Optional[str] = None) -> None:
         from deployctl.ui import escape

@@ -47,7 +47,8 @@ class Observation:
     health_code: Optional[int] = None  # its health path's HTTP status (0: no answer); None: not asked (headless)
     liveness: Optional[Answer] = None  # the one-token generate; None: not asked
     engines: Mapping[str, Engine] = field(default_factory=dict)  # engine index -> its counters at this probe
-    signatures: tuple[tuple[str, str], ...] = ()  # (signature id, the line) found in its new log lines
+    signatures: tuple[tuple[str, str], ...] = ()  # (signature id, the line, redacted) found in its new log lines
+    detail: str = ""  # why it was not seen (an `unreachable` one), redacted; never kept in the state file
 
     def to_json(self) -> dict:
         """What the next `watch --once` compares against (the state file) and what --output json says."""
@@ -58,11 +59,50 @@ class Observation:
 
     @classmethod
     def from_json(cls, doc: dict) -> "Observation":
+        """An observation the state file kept; ValueError naming the field where it is damaged (the file is the
+        control machine's, but anything may have written it)."""
+        if not isinstance(doc, dict):
+            raise ValueError("an observation is not a JSON object")
         live = doc.get("liveness")
-        return cls(doc["instance"], doc["host"], float(doc["time"]), doc["state"], doc.get("container_id"),
-                   exit_code=doc.get("exit_code", 0), health_code=doc.get("health_code"), liveness=Answer(*live) if live else None,
-                   engines={k: Engine(k, **{f: v.get(f) for f in ENGINE_FIELDS})
-                            for k, v in (doc.get("engines") or {}).items()})
+        if live is not None and not (isinstance(live, list) and len(live) == 2 and all(_is_int(x) for x in live)):
+            raise ValueError(f"liveness {live!r} is not [HTTP status, bytes]")
+        engines = doc.get("engines") or {}
+        if not isinstance(engines, dict) or not all(isinstance(v, dict) for v in engines.values()):
+            raise ValueError("engines is not an object of objects")
+        return cls(_text(doc, "instance"), _text(doc, "host"), finite_number(doc.get("time"), "time"),
+                   _text(doc, "state"), _text(doc, "container_id", optional=True),
+                   exit_code=_integer(doc.get("exit_code", 0), "exit_code"),
+                   health_code=None if doc.get("health_code") is None else _integer(doc["health_code"], "health_code"),
+                   liveness=Answer(*live) if live else None,
+                   engines={str(k): Engine(str(k), **{f: None if v.get(f) is None else finite_number(v[f], f"engines.{k}.{f}")
+                                                      for f in ENGINE_FIELDS})
+                            for k, v in engines.items()})
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(doc: dict, key: str, optional: bool = False) -> Optional[str]:
+    value = doc.get(key)
+    if (value is None and optional) or isinstance(value, str):
+        return value
+    raise ValueError(f"{key} {value!r} is not a string")
+
+
+def _integer(value, key: str) -> int:
+    if not _is_int(value):
+        raise ValueError(f"{key} {value!r} is not an integer")
+    return value
+
+
+def finite_number(value, key: str) -> float:
+    """A finite number (JSON's NaN and Infinity, which Python reads, are none; neither is a string or a bool)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{key} {value!r} is not a finite number")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -88,7 +128,7 @@ def judge(previous: Optional[Observation], current: Observation, *, front: bool 
     if previous is not None and previous.container_id != current.container_id:
         previous = None  # another container (an `up` replaced it): nothing to compare with
     if current.state == "unreachable":
-        return verdict("unreachable", "its host did not answer this probe")
+        return verdict("unreachable", current.detail or "its host did not answer this probe")
     if current.state == "missing":
         return verdict("missing", "no container: `deployctl up` creates it")
     if current.state != "running":
