@@ -107,7 +107,7 @@ def run(args, ui) -> int:
 
 def watch_once(spec, transports, state: WatchState, args, out: "Output") -> int:
     """One probe of every host, the verdicts, and the restarts they call for; the exit status of a --once run."""
-    from deployctl.plan.watch import judge, restarts
+    from deployctl.plan.watch import judge, restart_plan, restarts, starting_up
     from deployctl.plan.watch_probes import is_front
 
     observations = probe(spec, transports, state, args.hang_timeout)
@@ -117,7 +117,7 @@ def watch_once(spec, transports, state: WatchState, args, out: "Output") -> int:
         restarted = state.restarted.get(current.instance)
         instance = next(i for i in spec.instances if i.name == current.instance)
         verdict = judge(state.observations.get(current.instance), current, front=is_front(spec, instance),
-                        starting=restarted is not None and current.time - restarted < grace,
+                        starting=starting_up(current, restarted, grace),
                         hang_timeout=args.hang_timeout)
         verdicts.append(verdict)
         out.observation(current, verdict)
@@ -132,9 +132,17 @@ def watch_once(spec, transports, state: WatchState, args, out: "Output") -> int:
         for host in dict.fromkeys(v.host for v in unseen):
             mine = [v for v in unseen if v.host == host]
             out.unseen(host, len(mine), mine[0].reason)
+    failed_roles: set = set()
     for restart in restarts(spec, verdicts):
+        roles = {i.role for i in restart.instances}
+        if roles & failed_roles:
+            # one unit of its role did not come back: taking another out could leave the front none of them
+            out.action(restart, "deferred", restart_plan(spec, restart, {}),
+                       f"a restart of its role ({', '.join(sorted(roles & failed_roles))}) failed in this probe")
+            continue
         result = act(spec, transports, state, restart, observations, args, out)
         if result == "failed":
+            failed_roles |= roles
             code = ExitStatus.FAILED
         elif result == "would restart" and code == ExitStatus.OK:
             code = ExitStatus.CHECKS  # --dry-run: a server needs a restart it did not get

@@ -80,5 +80,5 @@ def observe(spec: Spec, host: str, facts: Optional[HostFacts], now: float,
             health_code=(served.health_code if served else 0) if instance.port is not None else None,
             liveness=liveness.get(instance.port) if instance.port is not None and not is_front(spec, instance)
             else None,
-            engines=dict(served.engines) if served else {}, signatures=found))
+            engines=dict(served.engines) if served else {}, signatures=found, started=container.started_at))
     return out

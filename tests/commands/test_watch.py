@@ -308,3 +308,23 @@ def test_watch_on_a_damaged_state_file_probes_afresh_and_says_so(monkeypatch, tm
     assert code == 0 and seen == [watch.WatchState()]
     assert "watch.json is damaged (engines.0.running 'many' is not a finite number)" in capsys.readouterr().err
     assert json.loads(state_file.read_text())["observations"] == {}  # rebuilt
+
+
+def test_a_group_up_just_started_is_let_load_at_every_probe(monkeypatch, capsys, executed):
+    """No answer to /health at two probes, 5 and 10 s after its container started (`up` started it; docker's
+    StartedAt): it is loading its model within the start-up budget, and nothing restarts it."""
+    import dataclasses
+
+    spec = load_spec_text(QWEN3 % "external")
+    state = watch.WatchState()
+
+    def loading(t):
+        return [dataclasses.replace(o, health_code=0, liveness=None, engines={}, started=0.0)
+                if o.instance.startswith("qwen3-decode0") and o.health_code is not None else o
+                for o in fleet(spec, t)]
+
+    for t in (5.0, 10.0):
+        code, lines = run_once(monkeypatch, capsys, spec, state, loading(t))
+        assert code == 0 and not [x for x in lines if x["type"] == "action"], lines
+        assert {x["verdict"] for x in lines if x["instance"].startswith("qwen3-decode0-r0")} == {"starting"}
+    assert executed.plans == []
