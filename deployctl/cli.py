@@ -61,9 +61,13 @@ def _rollout_flags(parser: argparse.ArgumentParser) -> None:
                         help="how long a drain rollout waits for a server taken out of the front to finish its "
                              "requests (vLLM /metrics: none running or waiting) before it stops it gracefully; what "
                              "remained is said (default 120)")
+    _shutdown_flag(parser, "a replaced server")
+
+
+def _shutdown_flag(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--shutdown-timeout", type=number("--shutdown-timeout"), default=None, metavar="SECONDS",
-                        help="`docker stop --time`: how long a replaced server may take to finish after SIGTERM "
-                             "(default 30)")
+                        help=f"`docker stop --time`: how long {what} may take to finish after SIGTERM (default 30; "
+                             "a server's own longer --shutdown-timeout in its extra args wins)")
 
 
 def _spec_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -153,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_arg(p)
     p.add_argument("--yes", "-y", action="store_true", help="do not ask")
     p.add_argument("--dry-run", action="store_true", help="print what down would remove, each command as argv")
+    _shutdown_flag(p, "a running server")
     _host_key_flag(p)
 
     p = _verb(sub, "status", "deployctl.commands.status:run",
@@ -183,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--health-timeout", type=number("--health-timeout"), default=None, metavar="SECONDS",
                    help="how long a restarted server may take to answer its health check (default: the spec's "
                         "health.startup_timeout, else 1200 s or more for a large model)")
+    _shutdown_flag(p, "a restarted server")
     p.add_argument("--lock-wait", type=number("--lock-wait"), default=0.0, metavar="SECONDS",
                    help="wait this long for the deploy lock before a restart (default %(default)g: an `up` in "
                         "progress defers the restart to the next probe)")

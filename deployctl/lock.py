@@ -116,12 +116,69 @@ def history_path(state_dir: str) -> str:
 
 
 def last_time_to_serve(history_text: str) -> dict | None:
-    """The newest `up` record of a history that carries a time-to-serve ledger, or None."""
-    for line in reversed(history_text.splitlines()):
+    """The newest `up` record of a history that carries a sound time-to-serve ledger, or None."""
+    return newest_time_to_serve(history_text)[0]
+
+
+# an `up` whose time to serve is longer than this is no record of one: a damaged line
+MAX_WALL_S = 7 * 24 * 3600.0
+
+
+def newest_time_to_serve(history_text: str) -> tuple[dict | None, list[str]]:
+    """(the newest `up` record with a sound ledger, or None; what is wrong with each newer one that was passed
+    over). The history is read from a host: anything may have written it, and the timeline draws its numbers."""
+    skipped = []
+    lines = history_text.splitlines()
+    for number in range(len(lines), 0, -1):
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = json.loads(lines[number - 1])
+        except (ValueError, RecursionError):
             continue
         if isinstance(record, dict) and record.get("action") == "up" and isinstance(record.get("time_to_serve"), dict):
-            return record
+            problem = ledger_problem(record)
+            if problem is None:
+                return record, skipped
+            skipped.append(f"history line {number} of the last {len(lines)}: {problem}")
+    return None, skipped
+
+
+def ledger_problem(record: dict) -> str | None:
+    """What is wrong with an `up` record's time-to-serve ledger (None: nothing): every time a finite number of
+    seconds within the wall time, every name a string."""
+    import math
+
+    def seconds(value, where: str, most: float) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"{where} {str(value)[:40]!r} is not a number of seconds"
+        if not 0 <= value <= most:
+            return f"{where} {value:g} is outside 0..{most:g} s"
+        return None
+
+    ledger = record["time_to_serve"]
+    wall = ledger.get("wall_s")
+    found = seconds(wall, "wall_s", MAX_WALL_S)
+    if found:
+        return found
+    most = wall * 1.01 + 1.0  # rounding of each part to ms
+    phases, hosts = ledger.get("phases", {}), ledger.get("hosts", {})
+    if not isinstance(phases, dict) or not isinstance(hosts, dict):
+        return "phases or hosts is not a JSON object"
+    for name in ("time", "result"):
+        if name in record and not isinstance(record[name], str):
+            return f"{name} is not a string"
+    for phase, value in phases.items():
+        found = seconds(value, f"phases.{phase}", most)
+        if found:
+            return found
+    for host, rows in hosts.items():
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            return f"hosts.{host} is not a list of objects"
+        for index, row in enumerate(rows):
+            where = f"hosts.{host}[{index}]"
+            if not isinstance(row.get("phase"), str) or not isinstance(row.get("instance", ""), str):
+                return f"{where}: phase or instance is not a string"
+            found = seconds(row.get("start_s"), f"{where}.start_s", most) or seconds(
+                row.get("seconds"), f"{where}.seconds", most)
+            if found:
+                return found
     return None

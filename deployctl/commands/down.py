@@ -18,13 +18,14 @@ def run(args, ui) -> int:
     from deployctl.ui import confirm_or_refuse, progress_printer, render_plan, render_report
 
     spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
+    grace = getattr(args, "shutdown_timeout", None)
     with connected(spec, options=connect_options(args, ui)) as transports:
         if args.dry_run:
-            render_plan(ui, plan_down(spec, gather_state(spec, transports, stages=DOWN_STAGES)))
+            render_plan(ui, plan_down(spec, gather_state(spec, transports, stages=DOWN_STAGES), grace))
             return ExitStatus.OK
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "down") as lock:
-            plan = plan_down(spec, gather_state(spec, transports, stages=DOWN_STAGES))
+            plan = plan_down(spec, gather_state(spec, transports, stages=DOWN_STAGES), grace)
             containers = [s.container for s in plan.steps if s.container]
             if containers:  # files alone serve nothing: removing them needs no yes
                 confirm_or_refuse(f"remove {len(containers)} container(s) of {spec.name}", args.yes)

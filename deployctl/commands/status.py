@@ -74,16 +74,19 @@ def timeline(spec, args, ui) -> int:
     host and phase; exit 3 when there is none."""
     from deployctl.core import Command
     from deployctl.hosts import connect_options, connected
-    from deployctl.lock import history_path, last_time_to_serve
+    from deployctl.lock import history_path, newest_time_to_serve
+    from deployctl.ui import escape
     from deployctl.ui.timeline import render_timeline
 
     first = spec.first_host.name
     with connected(spec, options=connect_options(args, ui), hosts=(spec.first_host,)) as transports:
         result = transports[first].run(Command(("tail", "-n", "200", history_path(spec.remote_state_dir)),
                                                check=False), timeout=30)
-    record = last_time_to_serve(result.stdout if result.ok else "")
+    record, skipped = newest_time_to_serve(result.stdout if result.ok else "")
+    for problem in skipped:  # a damaged record is refused, said, and an older sound one drawn
+        ui.info(f"[yellow]{first}: {escape(problem)}: not drawn[/]")
     if ui.json:
-        ui.emit_json({"deployment": spec.name, "up": record})
+        ui.emit_json({"deployment": spec.name, "up": record, **({"skipped": skipped} if skipped else {})})
     elif record is None:
         ui.print(f"[yellow]{spec.name}: no `up` with a time-to-serve ledger in the history on {first}[/]")
     else:

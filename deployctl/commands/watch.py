@@ -33,17 +33,47 @@ class WatchState:
     front_names: Optional[dict] = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def load(cls, path: Path) -> "WatchState":
-        from deployctl.plan.watch import Observation
-
+    def load(cls, path: Path, warn=None) -> "WatchState":
+        """The state the last probe left; none yet (this probe is the first), or rebuilt empty where the file is
+        damaged, which `warn` (a callable) is told with what is wrong: the restarts it remembers are only a
+        start-up grace, the observations only the probe before, so the worst of starting afresh is one probe
+        more before a stall is confirmed."""
         try:
-            doc = json.loads(path.read_text())
-            if doc.get("version") != STATE_VERSION:
-                return cls()
-            return cls({k: Observation.from_json(v) for k, v in doc.get("observations", {}).items()},
-                       dict(doc.get("log_since", {})), dict(doc.get("restarted", {})))
-        except (OSError, ValueError, KeyError, TypeError):
-            return cls()  # none yet, or unreadable: this probe is the first
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return cls()
+        except (OSError, UnicodeDecodeError) as error:
+            return cls._afresh(path, warn, getattr(error, "strerror", None) or str(error))
+        try:
+            return cls._parse(json.loads(text))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+            return cls._afresh(path, warn, str(error)[:200])
+
+    @classmethod
+    def _afresh(cls, path: Path, warn, why: str) -> "WatchState":
+        if warn is not None:
+            warn(f"{path} is damaged ({why}): it is rebuilt, this probe counts as the first")
+        return cls()
+
+    @classmethod
+    def _parse(cls, doc) -> "WatchState":
+        from deployctl.facts.docker_logs import stamp_seconds
+        from deployctl.plan.watch import Observation, finite_number
+
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+        if doc.get("version") != STATE_VERSION:
+            raise ValueError(f"version {doc.get('version')!r}, not {STATE_VERSION}")
+        observations, log_since, restarted = (doc.get(k, {}) for k in ("observations", "log_since", "restarted"))
+        for key, value in (("observations", observations), ("log_since", log_since), ("restarted", restarted)):
+            if not isinstance(value, dict):
+                raise ValueError(f"{key} is not a JSON object")
+        # each is handed back to `docker logs --since`: a docker stamp, nothing else
+        bad = [v for v in log_since.values() if not (isinstance(v, str) and stamp_seconds(v) is not None)]
+        if bad:
+            raise ValueError(f"log_since {bad[0]!r} is not a docker log timestamp")
+        return cls({k: Observation.from_json(v) for k, v in observations.items()}, dict(log_since),
+                   {k: finite_number(v, f"restarted.{k}") for k, v in restarted.items()})
 
     def save(self, path: Path) -> None:
         doc = {"version": STATE_VERSION, "observations": {k: v.to_json() for k, v in self.observations.items()},
@@ -57,10 +87,11 @@ class WatchState:
 def run(args, ui) -> int:
     from deployctl.hosts import connect_options, connected
     from deployctl.spec.load import load_spec
+    from deployctl.ui import escape
 
     spec = load_spec(args.spec, unresolved_env="allow")  # env values are never sent here
     path = spec.state_dir / STATE_FILE
-    state = WatchState.load(path)
+    state = WatchState.load(path, warn=lambda message: ui.info(f"[yellow]{escape(message)}[/]"))
     out = Output(ui)
     with connected(spec, options=connect_options(args, ui)) as transports:
         while True:
@@ -76,7 +107,7 @@ def run(args, ui) -> int:
 
 def watch_once(spec, transports, state: WatchState, args, out: "Output") -> int:
     """One probe of every host, the verdicts, and the restarts they call for; the exit status of a --once run."""
-    from deployctl.plan.watch import judge, restarts
+    from deployctl.plan.watch import judge, restart_plan, restarts, starting_up
     from deployctl.plan.watch_probes import is_front
 
     observations = probe(spec, transports, state, args.hang_timeout)
@@ -86,7 +117,7 @@ def watch_once(spec, transports, state: WatchState, args, out: "Output") -> int:
         restarted = state.restarted.get(current.instance)
         instance = next(i for i in spec.instances if i.name == current.instance)
         verdict = judge(state.observations.get(current.instance), current, front=is_front(spec, instance),
-                        starting=restarted is not None and current.time - restarted < grace,
+                        starting=starting_up(current, restarted, grace),
                         hang_timeout=args.hang_timeout)
         verdicts.append(verdict)
         out.observation(current, verdict)
@@ -95,9 +126,23 @@ def watch_once(spec, transports, state: WatchState, args, out: "Output") -> int:
     code = ExitStatus.OK
     if any(v.state == "missing" for v in verdicts):
         code = ExitStatus.NOT_THERE
+    unseen = [v for v in verdicts if v.state == "unreachable"]
+    if unseen:  # nothing can be said of them: a cron job must not read that as all well
+        code = ExitStatus.FAILED
+        for host in dict.fromkeys(v.host for v in unseen):
+            mine = [v for v in unseen if v.host == host]
+            out.unseen(host, len(mine), mine[0].reason)
+    failed_roles: set = set()
     for restart in restarts(spec, verdicts):
+        roles = {i.role for i in restart.instances}
+        if roles & failed_roles:
+            # one unit of its role did not come back: taking another out could leave the front none of them
+            out.action(restart, "deferred", restart_plan(spec, restart, {}),
+                       f"a restart of its role ({', '.join(sorted(roles & failed_roles))}) failed in this probe")
+            continue
         result = act(spec, transports, state, restart, observations, args, out)
         if result == "failed":
+            failed_roles |= roles
             code = ExitStatus.FAILED
         elif result == "would restart" and code == ExitStatus.OK:
             code = ExitStatus.CHECKS  # --dry-run: a server needs a restart it did not get
@@ -114,6 +159,7 @@ def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
 
     now = time.time()
     known = {name: obs.container_id for name, obs in state.observations.items()}
+    secrets = _secrets(spec)
     serving = {i.host for i in spec.instances}
 
     def one(transport):
@@ -126,7 +172,7 @@ def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
     facts = on_hosts({name: t for name, t in transports.items() if name in serving}, one)
     observations = []
     for host, found in facts.items():
-        observations.extend(observe(spec, host, found, now, known))
+        observations.extend(observe(spec, host, found, now, known, secrets))
         for name, new in ((found.new_log_lines if found else None) or {}).items():
             if new.last:
                 state.log_since[name] = new.last
@@ -177,7 +223,8 @@ def act(spec, transports, state: WatchState, restart, observations, args, out: "
         out.action(restart, "skipped", plan, f"no container seen for {', '.join(absent)}: `deployctl up` "
                                              "recreates what is missing")
         return "skipped"
-    plan = restart_plan(spec, restart, observed, front_names(spec, transports, state))
+    plan = restart_plan(spec, restart, observed, front_names(spec, transports, state),
+                        getattr(args, "shutdown_timeout", None))
     if args.dry_run:
         out.action(restart, "would restart", plan)
         return "would restart"
@@ -191,7 +238,10 @@ def act(spec, transports, state: WatchState, restart, observations, args, out: "
                     report = Executor(transports, on_event=on_event,
                                       health_timeout=_health_timeout(spec, args)).execute(plan)
                 result = "ok" if not report.failed else "failed"
-                error = report.error.message if report.failed and report.error else None
+                if report.failed and report.error:
+                    from deployctl.diagnose.redact import redact_text
+
+                    error = redact_text(report.error.message, _secrets(spec))  # it may quote a host's stderr
             finally:
                 lock.history = history_record(restart, result)
     except DeployctlError as exc:  # the lock is held (an `up` runs): try again at the next probe
@@ -203,6 +253,13 @@ def act(spec, transports, state: WatchState, restart, observations, args, out: "
         state.observations.pop(instance.name, None)  # its counters start again from 0
     out.action(restart, result, plan, error)
     return result
+
+
+def _secrets(spec) -> tuple[str, ...]:
+    """The values diagnose redacts (diagnose/redact.py): every text of a host watch quotes goes through it."""
+    from deployctl.diagnose.redact import secret_values
+
+    return secret_values(spec, os.environ)
 
 
 def _health_timeout(spec, args) -> float:
@@ -236,6 +293,14 @@ class Output:
         self._line({"type": "observation", **obs.to_json(), "verdict": verdict.state, "reason": verdict.reason,
                     "signatures": [list(s) for s in obs.signatures]},
                    f"{stamp} {obs.host} {obs.instance}: [{style}]{verdict.state}[/] — {escape(verdict.reason)}")
+
+    def unseen(self, host: str, count: int, why: str) -> None:
+        """A host whose servers this probe could not see (exit 1)."""
+        from deployctl.ui import escape
+
+        self._line({"type": "unseen", "host": host, "servers": count, "reason": why},
+                   f"{time.strftime('%H:%M:%S')} {host}: [red]{count} server(s) unseen[/] — {escape(why)}: "
+                   "nothing is known of them, nothing restarted (exit 1)")
 
     def action(self, restart, result: str, plan, error: Optional[str] = None) -> None:
         from deployctl.ui import escape

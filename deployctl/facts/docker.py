@@ -133,7 +133,16 @@ def _container_devices(item: dict) -> ContainerDevices:
         exit_code=int(state.get("ExitCode") or 0),
         image_id=str(item.get("Image", "")),
         image=str(config.get("Image", "")),
+        started_at=_started(state.get("StartedAt")),
     )
+
+
+def _started(stamp) -> Optional[float]:
+    """docker's State.StartedAt (RFC 3339, ns; `0001-01-01T00:00:00Z` for a container never started)."""
+    from deployctl.facts.docker_logs import stamp_seconds
+
+    seconds = stamp_seconds(stamp) if isinstance(stamp, str) else None
+    return seconds if seconds is not None and seconds > 0 else None
 
 
 def parse_docker_inspect(text: str) -> tuple[ContainerDevices, ...]:

@@ -119,6 +119,7 @@ class ContainerDevices:
     exit_code: int = 0
     image_id: str = ""
     image: str = ""  # the name it was started from
+    started_at: Optional[float] = None  # State.StartedAt as epoch seconds (the host's clock); None: never or unknown
 
     def label(self, key: str) -> Optional[str]:
         for name, value in self.labels:

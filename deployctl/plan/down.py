@@ -1,9 +1,10 @@
-"""plan_down: remove this deployment's containers (by label, `.previous` ones too), then the files deployctl wrote
-for it on each host (env files of secrets, ranktables, ...), and nothing else: the history and the lock stay (pure)."""
+"""plan_down: remove this deployment's containers (by label, `.previous` ones too; a running one stopped first as
+every stop is, servers/shutdown.py), then the files deployctl wrote for it on each host (env files of secrets,
+ranktables, ...), and nothing else: the history and the lock stay (pure)."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Optional
 
 from deployctl.core import Command
 from deployctl.facts.deployed import DeployedState
@@ -11,21 +12,27 @@ from deployctl.facts.model import HostFacts
 from deployctl.plan.model import Plan, Stage, Step
 from deployctl.plan.probes import deployment_files
 from deployctl.plan.up import owned_containers
+from deployctl.servers.shutdown import stop_command
 from deployctl.spec.model import Spec
 
 RM_WORDS = ("rm", "-rf", "--")
 
 
-def plan_down(spec: Spec, facts: Mapping[str, HostFacts]) -> Plan:
-    """Containers first (stage `down`), then the deployment's files (stage `files`), on every host of the spec."""
+def plan_down(spec: Spec, facts: Mapping[str, HostFacts], shutdown_timeout: Optional[int] = None) -> Plan:
+    """Containers first (stage `down`), then the deployment's files (stage `files`), on every host of the spec. A
+    running server gets its own --shutdown-timeout, at least `shutdown_timeout` (None: docker's default), to end
+    what it serves before it is removed: `docker rm --force` alone is a SIGKILL."""
+    extra_args = {i.name: i.extra_args for i in spec.instances}
     containers, files = [], []
     for host in spec.hosts:
         host_facts = facts.get(host.name)
         deployed = host_facts.deployed if host_facts and host_facts.deployed else DeployedState()
         for container in owned_containers(spec, deployed):
+            stop = ((stop_command(container.name, extra_args.get(container.name, ()), shutdown_timeout),)
+                    if container.running else ())
             containers.append(Step(host.name, "down", "remove", f"container {container.state}",
                                    container=container.name,
-                                   commands=(Command(("docker", "rm", "--force", container.name)),)))
+                                   commands=stop + (Command(("docker", "rm", "--force", container.name)),)))
         step = files_step(spec, host.name, host_facts.deployment_files if host_facts else None)
         if step is not None:
             files.append(step)

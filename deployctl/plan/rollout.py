@@ -21,10 +21,9 @@ from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
 from deployctl.spec.dp_groups import MAX_PORT, kv_ports, port_uses, servers_of
 from deployctl.spec.model import Instance, Spec
-from deployctl.servers.shutdown import stop_grace
+from deployctl.servers.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, stop_command
 
 DEFAULT_DRAIN_TIMEOUT = 120.0  # seconds a drained instance may take to finish its requests (--drain-timeout)
-DEFAULT_SHUTDOWN_TIMEOUT = 30  # seconds `docker stop` gives a server to finish before SIGKILL (--shutdown-timeout)
 WAVE_STAGES = ("stop", "workers", "contract")  # a replaced unit's steps in these move into its wave
 
 
@@ -340,8 +339,7 @@ def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Fro
                             health=health))
         stopped.append(Step(instance.host, "stop", "remove", f"{tag}: {instance.name} served its turn",
                             container=instance.name, wave=number,
-                            commands=(Command(("docker", "stop", "--time",
-                                               str(stop_grace(run.argv, options.shutdown_timeout)), instance.name)),
+                            commands=(stop_command(instance.name, run.argv, options.shutdown_timeout),
                                       Command(("docker", "rm", "--force", instance.name), check=False))))
     # the API servers (a DP group's headless ranks serve none); all at once, as a wave's own
     served = tuple(Backend(i.role, i.name, address_of[i.host], i.port) for i in surge if i.port is not None)

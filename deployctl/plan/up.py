@@ -38,7 +38,7 @@ from deployctl.plan.contract import contract_step
 from deployctl.plan.upstream import HostNetwork, host_networks, with_host_facts
 from deployctl.plan.rollout import DEFAULT_DRAIN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT
 from deployctl.plan.reserve_ports import plan_reserved_ports
-from deployctl.servers.shutdown import stop_grace
+from deployctl.servers.shutdown import stop_command
 from deployctl.plan.verify import plan_verify
 from deployctl.plan.weights_stage import Listing, plan_weights
 from deployctl.servers import flavour_of
@@ -173,8 +173,10 @@ def _content_bytes(put: PutFile) -> bytes:
 
 
 def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[int] = None,
-               path: str = "/health", grace: int = DEFAULT_SHUTDOWN_TIMEOUT, previous_left: bool = True) -> Step:
-    """Stop `name` gracefully and keep it as `.previous` for the rollback. `previous_left`: the host has an old
+               path: str = "/health", words: tuple[str, ...] = (), floor: int = DEFAULT_SHUTDOWN_TIMEOUT,
+               previous_left: bool = True) -> Step:
+    """Stop `name` gracefully (its command `words`, the user's --shutdown-timeout `floor`: servers/shutdown.py's
+    one stop policy) and keep it as `.previous` for the rollback. `previous_left`: the host has an old
     `.previous` of it (the facts say), removed first; without one that round trip is left out (a rollout wave
     waits on every command of its stop)."""
     previous = name + PREVIOUS_SUFFIX
@@ -182,7 +184,7 @@ def _stop_step(host: str, name: str, action: str, reason: str, port: Optional[in
         host, "stop", action, reason, container=name,
         undo_health=HealthCheck(name, port, path) if port else None,
         commands=((Command(("docker", "rm", "--force", previous), check=False),) if previous_left else ()) + (
-            Command(("docker", "stop", "--time", str(grace), name)),
+            stop_command(name, words, floor),
             Command(("docker", "rename", name, previous)),
         ),
         undo=(
@@ -226,7 +228,7 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
             stops.append(_stop_step(instance.host, container.name, "replace", reason,
                                     port=instance.port if current and current.running else None,
                                     path=health_path(spec, instance),
-                                    grace=stop_grace(container.command, shutdown_timeout),
+                                    words=container.command, floor=shutdown_timeout,
                                     previous_left=host_facts.container(container.name + PREVIOUS_SUFFIX) is not None))
         starts[wave].append(Step(
             instance.host, wave, action, reason, container=container.name,
@@ -244,7 +246,7 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
             if not current.name.endswith(PREVIOUS_SUFFIX) and (host.name, current.name) not in wanted:
                 here = facts.get(host.name, DeployedState())
                 stops.append(_stop_step(host.name, current.name, "remove", "no longer in the spec",
-                                        grace=shutdown_timeout,
+                                        floor=shutdown_timeout,
                                         previous_left=here.container(current.name + PREVIOUS_SUFFIX) is not None))
         # A stop step removes an old `.previous` itself before renaming; a leftover beside a container that
         # stays (or is only created now) is removed here — never both, they would race in one stage.

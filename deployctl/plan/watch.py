@@ -9,15 +9,15 @@ stalled: the one-token generate waits in that queue too, so it alone never resta
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional, Sequence
 
 from deployctl.bench.telemetry import Engine
 from deployctl.core import Command
 from deployctl.facts.liveness import Answer
 from deployctl.plan.model import HealthCheck, Plan, Stage, Step
-from deployctl.plan.rollout import DEFAULT_SHUTDOWN_TIMEOUT  # as `up` stops a container it replaces
 from deployctl.plan.units import unit_of  # the rollout's units: a DP group whole, else an instance alone
+from deployctl.servers.shutdown import stop_command  # the one stop policy, as `up` stops what it replaces
 from deployctl.spec.model import Instance, Spec
 
 # verdicts that restart a unit; the others are said and left alone
@@ -47,22 +47,65 @@ class Observation:
     health_code: Optional[int] = None  # its health path's HTTP status (0: no answer); None: not asked (headless)
     liveness: Optional[Answer] = None  # the one-token generate; None: not asked
     engines: Mapping[str, Engine] = field(default_factory=dict)  # engine index -> its counters at this probe
-    signatures: tuple[tuple[str, str], ...] = ()  # (signature id, the line) found in its new log lines
+    signatures: tuple[tuple[str, str], ...] = ()  # (signature id, the line, redacted) found in its new log lines
+    detail: str = ""  # why it was not seen (an `unreachable` one), redacted; never kept in the state file
+    started: Optional[float] = None  # when its container last started (docker's State.StartedAt, epoch seconds)
 
     def to_json(self) -> dict:
         """What the next `watch --once` compares against (the state file) and what --output json says."""
         return {"instance": self.instance, "host": self.host, "time": round(self.time, 3), "state": self.state,
                 "container_id": self.container_id, "exit_code": self.exit_code, "health_code": self.health_code,
                 "liveness": None if self.liveness is None else [self.liveness.status, self.liveness.size],
-                "engines": {k: {f: getattr(v, f) for f in ENGINE_FIELDS} for k, v in self.engines.items()}}
+                "engines": {k: {f: getattr(v, f) for f in ENGINE_FIELDS} for k, v in self.engines.items()},
+                **({"started": round(self.started, 3)} if self.started is not None else {})}
 
     @classmethod
     def from_json(cls, doc: dict) -> "Observation":
+        """An observation the state file kept; ValueError naming the field where it is damaged (the file is the
+        control machine's, but anything may have written it)."""
+        if not isinstance(doc, dict):
+            raise ValueError("an observation is not a JSON object")
         live = doc.get("liveness")
-        return cls(doc["instance"], doc["host"], float(doc["time"]), doc["state"], doc.get("container_id"),
-                   exit_code=doc.get("exit_code", 0), health_code=doc.get("health_code"), liveness=Answer(*live) if live else None,
-                   engines={k: Engine(k, **{f: v.get(f) for f in ENGINE_FIELDS})
-                            for k, v in (doc.get("engines") or {}).items()})
+        if live is not None and not (isinstance(live, list) and len(live) == 2 and all(_is_int(x) for x in live)):
+            raise ValueError(f"liveness {live!r} is not [HTTP status, bytes]")
+        engines = doc.get("engines") or {}
+        if not isinstance(engines, dict) or not all(isinstance(v, dict) for v in engines.values()):
+            raise ValueError("engines is not an object of objects")
+        return cls(_text(doc, "instance"), _text(doc, "host"), finite_number(doc.get("time"), "time"),
+                   _text(doc, "state"), _text(doc, "container_id", optional=True),
+                   exit_code=_integer(doc.get("exit_code", 0), "exit_code"),
+                   health_code=None if doc.get("health_code") is None else _integer(doc["health_code"], "health_code"),
+                   liveness=Answer(*live) if live else None,
+                   engines={str(k): Engine(str(k), **{f: None if v.get(f) is None else finite_number(v[f], f"engines.{k}.{f}")
+                                                      for f in ENGINE_FIELDS})
+                            for k, v in engines.items()},
+                   started=None if doc.get("started") is None else finite_number(doc["started"], "started"))
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(doc: dict, key: str, optional: bool = False) -> Optional[str]:
+    value = doc.get(key)
+    if (value is None and optional) or isinstance(value, str):
+        return value
+    raise ValueError(f"{key} {value!r} is not a string")
+
+
+def _integer(value, key: str) -> int:
+    if not _is_int(value):
+        raise ValueError(f"{key} {value!r} is not an integer")
+    return value
+
+
+def finite_number(value, key: str) -> float:
+    """A finite number (JSON's NaN and Infinity, which Python reads, are none; neither is a string or a bool)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{key} {value!r} is not a finite number")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -81,14 +124,15 @@ def judge(previous: Optional[Observation], current: Observation, *, front: bool 
           starting: bool = False, hang_timeout: float = 15.0) -> Verdict:
     """One server's verdict from this probe and the one before (None: none yet, or another container since).
     `front`: the scheduler or proxy (restarted only when its container stopped: an unhealthy front usually
-    means its backends are); `starting`: watch restarted it lately and it may still be loading its model."""
+    means its backends are); `starting`: it started lately (`up` or watch started it) and may still be loading its
+    model: `starting_up` says."""
     def verdict(state: str, reason: str) -> Verdict:
         return Verdict(current.instance, current.host, state, reason)
 
     if previous is not None and previous.container_id != current.container_id:
         previous = None  # another container (an `up` replaced it): nothing to compare with
     if current.state == "unreachable":
-        return verdict("unreachable", "its host did not answer this probe")
+        return verdict("unreachable", current.detail or "its host did not answer this probe")
     if current.state == "missing":
         return verdict("missing", "no container: `deployctl up` creates it")
     if current.state != "running":
@@ -109,7 +153,7 @@ def judge(previous: Optional[Observation], current: Observation, *, front: bool 
         return verdict("stalled", logged)
     if current.health_code != 200:
         if starting:
-            return verdict("starting", f"health {_code(current.health_code)}, restarted lately: loading")
+            return verdict("starting", f"health {_code(current.health_code)}, started lately: loading")
         if previous is not None and previous.health_code not in (None, 200):
             return verdict("unresponsive", f"health {_code(current.health_code)} at two probes in a row")
         return verdict("suspect", f"health {_code(current.health_code)}; confirmed or not at the next probe")
@@ -120,6 +164,11 @@ def judge(previous: Optional[Observation], current: Observation, *, front: bool 
                                             f"{_count(c.running)} running, {_count(c.waiting)} waiting"
                                             for e, c in stalled))
     advanced = _advanced(previous, current)
+    if current.liveness is not None and refused(current.liveness):
+        # An answer, not a hang: its API server read the request and said no, as a server answers what its role
+        # does not take (a P/D decode whose connector wants the prefill's kv_transfer_params). Its engines are
+        # then judged by their counters alone, as a headless rank's are by its group's.
+        current = replace(current, liveness=None)
     if current.liveness is not None and not current.liveness.generated:
         what = (f"a one-token generate did not finish within {hang_timeout:g} s" if current.liveness.status == 0
                 else f"a one-token generate answered {current.liveness.status} with {current.liveness.size} bytes")
@@ -142,6 +191,20 @@ def judge(previous: Optional[Observation], current: Observation, *, front: bool 
     if advanced:
         return verdict("busy", f"{advanced:g} token(s) generated in {span:.1f} s, {held:g} request(s) held")
     return verdict("busy", f"{held:g} request(s) held; its progress is judged at the next probe")
+
+
+def starting_up(current: Observation, restarted: Optional[float], grace: float) -> bool:
+    """Whether a server may still be loading its model: its container started (docker's StartedAt, the host's
+    clock) or watch restarted it less than `grace` (the health budget `up` gives a start) ago. Without it a server
+    `up` has just started would be restarted, being still unhealthy at two probes, before it could ever serve."""
+    since = max((t for t in (current.started, restarted) if t is not None), default=None)
+    return since is not None and current.time - since < grace
+
+
+def refused(answer: Answer) -> bool:
+    """A one-token generate the server answered with a 4xx: it is up and reads requests (a hang answers nothing
+    within the bound, a dead engine 5xx)."""
+    return 400 <= answer.status < 500
 
 
 def _stalled_engines(previous: Optional[Observation], current: Observation) -> list[tuple[str, Engine]]:
@@ -228,20 +291,35 @@ def front_stages(spec: Spec, restart: Restart, address_of: Mapping[str, str]) ->
     """Take the unit out of the front and wait for its requests, then put it back once it serves (the rollout's
     own steps, plan/rollout.py front_steps); empty stages where the front cannot change its list or the front's
     addresses are not known."""
+    from deployctl.plan.front import backends
     from deployctl.plan.rollout import front_steps
 
+    if address_of and sole_of_a_role(spec, restart, backends(spec, address_of)):
+        # Taken out, it would leave the front with no server of its role: every request would fail at the front,
+        # and a put-back that goes wrong would leave the list without it. It restarts listed: the front's own
+        # retries meet it again once it serves.
+        return Stage("drain", ()), Stage("undrain", ())
     found = front_steps(spec, tuple(i.name for i in restart.instances), address_of) if address_of else None
     out, back = found if found is not None else ((), ())
     return Stage("drain", (out,) if out else ()), Stage("undrain", (back,) if back else ())
 
 
+def sole_of_a_role(spec: Spec, restart: Restart, listed) -> bool:
+    """Whether the unit holds every backend the front has of one of its roles (`listed`: plan/front.py backends)."""
+    mine = {i.name for i in restart.instances}
+    roles = {b.role for b in listed if b.name in mine}
+    return any(all(b.name in mine for b in listed if b.role == role) for role in roles)
+
+
 def restart_plan(spec: Spec, restart: Restart, observed: Mapping[str, Optional[str]],
-                 address_of: Mapping[str, str] = {}) -> Plan:  # noqa: B006 - read only
+                 address_of: Mapping[str, str] = {},  # noqa: B006 - read only
+                 shutdown_timeout: Optional[int] = None) -> Plan:
     """drain (the front's) -> stop every container of the unit (each checked to be the one observed) -> start them
     again, at once (a DP group serves only once every rank is back), each waited for until healthy -> back into
     the front. The same containers: their digest labels, and any `.previous` beside them, stay as `up` left
     them. `observed`: container name -> the ID the probe saw (None: it was missing and is not touched);
-    `address_of`: how the front names each host's servers (none: the front is left as it is)."""
+    `address_of`: how the front names each host's servers (none: the front is left as it is); each stop waits the
+    server's own --shutdown-timeout, at least `shutdown_timeout` (None: docker's default)."""
     from deployctl.plan.probes import health_path
 
     stops, starts = [], []
@@ -253,7 +331,7 @@ def restart_plan(spec: Spec, restart: Restart, observed: Mapping[str, Optional[s
         stops.append(Step(instance.host, "stop", "restart", why, container=instance.name, commands=(
             Command(("sh", "-c", SAME_CONTAINER, "sh", instance.name, seen),
                     failure=f"{instance.name} is no longer the container watch observed (an `up` replaced it?)"),
-            Command(("docker", "stop", "--time", str(DEFAULT_SHUTDOWN_TIMEOUT), instance.name)),
+            stop_command(instance.name, instance.extra_args, shutdown_timeout),
         )))
         health = (HealthCheck(instance.name, instance.port, health_path(spec, instance))
                   if instance.port is not None else None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
+from deployctl.diagnose.redact import redact_text
 from deployctl.diagnose.signatures import Text, match
 from deployctl.facts.deployed import DeployedState, deployed_probe
 from deployctl.facts.liveness import liveness_probe
@@ -42,14 +43,20 @@ def watch_probes(spec: Spec, host: str, since: Mapping[str, Optional[str]], hang
 
 
 def observe(spec: Spec, host: str, facts: Optional[HostFacts], now: float,
-            known_ids: Mapping[str, Optional[str]]) -> list[Observation]:
+            known_ids: Mapping[str, Optional[str]], secrets: tuple[str, ...] = ()) -> list[Observation]:
     """One Observation per instance on `host` from its facts, as facts/assemble.py `host_facts_from` made them of
     the answers (None: the host did not answer; a probe that failed leaves its part unknown). `known_ids`:
     container name -> the ID of the last probe; a log line of another container (one an `up` replaced) only sets
-    the baseline."""
+    the baseline. Every text of the host's that an observation quotes (a known error's log line, the Docker
+    daemon's error) passes through diagnose's redaction with the spec's `secrets` (redact.py secret_values)."""
     here = [i for i in spec.instances if i.host == host]
-    if facts is None or facts.deployed is None:
+    if facts is None:
         return [Observation(i.name, host, now, "unreachable") for i in here]
+    if facts.deployed is None:  # the host answered, its Docker daemon did not
+        lines = (facts.probe_error("deployed") or "").strip().splitlines()
+        said = redact_text(lines[-1], secrets)[:200] if lines else ""
+        detail = "its Docker daemon did not answer" + (f" ({said})" if said else "")
+        return [Observation(i.name, host, now, "unreachable", detail=detail) for i in here]
     deployed: DeployedState = facts.deployed
     progress: Mapping[int, ServerProgress] = facts.progress or {}
     liveness = facts.liveness or {}
@@ -66,11 +73,12 @@ def observe(spec: Spec, host: str, facts: Optional[HostFacts], now: float,
         found = ()
         if new is not None and new.lines and same:
             text = "\n".join(line for _, line in new.lines)
-            found = tuple((hint.id, hint.line) for hint in match([Text(host, instance.name, LOG_KIND, text)]))
+            found = tuple((hint.id, redact_text(hint.line, secrets))
+                          for hint in match([Text(host, instance.name, LOG_KIND, text)]))
         out.append(Observation(
             instance.name, host, now, container.state, container.id, exit_code=container.exit_code,
             health_code=(served.health_code if served else 0) if instance.port is not None else None,
             liveness=liveness.get(instance.port) if instance.port is not None and not is_front(spec, instance)
             else None,
-            engines=dict(served.engines) if served else {}, signatures=found))
+            engines=dict(served.engines) if served else {}, signatures=found, started=container.started_at))
     return out

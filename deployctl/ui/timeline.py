@@ -23,27 +23,33 @@ def render_timeline(ui, name: str, record: dict) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from deployctl.ui import escape
+
+    # the record was read from a host (lock.py ledger_problem checked its numbers): its words are shown, not read
+    # as markup
     ledger = record["time_to_serve"]
     wall = max(ledger["wall_s"], 1e-9)
     scale = WIDTH / wall
-    table = Table(title=f"{name}: time to serve {wall:.1f} s ({record.get('time', '')}, {record.get('result', '')})")
+    table = Table(title=escape(f"{name}: time to serve {wall:.1f} s ({record.get('time', '')}, "
+                               f"{record.get('result', '')})"))
     for column in ("host", "phase", "instance", "start s", "seconds", "timeline"):
         table.add_column(column)
     for host, rows in sorted(ledger.get("hosts", {}).items()):
         for row in rows:
             if row["seconds"] < 0.005:
                 continue
-            start = int(row["start_s"] * scale)
+            start = min(int(row["start_s"] * scale), WIDTH - 1)
             length = max(1, int(round(row["seconds"] * scale)))
             bar = Text(" " * start)
             bar.append("█" * min(length, WIDTH - start if WIDTH > start else 1), style=COLOURS.get(row["phase"], "white"))
-            table.add_row(host, PHASE_LABELS.get(row["phase"], row["phase"]), row.get("instance", ""),
+            table.add_row(escape(host), escape(PHASE_LABELS.get(row["phase"], row["phase"])),
+                          escape(row.get("instance", "")),
                           f"{row['start_s']:.2f}", f"{row['seconds']:.2f}", bar)
     ui.print(table)
     totals = Table(title="the whole, phase by phase (they add up to the wall time)")
     for column in ("phase", "seconds", "share"):
         totals.add_column(column)
     for phase, seconds in ledger["phases"].items():
-        totals.add_row(PHASE_LABELS.get(phase, phase), f"{seconds:.2f}", f"{100 * seconds / wall:.0f} %")
+        totals.add_row(escape(PHASE_LABELS.get(phase, phase)), f"{seconds:.2f}", f"{100 * seconds / wall:.0f} %")
     totals.add_row("[bold]wall[/]", f"[bold]{wall:.2f}[/]", "100 %")
     ui.print(totals)

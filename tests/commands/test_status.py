@@ -97,3 +97,63 @@ def test_a_partly_deployed_deployment_keeps_its_table_with_missing_rows_and_exit
 def test_a_previous_container_alone_is_not_a_deployment(status_of):
     previous = container_fact("p", "demo-mixed-0.previous", "exited", "sha256:i", {LABEL_DEPLOYMENT: "demo"})
     assert status_of({"a": [previous]})[0] == 3
+
+
+SOUND = {"action": "up", "result": "ok", "time": "2026-11-28T10:00:00Z",
+         "time_to_serve": {"wall_s": 10.0, "phases": {"container_start": 4.0, "server_ready": 6.0},
+                           "hosts": {"a": [{"phase": "container_start", "start_s": 0.0, "seconds": 4.0,
+                                            "instance": "demo-mixed-0"},
+                                           {"phase": "server_ready", "start_s": 4.0, "seconds": 6.0}]}}}
+
+
+def damaged(path: str, value) -> dict:
+    """SOUND with one value replaced (`path`: dotted, list indexes as numbers)."""
+    record = json.loads(json.dumps(SOUND))
+    *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+    target = record
+    for key in parents:
+        target = target[key]
+    target[last] = value
+    return record
+
+
+@pytest.fixture
+def timeline_of(tmp_path, monkeypatch, capsys):
+    """`deployctl status --timeline` over a first host whose history.jsonl holds `lines` (written as JSON)."""
+    from types import SimpleNamespace
+
+    from deployctl.transport import Result
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC)
+
+    def run(lines, *flags: str):
+        text = "".join(json.dumps(line) + "\n" for line in lines)
+        host = SimpleNamespace(run=lambda command, timeout=None: Result(command.argv, 0, text, ""))
+        monkeypatch.setattr("deployctl.hosts.connected", lambda spec, **_: contextlib.nullcontext({"a": host}))
+        capsys.readouterr()
+        code = main(["status", str(path), "--timeline", *flags])
+        return code, *capsys.readouterr()
+    return run
+
+
+@pytest.mark.parametrize("where, value", [
+    ("time_to_serve.wall_s", float("nan")), ("time_to_serve.wall_s", 1e300), ("time_to_serve.wall_s", "10.0"),
+    ("time_to_serve.hosts.a.1.start_s", 1e18), ("time_to_serve.hosts.a.0.seconds", "4"),
+    ("time_to_serve.phases.server_ready", float("inf")), ("time_to_serve.hosts.a", {"phase": "x"}),
+    ("time_to_serve.hosts.a.0.instance", ["[bold]x"]), ("time_to_serve.wall_s", True),
+])
+def test_a_damaged_ledger_in_the_history_is_refused_with_a_message_and_the_sound_one_drawn(timeline_of, where,
+                                                                                             value):
+    code, out, err = timeline_of([SOUND, damaged(where, value)])
+    assert code == 0 and "Traceback" not in err
+    assert "demo: time to serve 10.0 s" in out  # the older, sound record
+    assert "history line 2 of the last 2: " in err and "not drawn" in err
+    code, out, err = timeline_of([damaged(where, value)], "--output", "json")
+    doc = json.loads(out)
+    assert code == 3 and doc["up"] is None and doc["skipped"][0].startswith("history line 1 of the last 1: ")
+
+
+def test_the_timeline_shows_a_hosts_words_never_reads_them_as_markup(timeline_of):
+    code, out, err = timeline_of([damaged("time_to_serve.hosts.a.0.instance", "[red]x[/red] [/]")])
+    assert code == 0 and "[red]x[/red] [/]" in out and "Traceback" not in err

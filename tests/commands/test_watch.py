@@ -41,56 +41,104 @@ def fleet(spec, t, stalled=(), missing=()):
     return out
 
 
+class Executed:
+    """The edges a restart crosses, recorded: the deploy lock (and the history line it appends as it is released)
+    and the executor (the plan it was given). Everything between them and the verdicts is watch's own code."""
+
+    def __init__(self):
+        self.plans, self.history = [], []
+
+
 @pytest.fixture
-def recorded(monkeypatch):
-    acts = []
+def executed(monkeypatch):
+    from deployctl.execute.executor import Report
+    from deployctl.plan.front import reach
 
-    def act(spec, transports, state, restart, observations, a, out):
-        acts.append((restart.unit, a.dry_run))
-        result = "would restart" if a.dry_run else "ok"
-        out.action(restart, result, _plan(spec))
-        return result
+    record = Executed()
 
-    monkeypatch.setattr(watch, "act", act)
-    return acts
+    class Lock:
+        def __init__(self, transport, state_dir, action, wait=0.0):
+            self.history = None
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            record.history.append(self.history)
+            return False
+
+    class Executor:
+        def __init__(self, transports, on_event=None, health_timeout=None):
+            pass
+
+        def execute(self, plan):
+            record.plans.append(plan)
+            return Report([])
+
+    monkeypatch.setattr("deployctl.lock.DeployLock", Lock)
+    monkeypatch.setattr("deployctl.execute.Executor", Executor)
+    monkeypatch.setattr(watch, "front_addresses", lambda spec, transports: reach(spec))
+    return record
 
 
-def _plan(spec):
-    from deployctl.plan.model import Plan
-
-    return Plan(spec.name, ())
+def _stopped(plan) -> list[str]:
+    return [c.argv[-1] for s in plan.steps for c in s.commands if c.argv[:2] == ("docker", "stop")]
 
 
 def run_once(monkeypatch, capsys, spec, state, observations, **changes):
     monkeypatch.setattr(watch, "probe", lambda *a, **k: observations)
-    code = watch.watch_once(spec, {}, state, args(**changes), watch.Output(UI(output="json")))
+    transports = {h.name: None for h in spec.hosts}
+    code = watch.watch_once(spec, transports, state, args(**changes), watch.Output(UI(output="json")))
     return code, [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-def test_a_stalled_rank_restarts_its_group_and_the_lines_say_it(monkeypatch, capsys, recorded):
+def test_a_stalled_rank_restarts_its_group_and_the_lines_say_it(monkeypatch, capsys, executed):
     spec = load_spec_text(QWEN3 % "external")
     state = watch.WatchState()
     code, lines = run_once(monkeypatch, capsys, spec, state, fleet(spec, 0.0, stalled={"qwen3-decode0-r2"}))
-    assert code == 0 and recorded == [] and len(lines) == len(spec.instances)
+    assert code == 0 and executed.plans == [] and len(lines) == len(spec.instances)
     assert {line["verdict"] for line in lines} == {"idle", "suspect", "healthy"}
     code, lines = run_once(monkeypatch, capsys, spec, state, fleet(spec, 5.0, stalled={"qwen3-decode0-r2"}))
-    assert code == 0 and recorded == [("decode0", False)]
+    group = [f"qwen3-decode0-r{r}" for r in range(8)]
+    assert code == 0 and [_stopped(p) for p in executed.plans] == [group]
     verdicts = {line["instance"]: line["verdict"] for line in lines if line["type"] == "observation"}
     assert verdicts["qwen3-decode0-r2"] == "stalled" and verdicts["qwen3-decode0-r3"] == "idle"
-    action = lines[-1]
-    assert (action["type"], action["unit"], action["result"]) == ("action", "decode0", "ok")
-    assert action["containers"] == [f"qwen3-decode0-r{r}" for r in range(8)]
+    restarting, action = lines[-2:]
+    assert (restarting["result"], action["type"], action["unit"], action["result"]) == (
+        "restarting", "action", "decode0", "ok")
+    assert action["containers"] == group
+    (history,) = executed.history
+    assert (history["action"], history["unit"], history["result"]) == ("watch restart", "decode0", "ok")
+    assert history["reason"].startswith("qwen3-decode0-r2: stalled: ")
+    assert all(state.restarted[name] > 0 for name in group)  # its start-up grace runs from now
 
 
-def test_dry_run_restarts_nothing_and_exits_3_missing_containers_exit_3(monkeypatch, capsys, recorded):
+def test_dry_run_restarts_nothing_and_exits_3_missing_containers_exit_3(monkeypatch, capsys, executed):
+    """The real dry-run branch of `act`: the plan is said, step by step, and never reaches the executor or the lock."""
     spec = load_spec_text(QWEN3 % "external")
     state = watch.WatchState()
     run_once(monkeypatch, capsys, spec, state, fleet(spec, 0.0, stalled={"qwen3-prefill0-r0"}), dry_run=True)
-    code, _ = run_once(monkeypatch, capsys, spec, state, fleet(spec, 5.0, stalled={"qwen3-prefill0-r0"}),
-                       dry_run=True)
-    assert code == 3 and recorded == [("prefill0", True)]
+    code, lines = run_once(monkeypatch, capsys, spec, state, fleet(spec, 5.0, stalled={"qwen3-prefill0-r0"}),
+                           dry_run=True)
+    (action,) = [line for line in lines if line["type"] == "action"]
+    assert code == 3 and (action["unit"], action["result"]) == ("prefill0", "would restart")
+    assert executed.plans == [] and executed.history == [] and state.restarted == {}
+    assert ["docker", "stop", "--time", "30", "qwen3-prefill0-r1"] in [s["argv"] for s in action["steps"]]
     code, lines = run_once(monkeypatch, capsys, spec, watch.WatchState(), fleet(spec, 0.0, missing={"qwen3-proxy"}))
     assert code == 3 and [line["verdict"] for line in lines if line["instance"] == "qwen3-proxy"] == ["missing"]
+
+
+def test_dry_run_says_each_command_in_the_table_too(monkeypatch, capsys, executed):
+    spec = load_spec_text(QWEN3 % "external")
+    state = watch.WatchState()
+    monkeypatch.setattr(watch, "probe", lambda *a, **k: fleet(spec, len(state.observations) and 5.0,
+                                                              stalled={"qwen3-prefill0-r0"}))
+    transports = {h.name: None for h in spec.hosts}
+    for _ in range(2):
+        code = watch.watch_once(spec, transports, state, args(dry_run=True), watch.Output(UI(output="table")))
+    out = capsys.readouterr().out
+    assert code == 3 and "would restart prefill0 (qwen3-prefill0-r0, qwen3-prefill0-r1)" in out
+    assert "node1: docker stop --time 30 qwen3-prefill0-r0" in out and executed.plans == []
 
 
 def test_the_state_file_keeps_the_probe_before_for_the_next_once(tmp_path):
@@ -129,7 +177,7 @@ def test_the_loop_probes_every_interval_until_interrupted(monkeypatch, tmp_path)
     assert (tmp_path / ".deployctl" / "qwen3" / "watch.json").exists()
 
 
-def test_a_group_with_a_rank_missing_is_not_restarted_up_recreates_it(monkeypatch, capsys):
+def test_a_group_with_a_rank_missing_is_not_restarted_up_recreates_it(monkeypatch, capsys, executed):
     spec = load_spec_text(QWEN3 % "external")
     state = watch.WatchState()
     stalled, missing = {"qwen3-decode0-r2"}, {"qwen3-decode0-r7"}
@@ -150,3 +198,133 @@ def test_the_fronts_names_are_read_once_per_run_and_never_saved(monkeypatch, tmp
     state.save(tmp_path / "watch.json")
     assert "front_names" not in json.loads((tmp_path / "watch.json").read_text())
     assert watch.WatchState.load(tmp_path / "watch.json").front_names is None  # the next run reads them again
+
+
+# --- a host's text, a host that cannot be seen, a damaged state file ----------------------------------------------
+
+TOKEN = "hf_wAtChSeCrEt0123456789"
+DIED = "ERROR Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."
+
+
+def probed_through(monkeypatch, spec, facts_of):
+    """watch's own `probe` (its observations, made with the spec's secrets) over hosts whose answers are the
+    HostFacts `facts_of(host)` returns: only the round trip is replaced."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr("deployctl.gather.run_probes", lambda transport, probes, timeout=0: transport.name)
+    monkeypatch.setattr("deployctl.facts.assemble.host_facts_from", lambda host: facts_of(host))
+    return {h.name: SimpleNamespace(name=h.name) for h in spec.hosts}
+
+
+def host_facts(spec, host, t, lines=()):
+    from deployctl.facts.deployed import DeployedState
+    from deployctl.facts.model import ContainerDevices, HostFacts
+    from deployctl.facts.progress import NewLines, ServerProgress
+
+    here = [i for i in spec.instances if i.host == host]
+    return HostFacts(
+        deployed=DeployedState(containers=tuple(ContainerDevices(f"id-{i.name}", i.name, True, (), (), (),
+                                                                 state="running") for i in here)),
+        progress={i.port: ServerProgress(200, {"0": Engine("0", running=0.0, waiting=0.0, generation_tokens=t,
+                                                           prompt_tokens=t)}) for i in here if i.port},
+        liveness={i.port: Answer(200, 100) for i in here if i.port},
+        new_log_lines={i.name: NewLines(tuple((f"2026-11-28T10:00:0{int(t)}.000000000Z", line)
+                                              for line in lines if i.name == "qwen3-prefill0-r1"),
+                                        f"2026-11-28T10:00:0{int(t)}.000000000Z") for i in here})
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+def test_a_secret_in_a_known_error_line_is_redacted_on_screen_and_in_the_history(monkeypatch, capsys, executed,
+                                                                                 output):
+    """The stalled verdict quotes the log line: the spec's own ${HF_TOKEN} in it is `<redacted>`, as `diagnose`
+    writes it (diagnose/redact.py), on stdout, in the restart's reason and in the history line."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    spec = load_spec_text((QWEN3 % "external").replace("topology:", "env: {HF_TOKEN: '${HF_TOKEN}'}\ntopology:"))
+    line = f"{DIED} (while fetching with {TOKEN})"  # the value alone: no NAME= beside it to go by
+    rounds = []
+    transports = probed_through(monkeypatch, spec, lambda host: host_facts(spec, host, float(len(rounds)),
+                                                                           [line] if rounds else []))
+    state = watch.WatchState()
+    for _ in range(2):
+        watch.watch_once(spec, transports, state, args(), watch.Output(UI(output=output)))
+        rounds.append(1)
+    out = capsys.readouterr().out
+    assert "<redacted>" in out and "died unexpectedly" in out
+    assert TOKEN not in out, out
+    (history,) = executed.history
+    assert history["unit"] == "prefill0" and "<redacted>" in history["reason"] and TOKEN not in json.dumps(history)
+
+
+def test_a_host_whose_docker_daemon_is_down_fails_the_probe_with_a_message(monkeypatch, capsys, executed):
+    """Every server of node2 unseen: `watch --once` (cron) exits 1 and says why, rather than 0 as if all were well."""
+    from deployctl.facts.model import HostFacts
+
+    spec = load_spec_text(QWEN3 % "external")
+    down = HostFacts(probe_errors=(("deployed", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
+                                                " Is the docker daemon running?"),))
+    transports = probed_through(monkeypatch, spec,
+                                lambda host: down if host == "node2" else host_facts(spec, host, 0.0))
+    code = watch.watch_once(spec, transports, watch.WatchState(), args(), watch.Output(UI(output="json")))
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 1 and executed.plans == []
+    (unseen,) = [x for x in lines if x["type"] == "unseen"]
+    assert (unseen["host"], unseen["servers"]) == ("node2", 4)
+    assert unseen["reason"].startswith("its Docker daemon did not answer (Cannot connect to the Docker daemon")
+    assert {x["verdict"] for x in lines if x.get("host") == "node2" and x["type"] == "observation"} == {"unreachable"}
+
+
+@pytest.mark.parametrize("damage", [
+    "[]", "{not json", '{"version": 1, "observations": []}', '{"version": 1, "restarted": {"a": "soon"}}',
+    '{"version": 1, "restarted": {"a": NaN}}', '{"version": 1, "log_since": {"a": "--until=now"}}',
+    '{"version": 1, "observations": {"a": {"instance": "a", "host": "h", "time": 1, "state": "running", '
+    '"engines": {"0": {"generation_tokens": "12"}}}}}',
+    '{"version": 1, "observations": {"a": {"instance": "a", "host": "h", "time": 1e999, "state": "running"}}}',
+    '{"version": 1, "observations": {"a": {"instance": "a", "host": "h", "time": 1, "state": "running", '
+    '"liveness": [200]}}}',
+])
+def test_a_damaged_state_file_is_rebuilt_with_a_message(tmp_path, damage):
+    path = tmp_path / "watch.json"
+    path.write_text(damage)
+    said = []
+    assert watch.WatchState.load(path, warn=said.append) == watch.WatchState()
+    assert len(said) == 1 and said[0].startswith(f"{path} is damaged (") and "rebuilt" in said[0]
+    assert watch.WatchState.load(tmp_path / "none.json", warn=said.append) == watch.WatchState() and len(said) == 1
+
+
+def test_watch_on_a_damaged_state_file_probes_afresh_and_says_so(monkeypatch, tmp_path, capsys):
+    import contextlib
+
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(QWEN3 % "external")
+    state_file = tmp_path / ".deployctl" / "qwen3" / "watch.json"
+    state_file.parent.mkdir(parents=True)
+    state_file.write_text('{"version": 1, "observations": {"x": {"instance": "x", "host": "h", "time": 1, '
+                          '"state": "running", "engines": {"0": {"running": "many"}}}}}')
+    seen = []
+    monkeypatch.setattr(watch, "watch_once", lambda spec, t, state, a, out: seen.append(state) or 0)
+    monkeypatch.setattr("deployctl.hosts.connected", lambda spec, options=None: contextlib.nullcontext({}))
+    monkeypatch.setattr("deployctl.hosts.connect_options", lambda a, ui=None: None)
+    code = watch.run(argparse.Namespace(spec=str(spec_path), **vars(args())), UI(output="json"))
+    assert code == 0 and seen == [watch.WatchState()]
+    assert "watch.json is damaged (engines.0.running 'many' is not a finite number)" in capsys.readouterr().err
+    assert json.loads(state_file.read_text())["observations"] == {}  # rebuilt
+
+
+def test_a_group_up_just_started_is_let_load_at_every_probe(monkeypatch, capsys, executed):
+    """No answer to /health at two probes, 5 and 10 s after its container started (`up` started it; docker's
+    StartedAt): it is loading its model within the start-up budget, and nothing restarts it."""
+    import dataclasses
+
+    spec = load_spec_text(QWEN3 % "external")
+    state = watch.WatchState()
+
+    def loading(t):
+        return [dataclasses.replace(o, health_code=0, liveness=None, engines={}, started=0.0)
+                if o.instance.startswith("qwen3-decode0") and o.health_code is not None else o
+                for o in fleet(spec, t)]
+
+    for t in (5.0, 10.0):
+        code, lines = run_once(monkeypatch, capsys, spec, state, loading(t))
+        assert code == 0 and not [x for x in lines if x["type"] == "action"], lines
+        assert {x["verdict"] for x in lines if x["instance"].startswith("qwen3-decode0-r0")} == {"starting"}
+    assert executed.plans == []

@@ -365,11 +365,14 @@ def test_pd_servers_report_their_connector(pd):
     assert (second["role"], second["dp_ranks"], second["kv_ports"]) == ("decode", [1], [d_kv + 1])
 
 
-def test_decode_refuses_requests_without_a_producers_params(pd):
+def test_decode_prefills_a_request_without_a_producers_params_itself_and_refuses_forged_ones(pd):
+    """vllm-ascend's MooncakeConnector on a kv_consumer: no do_remote_prefill, no remote prefill: the decode
+    instance computes the prompt and answers (what `deployctl watch`'s one-token generate to a decode rank gets)."""
     prefill, decodes, p_kv, d_kv = pd
     body = {"model": "qwen", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
     status, answer = decodes[0].json("POST", "/v1/chat/completions", body)
-    assert status == 400 and "do_remote_prefill" in answer["message"]
+    assert status == 200 and answer["choices"][0]["message"]["content"], answer
+    assert decodes[0].wait_line("local prefill ")
     forged = {"do_remote_prefill": True, "remote_engine_id": "dep-decode0", "remote_host": "127.0.0.1",
               "remote_port": d_kv + 1, "remote_block_ids": [0]}
     status, answer = decodes[0].json("POST", "/v1/chat/completions", {**body, "kv_transfer_params": forged})

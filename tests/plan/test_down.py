@@ -52,8 +52,9 @@ def test_down_removes_containers_then_every_hosts_files_and_keeps_the_history():
         "c": ()}))
     assert [stage.name for stage in plan.stages] == ["down", "files"]
     (remove,) = plan.stages[0].steps
-    assert (remove.host, remove.container, remove.commands[0].argv) == (
-        "a", "demo-prefill-0", ("docker", "rm", "--force", "demo-prefill-0"))
+    assert (remove.host, remove.container, [c.argv for c in remove.commands]) == (
+        "a", "demo-prefill-0", [("docker", "stop", "--time", "30", "demo-prefill-0"),
+                                ("docker", "rm", "--force", "demo-prefill-0")])
     a, b = plan.stages[1].steps  # c holds nothing of it: nothing planned there
     assert a.host == "a" and a.commands[0].argv == (
         "rm", "-rf", "--", f"{STATE}/env", f"{STATE}/ranktables", f"{STATE}/weights_fetch.py")
@@ -75,3 +76,22 @@ def test_a_host_whose_files_are_unknown_gets_every_path_removed():
     (step,) = plan.steps
     assert step.host == "c" and removed_paths(step) == (
         f"{STATE}/env", f"{STATE}/ranktables", f"{STATE}/triton", f"{STATE}/weights_fetch.py")
+
+
+def test_down_stops_a_running_server_as_every_stop_does_then_removes_it():
+    """One stop policy (servers/shutdown.py): `docker rm --force` alone is a SIGKILL that cuts every request in
+    flight; a server whose extra args hold --shutdown-timeout=300 gets 300 s, one already stopped is only removed,
+    and `down --shutdown-timeout` is the floor."""
+    text = TWO_HOSTS.replace("{host: b, devices: [0, 1], port: 8089}",
+                             "{host: b, devices: [0, 1], port: 8089, model: {extra_args: ['--shutdown-timeout=300']}}")
+    s = load_spec_text(text, environ={"TOKEN": "sekrit"})
+    decode = next(i for i in s.instances if i.role == "decode")
+    labels = {LABEL_DEPLOYMENT: "demo"}
+    running = container_fact("1", decode.name, "running", "i", labels)
+    previous = container_fact("2", decode.name + ".previous", "exited", "i", labels)
+    plan = plan_down(s, facts({"b": [running, previous]}, {"a": (), "b": (), "c": ()}))
+    assert {step.container: [c.argv for c in step.commands] for step in plan.stages[0].steps} == {
+        decode.name: [("docker", "stop", "--time", "300", decode.name), ("docker", "rm", "--force", decode.name)],
+        decode.name + ".previous": [("docker", "rm", "--force", decode.name + ".previous")]}
+    floor = plan_down(s, facts({"b": [running]}, {"a": (), "b": (), "c": ()}), shutdown_timeout=900)
+    assert floor.steps[0].commands[0].argv == ("docker", "stop", "--time", "900", decode.name)

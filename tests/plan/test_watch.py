@@ -172,18 +172,90 @@ def test_the_restart_plan_stops_then_starts_the_same_containers_checked_to_be_th
         "reason": restart.reason, "result": "ok"}
 
 
+def test_a_restart_waits_the_servers_own_shutdown_timeout_as_up_does():
+    """One stop policy (servers/shutdown.py): a server whose extra args hold --shutdown-timeout=300 drains for 300 s
+    after SIGTERM; docker's SIGKILL at 30 would cut the requests `up` lets finish. `watch --shutdown-timeout` is
+    the floor, as `up`'s."""
+    spec = load_spec_text((QWEN3 % "external").replace(
+        "port: 9100, env: {HCCL_BUFFSIZE: 1024}}",
+        "port: 9100, env: {HCCL_BUFFSIZE: 1024}, model: {extra_args: [--shutdown-timeout=300]}}"))
+    restart = restarts(spec, [stalled("qwen3-prefill0-r1")])[0]
+    observed = {"qwen3-prefill0-r0": "id0", "qwen3-prefill0-r1": "id1"}
+    stops = restart_plan(spec, restart, observed).stages[0].steps
+    assert [c.argv for s in stops for c in s.commands if c.argv[:2] == ("docker", "stop")] == [
+        ("docker", "stop", "--time", "300", "qwen3-prefill0-r0"), ("docker", "stop", "--time", "300", "qwen3-prefill0-r1")]
+    longer = restart_plan(spec, restart, observed, shutdown_timeout=600).stages[0].steps
+    assert {c.argv[3] for s in longer for c in s.commands if c.argv[:2] == ("docker", "stop")} == {"600"}
+
+
+# the vllm-ascend P/D shape of the field report (issue 39): 2 prefill + 2 decode DP groups behind the proxy
+PD_TWO_BY_TWO = (QWEN3 % "external").replace("  node3: {address: 10.200.0.13}\n", """  node3: {address: 10.200.0.13}
+  node4: {address: 10.200.0.14}
+""").split("  prefill:\n")[0] + """  prefill:
+    - {hosts: [node1], dp: 2, tp: 8, port: 9100}
+    - {hosts: [node2], dp: 2, tp: 8, port: 9100}
+  decode:
+    - {hosts: [node3], dp: 4, tp: 4, expert_parallel: true, port: 9100}
+    - {hosts: [node4], dp: 4, tp: 4, expert_parallel: true, port: 9100}
+"""
+
+
+def test_a_decode_rank_that_refuses_a_bare_generate_is_judged_by_its_counters_not_stalled():
+    """A one-token generate sent straight to a P/D decode rank: vllm-ascend's MooncakeConnector prefills a request
+    without kv_transfer_params itself and answers it, but a connector that refuses it answers 400. An answer is
+    no hang: two probes of 400 over idle counters are idle, never `stalled` (which restarted healthy decode groups
+    on the field's P/D deployment), while a rank whose counters stay flat under requests is still stalled."""
+    refused = Answer(400, 151)
+    assert judge(obs(0, 10, liveness=refused), obs(5, 10, liveness=refused)).state == "idle"
+    assert judge(None, obs(0, 10, liveness=refused)).state == "idle"
+    hung = judge(obs(0, 10, running=1, liveness=refused), obs(5, 10, running=1, liveness=refused))
+    assert hung.state == "stalled" and "engine 0: no token generated" in hung.reason
+    assert judge(obs(0, 10, liveness=Answer(0, 0)), obs(5, 10, running=1, liveness=Answer(0, 0))).state == "stalled"
+    assert judge(obs(0, 10), obs(5, 10, liveness=Answer(500, 80))).state in ("suspect", "stalled")  # 5xx: no answer
+
+
+def test_a_server_still_loading_after_its_start_is_not_restarted():
+    """A server `up` started (docker's StartedAt) answers no health while it loads its model, for minutes: within
+    the start-up budget it is `starting`, at every probe; after it, unhealthy at two probes is `unresponsive`."""
+    from deployctl.plan.watch import starting_up
+
+    loading = [obs(t, liveness=None, health=0) for t in (100.0, 105.0)]
+    loading = [Observation(o.instance, o.host, o.time, o.state, o.container_id, health_code=0, started=90.0)
+               for o in loading]
+    assert starting_up(loading[1], None, grace=1200.0) and not starting_up(loading[1], None, grace=10.0)
+    assert starting_up(loading[1], 104.0, grace=10.0)  # watch restarted it since
+    assert judge(loading[0], loading[1], starting=starting_up(loading[1], None, 1200.0)).state == "starting"
+    assert judge(loading[0], loading[1], starting=starting_up(loading[1], None, 10.0)).state == "unresponsive"
+
+
+def test_the_sole_unit_of_a_role_restarts_listed_and_one_of_two_leaves_the_front():
+    """A restart never leaves a role empty in the front: the proxy's only decode group is not taken out (nothing
+    else could take its requests, and a failed put-back would leave the proxy without decode); one of two is."""
+    from deployctl.plan.front import reach
+
+    spec = qwen3()  # one decode group
+    restart = restarts(spec, [stalled("qwen3-decode0-r3")])[0]
+    plan = restart_plan(spec, restart, {i.name: f"id-{i.name}" for i in restart.instances}, reach(spec))
+    assert [s.name for s in plan.stages] == ["stop", "workers"]
+    two = load_spec_text(PD_TWO_BY_TWO)
+    assert [g.role for g in two.upstream.groups] == ["prefill", "prefill", "decode", "decode"]
+    restart = restarts(two, [stalled("qwen3-decode1-r0")])[0]
+    plan = restart_plan(two, restart, {i.name: f"id-{i.name}" for i in restart.instances}, reach(two))
+    assert [s.name for s in plan.stages] == ["drain", "stop", "workers", "undrain"]
+
+
 def test_the_whole_unit_leaves_the_front_before_the_stop_and_comes_back_after():
     """The rollout's own front steps (plan/rollout.py front_steps): every rank of the stalled one's group goes out
     of vllm-ascend's proxy and is drained, and is put back once it serves."""
     from deployctl.plan.front import front_of, reach
     from deployctl.plan.actions import Drain
 
-    spec = qwen3()
+    spec = load_spec_text(PD_TWO_BY_TWO)
     assert front_of(spec).changes_list  # a release whose proxy has /instances/add|remove
     restart = restarts(spec, [stalled("qwen3-decode0-r3")])[0]
     plan = restart_plan(spec, restart, {i.name: f"id-{i.name}" for i in restart.instances}, reach(spec))
     assert [s.name for s in plan.stages] == ["drain", "stop", "workers", "undrain"]
-    everyone = {f"qwen3-decode0-r{r}" for r in range(8)}
+    everyone = {f"qwen3-decode0-r{r}" for r in range(4)}
     (out,), (back,) = plan.stages[0].steps, plan.stages[3].steps
     assert out.host == back.host == spec.front.host
     (drain,) = [a for a in out.actions if isinstance(a, Drain)]

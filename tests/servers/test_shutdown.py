@@ -82,3 +82,17 @@ def test_docker_stop_waits_at_least_as_long_as_the_server_drains():
     assert stop_grace(("vllm", "serve", "m", FLAG, "30"), 60) == 60  # up's own is longer
     assert stop_grace(("vllm", "serve", "m"), 20) == 20  # a vLLM without the flag aborts at SIGTERM anyway
     assert stop_grace(("vllm", "serve", FLAG), 20) == stop_grace(("x", f"{FLAG}=soon"), 20) == 20
+
+
+def test_every_stop_of_a_server_is_written_in_one_place():
+    """One stop policy: `up`, rollout waves, surge, `watch` and `down` stop through servers/shutdown.py
+    `stop_command` (the grace from `stop_grace`); a `docker stop` argv written anywhere else would take its own."""
+    import pathlib
+    import re
+
+    import deployctl
+
+    root = pathlib.Path(deployctl.__file__).parent
+    written = re.compile(r"""["']docker["']\s*,\s*["']stop["']""")
+    found = [str(p.relative_to(root)) for p in root.rglob("*.py") if written.search(p.read_text(encoding="utf-8"))]
+    assert found == ["servers/shutdown.py"], found

@@ -101,10 +101,6 @@ class AscendEngine(InstanceEngine):
                            "BadRequestError") from None
 
     async def _check_remote(self, params) -> dict:
-        if not isinstance(params, dict) or params.get("do_remote_prefill") is not True:
-            raise ApiError(400, "this is a kv_consumer (decode) instance: the request needs kv_transfer_params "
-                                "with do_remote_prefill from a prefill instance (send it through the P/D proxy)",
-                           "BadRequestError")
         engine, host, port = params.get("remote_engine_id"), params.get("remote_host"), params.get("remote_port")
         if not isinstance(engine, str) or not isinstance(host, str) or not isinstance(port, int):
             raise ApiError(400, "kv_transfer_params needs remote_engine_id, remote_host and remote_port",
@@ -132,7 +128,15 @@ class AscendEngine(InstanceEngine):
         kv = self.config.kv
         params = body.get("kv_transfer_params")
         remote_garbled = False
-        if kv is not None and kv.role == "kv_consumer":
+        if kv is not None and kv.role == "kv_consumer" and not _remote_prefill(params):
+            # A decode instance asked without a producer's params prefills the prompt itself and answers:
+            # vllm-ascend's MooncakeConnectorScheduler.get_num_new_matched_tokens returns (0, False), "No remote
+            # prefill for this request", unless kv_transfer_params.do_remote_prefill is set, and request_finished
+            # returns (False, None) for params None (vllm-ascend main @182b75e
+            # vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py:1843-1879, :1954-1955). It is no
+            # error: `deployctl watch`'s one-token generate straight to a decode rank gets a 200.
+            log(f"local prefill {rid}: no kv_transfer_params from a prefill instance")
+        elif kv is not None and kv.role == "kv_consumer":
             try:
                 remote_garbled = (await self._check_remote(params)).get("hccn_conf") is False
             except ApiError as exc:
@@ -197,3 +201,7 @@ def upstream_info(c: AscendConfig, kv_ports: Tuple[int, ...]) -> dict:
         "hybrid_lb": c.hybrid_lb, "shm_bytes": c.shm_bytes,
     }
 
+
+def _remote_prefill(params) -> bool:
+    """Whether a request to a decode instance carries a prefill's KV (`kv_transfer_params.do_remote_prefill`)."""
+    return isinstance(params, dict) and bool(params.get("do_remote_prefill"))
