@@ -57,11 +57,13 @@ def restore_profiles(testbed):
         testbed.set_ip_forward(host.name, 1)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
     """Mark every test that needs the test bed (directly or through a fixture): `-m "not testbed"` runs the rest."""
     for item in items:
         if "testbed" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.testbed)
+            item.add_marker(pytest.mark.xdist_group("testbed"))  # one worker, one bed (pyproject's addopts)
 
 
 def pytest_terminal_summary(terminalreporter):
