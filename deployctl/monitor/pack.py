@@ -75,7 +75,10 @@ def prometheus_config(monitor: MonitorSpec) -> dict:
                 relabel_configs=[{"source_labels": ["__address__"], "target_label": "__param_target"},
                                  {"target_label": "__address__", "replacement": monitor.blackbox_exporter}]),
             job(jobs.NPU_JOB, "npu"),
-            job(jobs.NODE_JOB, "node"),
+            # the textfile's `host` (and `deployment`) are the scanned container's, not the node_exporter's that
+            # serves the file: honour them (else Prometheus renames them `exported_host`; scrape_config's
+            # honor_labels, prometheus docs configuration.md)
+            job(jobs.NODE_JOB, "node", honor_labels=True),
         ],
     }
 
@@ -96,11 +99,10 @@ def render_pack(spec: Spec, exporters: Optional[Exporters] = None, deployed: boo
     targets = build_targets(spec, exporters, deployed)
     header = (f"# deployctl monitor: {spec.name} ({flavour.title}); written by `deployctl monitor` and every "
               "`up`/`down` — edits are overwritten\n")
-    api_servers = len([i for i in spec.instances if i is not spec.front and flavour.metrics_endpoint(i)])
     npu = flavour.platform == "ascend" and bool(monitor.npu_exporter_port)
     files = {
         PROMETHEUS: _yaml(prometheus_config(monitor), header),
-        RULES: _yaml(alert_rules(q, api_servers, deployed), header + f"# metric names: {flavour.metrics.source}\n"),
+        RULES: _yaml(alert_rules(q, monitor.blackbox_exporter, deployed), header + f"# metric names: {flavour.metrics.source}\n"),
         BLACKBOX: _yaml(blackbox_config(), header),
         TARGET_FILES["servers"]: _targets(targets.servers),
         TARGET_FILES["fronts"]: _targets(targets.fronts),

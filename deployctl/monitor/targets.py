@@ -12,6 +12,7 @@ from deployctl.servers import flavour_of
 from deployctl.spec.model import Instance, Spec
 
 LABELS = ("deployment", "role", "group", "rank", "host", "instance")
+EXPECTED = "role_servers"  # on each API server's target: how many of its role the spec runs (queries.EXPECTED)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,10 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
         return Targets((), (), (), (), (f"{spec.name} is not deployed: every target list is empty",))
     servers, fronts, notes = [], [], []
     front = spec.front
+    per_role: dict[str, int] = {}
+    for instance in spec.instances:
+        if instance is not front and flavour.metrics_endpoint(instance) is not None:
+            per_role[instance.role] = per_role.get(instance.role, 0) + 1
     for instance in spec.instances:
         address = spec.host(instance.host).address
         if instance is front:
@@ -90,7 +95,8 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
         if endpoint is None:
             continue  # a headless vllm-ascend server: its engines report through the head's API server
         port, path = endpoint
-        labels = _labels(spec, instance) + ((("__metrics_path__", path),) if path != "/metrics" else ())
+        labels = _labels(spec, instance) + ((EXPECTED, str(per_role[instance.role])),) + (
+            (("__metrics_path__", path),) if path != "/metrics" else ())
         servers.append(Target(f"{address}:{port}", labels))
     npu, node = [], []
     taken = {(i.host, port) for i in spec.instances for port in (i.port, i.grpc_port, i.metrics_port) if port}
