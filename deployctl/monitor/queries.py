@@ -16,6 +16,7 @@ NPU_JOB = "deployctl-npu-exporter"
 NODE_JOB = "deployctl-node-exporter"
 
 RANK = "deployment, role, group, rank, host, instance"  # a server's identity in every per-rank query
+SLO_WINDOW = "5m"  # the latency SLO looks at this much traffic, and must hold that long to fire
 EXPECTED = "role_servers"  # each server target's label: how many API servers of its role the spec runs
 
 
@@ -141,6 +142,11 @@ class Queries:
     def prober_down(self) -> str:
         """blackbox_exporter itself did not answer Prometheus (no probe ran: the front's health is unknown)."""
         return f'max_over_time(up{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0'
+
+    def ttft_above(self, bound_ms: int) -> str:
+        """The p99 time to first token of a role, over the SLO window, above the bound (no request: no value)."""
+        return (f"histogram_quantile(0.99, sum by (le, deployment, role) (rate({self.names.ttft}_bucket{{{self.sel}}}"
+                f"[{SLO_WINDOW}]))) > {bound_ms / 1000:g}")
 
     def scan_stale(self, max_age_s: int) -> str:
         """deployctl's log scan has not run for `max_age_s` (its textfile's timestamp)."""

@@ -4,9 +4,11 @@ or its prober, HCCL errors in a container's log and a log scan that stopped."""
 
 from __future__ import annotations
 
-from deployctl.monitor.durations import duration
+from typing import Optional
+
+from deployctl.monitor.durations import duration, millis
 from deployctl.monitor.known_errors import hccl_signature_ids
-from deployctl.monitor.queries import Queries
+from deployctl.monitor.queries import SLO_WINDOW, Queries
 
 # A log scan older than this is stale: run `--scan-logs` from cron more often (every few minutes)
 SCAN_MAX_AGE_S = 900
@@ -17,7 +19,7 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str, descrip
             "annotations": {"summary": summary, "description": description}}
 
 
-def alert_rules(q: Queries, prober: str, deployed: bool = True) -> dict:
+def alert_rules(q: Queries, prober: str, ttft_p99: Optional[str] = None, deployed: bool = True) -> dict:
     """The rule file's document: one group named after the deployment (empty after `down`). Nothing in it depends
     on how many servers run (the server targets' `role_servers` label says that), so `up` changing the count
     leaves the file, and what Prometheus loaded from it, as it was."""
@@ -65,4 +67,11 @@ def alert_rules(q: Queries, prober: str, deployed: bool = True) -> dict:
                + duration(SCAN_MAX_AGE_S * 1000) + " ago: DeployctlHcclErrors sees nothing newer. Check the "
                "cron job that runs it."),
     ]
+    if deployed and ttft_p99:
+        rules.append(_alert(
+            "DeployctlTtftSlo", q.ttft_above(millis(ttft_p99)), q.hold(millis(SLO_WINDOW)), "warning",
+            "p99 time to first token of {{ $labels.role }} in {{ $labels.deployment }} above " + ttft_p99,
+            "Over the last " + SLO_WINDOW + ", 99 % of the requests of {{ $labels.role }} got their first token "
+            "within more than " + ttft_p99 + " (monitor.ttft_p99): requests wait (see Requests waiting, Queue "
+            "time) or prompts grew. Add instances or lower max_num_batched_tokens."))
     return {"groups": [{"name": f"deployctl-{q.deployment}", "interval": duration(q.scrape_ms), "rules": rules}]}

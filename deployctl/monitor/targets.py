@@ -12,7 +12,7 @@ from deployctl.servers import flavour_of
 from deployctl.spec.model import Instance, Spec
 
 LABELS = ("deployment", "role", "group", "rank", "host", "instance")
-EXPECTED = "role_servers"  # on each API server's target: how many of its role the spec runs (queries.EXPECTED)
+EXPECTED = "role_servers"  # on each API server's target: how many of its role the list holds (queries.EXPECTED)
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,10 @@ def _host_labels(spec: Spec, host: str, role: str) -> tuple[tuple[str, str], ...
             ("instance", host))
 
 
-def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: bool = True) -> Targets:
-    """Every target of the deployment, in spec order (`deployed=False`, after `down`: none)."""
+def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: bool = True,
+                  leave_out: frozenset[str] = frozenset()) -> Targets:
+    """Every target of the deployment, in spec order (`deployed=False`, after `down`: none); `leave_out`: the
+    containers `up` is about to (re)start, listed again once they serve."""
     exporters = exporters or Exporters()
     flavour = flavour_of(spec)
     monitor = spec.monitor
@@ -82,10 +84,11 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
     servers, fronts, notes = [], [], []
     front = spec.front
     per_role: dict[str, int] = {}
-    for instance in spec.instances:
+    listed = [i for i in spec.instances if i.name not in leave_out]
+    for instance in listed:
         if instance is not front and flavour.metrics_endpoint(instance) is not None:
             per_role[instance.role] = per_role.get(instance.role, 0) + 1
-    for instance in spec.instances:
+    for instance in listed:
         address = spec.host(instance.host).address
         if instance is front:
             path = flavour.health_path(instance)

@@ -24,7 +24,9 @@ DECODE = {**RANK, "job": "deployctl-servers", "model_name": "demo-tiny", "engine
 PREFILL = {**DECODE, "role": "prefill", "host": "tb1", "instance": "demo-pd-prefill-0"}
 FRONT = {**RANK, "job": "deployctl-front", "role": "scheduler", "host": "tb1", "instance": "demo-pd-scheduler-0"}
 EVERY = ("DeployctlServerHung", "DeployctlKvCacheFull", "DeployctlRankDown", "DeployctlRanksMissing",
-         "DeployctlFrontDown", "DeployctlProberDown", "DeployctlHcclErrors", "DeployctlLogScanStale")
+         "DeployctlFrontDown", "DeployctlProberDown", "DeployctlHcclErrors", "DeployctlLogScanStale",
+         "DeployctlTtftSlo")
+SLO_S = 300  # the latency SLO must hold over its whole 5 min window
 N = 60  # samples of every series
 
 
@@ -76,11 +78,11 @@ def window_s(rules: dict, name: str) -> int:
     return seconds(re.search(r"\[(\d+(?:ms|s|m))\]", rules[name]["expr"]).group(1))
 
 
-def firing(rules: dict, name: str, true_from: int, labels: dict) -> list:
+def firing(rules: dict, name: str, true_from: int, labels: dict, at_least: int = FIRST_SCRAPE_S) -> list:
     """From the first evaluation where its expression holds (`true_from`) the alert is pending, not firing, for at
     least the first scrape of new targets, and fires once its `for:` has run: checked 2 s before the one and 1 s
     after the other (slack for Prometheus 2's closed and 3's left-open range windows)."""
-    return [{"eval_time": f"{true_from + FIRST_SCRAPE_S - 2}s", "alertname": name, "exp_alerts": []},
+    return [{"eval_time": f"{true_from + at_least - 2}s", "alertname": name, "exp_alerts": []},
             {"eval_time": f"{true_from + hold_s(rules, name) + 1}s", "alertname": name,
              "exp_alerts": [{"exp_labels": labels}]}]
 
@@ -168,6 +170,13 @@ def cases(rules: dict) -> list:
          "alert_rule_test": quiet(["DeployctlLogScanStale"], (stale_from, stale_from + max_age - 60))
          + firing(rules, "DeployctlLogScanStale", stale_from + max_age + 1,
                   {"deployment": "demo-pd", "severity": severity["DeployctlLogScanStale"]})},
+        {"name": "TTFT: 0.5 s every 10 s until 5 min, then 8 s (above the 5 s SLO)", "interval": "10s",
+         "input_series": [s("vllm:time_to_first_token_seconds_bucket", {**DECODE, "le": le}, values)
+                          for le, values in (("1.0", "0+1x30 30x90"), ("10.0", "0+1x120"), ("+Inf", "0+1x120"))],
+         # the first slow request is scraped at 310 s; p99 over 5 min is above 5 s from then on
+         "alert_rule_test": quiet(["DeployctlTtftSlo"], (200, 300))
+         + firing(rules, "DeployctlTtftSlo", 310, {"deployment": "demo-pd", "role": "decode",
+                                                   "severity": severity["DeployctlTtftSlo"]}, at_least=SLO_S)},
     ]
 
 

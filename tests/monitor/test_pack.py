@@ -193,7 +193,13 @@ def test_the_spec_key_sets_the_interval_ports_and_directory(tmp_path):
 @pytest.mark.parametrize("value, path", [("{scrape_interval: 15}", "monitor.scrape_interval"),
                                          ("{scrape_interval: 1h}", "monitor.scrape_interval"),
                                          ("{npu_exporter_port: 0}", "monitor.npu_exporter_port"),
-                                         ("{deploy: true}", "monitor.deploy")])
+                                         ("{deploy: true}", "monitor.deploy"),
+                                         ("{blackbox_exporter: '127.0.0.1:99999'}", "monitor.blackbox_exporter"),
+                                         ("{scrape_interval: 99999999m}", "monitor.scrape_interval"),
+                                         ("{scrape_interval: 5ms}", "monitor.scrape_interval"),
+                                         ("{prometheus_url: 'http://127.0.0.1:70000'}", "monitor.prometheus_url"),
+                                         ("{prometheus_url: '127.0.0.1:9090'}", "monitor.prometheus_url"),
+                                         ("{ttft_p99: 2h}", "monitor.ttft_p99")])
 def test_a_bad_monitor_value_is_refused_at_its_path_and_line(value, path):
     from deployctl.errors import SpecError
 
@@ -213,7 +219,7 @@ def test_promtool_accepts_the_config_and_the_rules(prometheus_tools, path, tmp_p
     config = promtool("check", "config", str(out / PROMETHEUS))
     assert config.returncode == 0, config.stdout + config.stderr
     rules = promtool("check", "rules", str(out / RULES))
-    assert rules.returncode == 0 and "SUCCESS: 8 rules found" in rules.stdout, rules.stdout + rules.stderr
+    assert rules.returncode == 0 and "SUCCESS: 9 rules found" in rules.stdout, rules.stdout + rules.stderr
 
 
 def test_known_error_lines_become_a_textfile_metric(prometheus_tools):
