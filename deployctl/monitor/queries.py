@@ -116,8 +116,10 @@ class Queries:
         return duration(max(3 * self.scrape_ms, PICKUP_MS + 2 * self.scrape_ms))
 
     def rank_down(self) -> str:
-        """No scrape of the API server succeeded over the down window."""
-        return f'max_over_time(up{{{self.sel},job="{SERVERS_JOB}"}}[{self.down_window}]) == 0'
+        """No scrape of the API server succeeded over the down window, and it is still a target (a range keeps a
+        removed target's last failed samples after Prometheus marked it stale: `down` removes, then stops)."""
+        up = f'up{{{self.sel},job="{SERVERS_JOB}"}}'
+        return f"(max_over_time({up}[{self.down_window}]) == 0) and {up}"
 
     def ranks_missing(self) -> str:
         """Fewer API servers of a role answered (a scrape in the down window) than its targets' `role_servers`
@@ -137,11 +139,13 @@ class Queries:
 
     def front_down(self) -> str:
         """The prober reached the front and its health check failed for the whole down window."""
-        return f'max_over_time(probe_success{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0'
+        probe = f'probe_success{{{self.sel},job="{FRONT_JOB}"}}'
+        return f"(max_over_time({probe}[{self.down_window}]) == 0) and {probe}"
 
     def prober_down(self) -> str:
         """blackbox_exporter itself did not answer Prometheus (no probe ran: the front's health is unknown)."""
-        return f'max_over_time(up{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0'
+        up = f'up{{{self.sel},job="{FRONT_JOB}"}}'
+        return f"(max_over_time({up}[{self.down_window}]) == 0) and {up}"
 
     def ttft_above(self, bound_ms: int) -> str:
         """The p99 time to first token of a role, over the SLO window, above the bound (no request: no value)."""

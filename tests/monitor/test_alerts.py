@@ -133,6 +133,12 @@ def cases(rules: dict) -> list:
         {"name": "one scrape that timed out (a busy host) is not a rank gone", "interval": "1s",
          "input_series": HEALTHY + engine(DECODE, up=f"1x{ok} 0 1x{N - fails_at - 1}"),
          "alert_rule_test": quiet(("DeployctlRankDown", "DeployctlRanksMissing"), range(fails_at, 40, 3))},
+        {"name": "down: every target dropped (stale) 13 scrapes after its server stopped, before any for: ran",
+         "interval": "1s",
+         # Prometheus writes a stale marker when it drops a target; a range still holds the failed samples before
+         "input_series": engine(PREFILL, up=f"1x{ok} 0x12 stale") + engine(DECODE, up=f"1x{ok} 0x12 stale")
+         + front(up=f"1x{ok} 0x12 stale", success=f"1x{ok} 0x12 stale"),
+         "alert_rule_test": quiet(EVERY, range(fails_at, 45, 2))},
         {"name": "a just-started Prometheus: nothing scraped for 10 s, then targets one interval apart",
          "interval": "1s",
          "input_series": engine(PREFILL, up=f"_x{fails_at} 1x{N - fails_at}", tokens=f"_x{fails_at} 0+1x{N - fails_at}")
