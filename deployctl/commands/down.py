@@ -29,13 +29,16 @@ def run(args, ui) -> int:
             containers = [s.container for s in plan.steps if s.container]
             if containers:  # files alone serve nothing: removing them needs no yes
                 confirm_or_refuse(f"remove {len(containers)} container(s) of {spec.name}", args.yes)
+            from deployctl.commands.monitor import regenerate
+
+            # `monitor:`: the target lists empty (and no rules) before a server stops, so Prometheus drops the
+            # targets instead of seeing them fail (every DeployctlRankDown went pending during `down`)
+            regenerate(spec, transports, ui, deployed=False)
             report = Executor(transports, on_event=progress_printer(ui)).execute(plan)
             lock.history = {"action": "down", "spec_digest": spec.digest,
                             "result": "failed" if report.failed else "ok"}
-        if not report.failed:
-            from deployctl.commands.monitor import regenerate
-
-            regenerate(spec, transports, ui, deployed=False)  # `monitor:`: no targets, no alerts left
+        if report.failed:  # what still runs is monitored again
+            regenerate(spec, transports, ui)
     render_report(ui, report)
     files = [{"host": s.host, "paths": list(removed_paths(s))} for s in plan.steps if s.stage == "files"]
     if ui.json:

@@ -45,6 +45,13 @@ def require_runnable(spec) -> None:
                          hint="add them to the spec (see `deployctl schema`)")
 
 
+def restarting(spec, plan) -> frozenset:
+    """The containers `up` creates, replaces or removes (every one on a host still to be planned)."""
+    pending = set(plan.pending)
+    return frozenset({s.container for s in plan.steps if s.container and s.changes}
+                     | {i.name for i in spec.instances if i.host in pending})
+
+
 def run(args, ui) -> int:
     from deployctl.execute.ledger import LedgerRecorder
     from deployctl.hosts import connect_options, connected
@@ -78,6 +85,10 @@ def run(args, ui) -> int:
                     _checks(spec, transports, ui)  # any FAIL stops here, before a change
                     recorder.span("checks", checked)
                 confirm(prepared.plan, args)
+                from deployctl.commands.monitor import regenerate
+
+                # `monitor:`: what is about to stop leaves the target lists first (listed again once it serves)
+                regenerate(spec, transports, ui, leave_out=restarting(spec, prepared.plan), quiet=True)
                 report, plan = _execute(spec, prepared, transports, skip, args, ui, recorder)
                 result = "ok" if not report.failed else ("interrupted" if report.interrupted else "rolled back")
                 rows = _status(spec, transports) if report.executed else _rows(spec, prepared.facts)
@@ -85,6 +96,7 @@ def run(args, ui) -> int:
                 ledger = _ledger(spec, transports, recorder, read_logs=not report.failed)
                 render_report(ui, report)
                 if report.failed:
+                    regenerate(spec, transports, ui, quiet=True)  # what the rollback restored is listed again
                     render_status(ui, spec, rows, title="state after rollback")
                     if report.interrupted:
                         raise KeyboardInterrupt
@@ -97,8 +109,6 @@ def run(args, ui) -> int:
 
                     bundle_after_failure(spec, transports, error, ui)  # never raises: the error below is the news
                     raise error
-                from deployctl.commands.monitor import regenerate
-
                 regenerate(spec, transports, ui)  # `monitor:`: the targets follow what runs now
                 document = _finish(spec, plan, report, rows, ui, ledger)
             finally:

@@ -75,7 +75,10 @@ def prometheus_config(monitor: MonitorSpec) -> dict:
                 relabel_configs=[{"source_labels": ["__address__"], "target_label": "__param_target"},
                                  {"target_label": "__address__", "replacement": monitor.blackbox_exporter}]),
             job(jobs.NPU_JOB, "npu"),
-            job(jobs.NODE_JOB, "node"),
+            # the textfile's `host` (and `deployment`) are the scanned container's, not the node_exporter's that
+            # serves the file: honour them (else Prometheus renames them `exported_host`; scrape_config's
+            # honor_labels, prometheus docs configuration.md)
+            job(jobs.NODE_JOB, "node", honor_labels=True),
         ],
     }
 
@@ -87,20 +90,21 @@ def blackbox_config() -> dict:
                                               "preferred_ip_protocol": "ip4"}}}}
 
 
-def render_pack(spec: Spec, exporters: Optional[Exporters] = None, deployed: bool = True) -> Pack:
+def render_pack(spec: Spec, exporters: Optional[Exporters] = None, deployed: bool = True,
+                leave_out: frozenset[str] = frozenset()) -> Pack:
     """Every file of the pack. `exporters`: the ports each host listens on (None: not asked); `deployed=False`
-    (after `down`): empty target lists and no alert rules, the rest unchanged."""
+    (after `down`): empty target lists and no alert rules, the rest unchanged; `leave_out`: containers not listed
+    as targets (while `up` restarts them), the rules unchanged."""
     monitor = spec.monitor or MonitorSpec()
     flavour = flavour_of(spec)
     q = Queries.of(spec.name, flavour.metrics, monitor.scrape_interval)
-    targets = build_targets(spec, exporters, deployed)
+    targets = build_targets(spec, exporters, deployed, leave_out)
     header = (f"# deployctl monitor: {spec.name} ({flavour.title}); written by `deployctl monitor` and every "
               "`up`/`down` — edits are overwritten\n")
-    api_servers = len([i for i in spec.instances if i is not spec.front and flavour.metrics_endpoint(i)])
     npu = flavour.platform == "ascend" and bool(monitor.npu_exporter_port)
     files = {
         PROMETHEUS: _yaml(prometheus_config(monitor), header),
-        RULES: _yaml(alert_rules(q, api_servers, deployed), header + f"# metric names: {flavour.metrics.source}\n"),
+        RULES: _yaml(alert_rules(q, monitor.blackbox_exporter, monitor.ttft_p99, deployed), header + f"# metric names: {flavour.metrics.source}\n"),
         BLACKBOX: _yaml(blackbox_config(), header),
         TARGET_FILES["servers"]: _targets(targets.servers),
         TARGET_FILES["fronts"]: _targets(targets.fronts),

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from deployctl.monitor import npu_exporter
-from deployctl.monitor.durations import duration, millis
+from deployctl.monitor.durations import PICKUP_MS, duration, millis
+from deployctl.monitor.known_errors import METRIC as KNOWN_ERRORS, SCANNED
 from deployctl.servers.metrics import ServerMetrics
 
 SERVERS_JOB = "deployctl-servers"
@@ -15,6 +16,8 @@ NPU_JOB = "deployctl-npu-exporter"
 NODE_JOB = "deployctl-node-exporter"
 
 RANK = "deployment, role, group, rank, host, instance"  # a server's identity in every per-rank query
+SLO_WINDOW = "5m"  # the latency SLO looks at this much traffic, and must hold that long to fire
+EXPECTED = "role_servers"  # each server target's label: how many API servers of its role the spec runs
 
 
 @dataclass(frozen=True)
@@ -96,26 +99,65 @@ class Queries:
         return f"({full}) and ({preempting})"
 
     @property
+    def first_scrape_ms(self) -> int:
+        """The longest Prometheus takes to scrape a target that just appeared in a list (or at its start)."""
+        return PICKUP_MS + self.scrape_ms
+
+    def hold(self, ms: int) -> str:
+        """An alert's `for:`: `ms`, never shorter than the first scrape of new targets (a just-started Prometheus,
+        or one that just read a rewritten list, has not seen every series yet)."""
+        return duration(max(ms, self.first_scrape_ms))
+
+    @property
     def down_window(self) -> str:
-        """Three scrapes: one scrape that timed out (a busy host) is not a rank gone."""
-        return duration(3 * self.scrape_ms)
+        """Three scrapes, and longer than Prometheus takes to drop a target `down` removed from the lists before
+        it stopped the server (so that one's failed scrapes never fill a window): one slow scrape is not a rank
+        gone, nor a server stopped after its target was removed."""
+        return duration(max(3 * self.scrape_ms, PICKUP_MS + 2 * self.scrape_ms))
 
     def rank_down(self) -> str:
-        """No scrape of the API server succeeded over the last three."""
-        return f'max_over_time(up{{{self.sel},job="{SERVERS_JOB}"}}[{self.down_window}]) == 0'
+        """No scrape of the API server succeeded over the down window, and it is still a target (a range keeps a
+        removed target's last failed samples after Prometheus marked it stale: `down` removes, then stops)."""
+        up = f'up{{{self.sel},job="{SERVERS_JOB}"}}'
+        return f"(max_over_time({up}[{self.down_window}]) == 0) and {up}"
 
-    def ranks_missing(self, expected: int) -> str:
-        """Fewer API servers answered a scrape over the last three than the spec runs (a target gone from the list
-        counts too)."""
-        return (f'(count(max_over_time(up{{{self.sel},job="{SERVERS_JOB}"}}[{self.down_window}]) == 1) '
-                f'or vector(0)) < {expected}')
+    def ranks_missing(self) -> str:
+        """Fewer API servers of a role answered (a scrape in the down window) than its targets' `role_servers`
+        label says the spec runs: no count is written here, so `up`/`down` change it by rewriting the lists alone.
+        The expected side needs the role's targets present now and one interval ago (all of a list's new targets
+        have had their first scrape by then); answering ones must be present now (a removed target's last
+        samples do not count)."""
+        up = f'up{{{self.sel},job="{SERVERS_JOB}"}}'
+        by = f"deployment, role, {EXPECTED}"
+        interval = duration(self.scrape_ms)
+        expected = (f'label_replace(group by ({by}) ({up} offset {interval}) and on ({by}) group by ({by}) ({up}), '
+                    f'"answering", "$1", "{EXPECTED}", "(.*)")')
+        answering = (f'count_values by ({by}) ("answering", count by ({by}) '
+                     f"((max_over_time({up}[{self.down_window}]) == 1) and {up}))")
+        return (f'label_replace({expected} unless on ({by}, answering) {answering}, '
+                f'"answering", "", "answering", ".*")')
 
     def front_down(self) -> str:
-        return (f'(max_over_time(probe_success{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0) or '
-                f'(max_over_time(up{{{self.sel},job="{FRONT_JOB}"}}[{self.down_window}]) == 0)')
+        """The prober reached the front and its health check failed for the whole down window."""
+        probe = f'probe_success{{{self.sel},job="{FRONT_JOB}"}}'
+        return f"(max_over_time({probe}[{self.down_window}]) == 0) and {probe}"
+
+    def prober_down(self) -> str:
+        """blackbox_exporter itself did not answer Prometheus (no probe ran: the front's health is unknown)."""
+        up = f'up{{{self.sel},job="{FRONT_JOB}"}}'
+        return f"(max_over_time({up}[{self.down_window}]) == 0) and {up}"
+
+    def ttft_above(self, bound_ms: int) -> str:
+        """The p99 time to first token of a role, over the SLO window, above the bound (no request: no value)."""
+        return (f"histogram_quantile(0.99, sum by (le, deployment, role) (rate({self.names.ttft}_bucket{{{self.sel}}}"
+                f"[{SLO_WINDOW}]))) > {bound_ms / 1000:g}")
+
+    def scan_stale(self, max_age_s: int) -> str:
+        """deployctl's log scan has not run for `max_age_s` (its textfile's timestamp)."""
+        return f"time() - max by (deployment) ({SCANNED}{{{self.sel}}}) > {max_age_s}"
 
     def known_errors(self, ids: tuple[str, ...]) -> str:
         """Lines of these known-error signatures in a container's log (deployctl's scan, monitor/known_errors.py)."""
         signatures = "|".join(ids)
         return (f"max by (deployment, host, container, signature) "
-                f'(deployctl_known_error_lines{{{self.sel},signature=~"{signatures}"}}) > 0')
+                f'({KNOWN_ERRORS}{{{self.sel},signature=~"{signatures}"}}) > 0')

@@ -12,6 +12,7 @@ from deployctl.servers import flavour_of
 from deployctl.spec.model import Instance, Spec
 
 LABELS = ("deployment", "role", "group", "rank", "host", "instance")
+EXPECTED = "role_servers"  # on each API server's target: how many of its role the list holds (queries.EXPECTED)
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,10 @@ def _host_labels(spec: Spec, host: str, role: str) -> tuple[tuple[str, str], ...
             ("instance", host))
 
 
-def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: bool = True) -> Targets:
-    """Every target of the deployment, in spec order (`deployed=False`, after `down`: none)."""
+def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: bool = True,
+                  leave_out: frozenset[str] = frozenset()) -> Targets:
+    """Every target of the deployment, in spec order (`deployed=False`, after `down`: none); `leave_out`: the
+    containers `up` is about to (re)start, listed again once they serve."""
     exporters = exporters or Exporters()
     flavour = flavour_of(spec)
     monitor = spec.monitor
@@ -80,7 +83,12 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
         return Targets((), (), (), (), (f"{spec.name} is not deployed: every target list is empty",))
     servers, fronts, notes = [], [], []
     front = spec.front
-    for instance in spec.instances:
+    per_role: dict[str, int] = {}
+    listed = [i for i in spec.instances if i.name not in leave_out]
+    for instance in listed:
+        if instance is not front and flavour.metrics_endpoint(instance) is not None:
+            per_role[instance.role] = per_role.get(instance.role, 0) + 1
+    for instance in listed:
         address = spec.host(instance.host).address
         if instance is front:
             path = flavour.health_path(instance)
@@ -90,7 +98,8 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
         if endpoint is None:
             continue  # a headless vllm-ascend server: its engines report through the head's API server
         port, path = endpoint
-        labels = _labels(spec, instance) + ((("__metrics_path__", path),) if path != "/metrics" else ())
+        labels = _labels(spec, instance) + ((EXPECTED, str(per_role[instance.role])),) + (
+            (("__metrics_path__", path),) if path != "/metrics" else ())
         servers.append(Target(f"{address}:{port}", labels))
     npu, node = [], []
     taken = {(i.host, port) for i in spec.instances for port in (i.port, i.grpc_port, i.metrics_port) if port}

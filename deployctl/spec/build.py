@@ -83,6 +83,8 @@ def _monitor(data: dict, base_dir: Optional[Path]) -> MonitorSpec:
         npu_exporter_port=data.get("npu_exporter_port", defaults.npu_exporter_port),
         node_exporter_port=data.get("node_exporter_port", defaults.node_exporter_port),
         blackbox_exporter=data.get("blackbox_exporter", defaults.blackbox_exporter),
+        prometheus_url=data.get("prometheus_url"),
+        ttft_p99=data.get("ttft_p99", defaults.ttft_p99),
     )
 
 

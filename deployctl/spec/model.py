@@ -95,6 +95,8 @@ class MonitorSpec:
     npu_exporter_port: Optional[int] = 8082  # MindCluster npu-exporter's -port default (cmd/npu-exporter/main.go)
     node_exporter_port: Optional[int] = 9100  # node_exporter's default --web.listen-address
     blackbox_exporter: str = "127.0.0.1:9115"  # blackbox_exporter's default --web.listen-address
+    prometheus_url: Optional[str] = None  # a Prometheus to reload (POST /-/reload) when the rule file changes
+    ttft_p99: Optional[str] = "5s"  # the latency SLO alert's bound (None: no SLO alert)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ DeployctlServerHung. `down` empties the target lists and the rules. Waits poll P
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import yaml
 
 from tests.e2e.conftest import MODEL
 from tests.monitor.conftest import prometheus_tools  # noqa: F401 (the fixture)
-from tests.monitor.prometheus import Blackbox, Prometheus, promtool, wait_until
+from tests.monitor.prometheus import Blackbox, Prometheus, iso_seconds, promtool, wait_until
 from tests.ports import free_port
 from tests.testbed import hosts as bed_hosts
 from tests.testbed.demo import PLAYBOOK, place_tiny_model
@@ -154,6 +155,75 @@ def test_demo_pack_every_target_up_and_every_panel_has_series(bed, deployctl, pr
         deployctl("down", path, "--yes")
 
 
+def seconds(text: str) -> int:
+    return int(text[:-1]) if text.endswith("s") and not text.endswith("ms") else int(text[:-2]) // 1000
+
+
+def quiet_since(prometheus: Prometheus, group: str, since: float, settle: float) -> None:
+    """Wait (on Prometheus' own rule evaluations, /api/v1/rules lastEvaluation) until the rules have been
+    evaluated past `since + settle`, then: no alert was pending or firing at any evaluation since `since`
+    (Prometheus writes the ALERTS series for both states)."""
+    wait_until(lambda: (prometheus.last_evaluation(group) or 0) >= since + settle,
+               f"rule evaluations {settle:.0f} s past the change", settle + WAIT_S)
+    window = int(time.time() - since) + 1
+    seen = prometheus.query(f"max_over_time(ALERTS[{window}s])")
+    assert seen == [], json.dumps([(a["metric"], a["value"]) for a in seen], indent=1)
+
+
+def test_after_an_up_that_changes_the_count_and_after_down_no_alert_fires(bed, deployctl, prometheus_tools,  # noqa: F811
+                                                                          tmp_path):
+    """Issue 39: rules baked the server count in, so after `down` (or an `up` to another count) the rules
+    Prometheus had loaded saw too few servers and DeployctlRanksMissing fired until a reload; `down` stopped
+    servers while they were still targets (DeployctlRankDown pending), and a just-started Prometheus at 1 s fired
+    RanksMissing. Here a real Prometheus keeps the rules it loaded at start through all of it: nothing is ever
+    pending or firing."""
+    place_tiny_model(bed, "demo-tiny", ("tb1", "tb2"))
+    pack, blackbox_port = tmp_path / "pack", free_port()
+    text = PLAYBOOK.read_text().replace("/tmp/deployctl-testbed/", f"{bed.root}/") + monitor_key(pack, blackbox_port)
+    more = text.replace("    - {host: tb2, devices: [0, 1], port: 8089}",
+                        "    - {host: tb2, devices: [0, 1], port: 8089}\n    - {host: tb2, devices: [2, 3], port: 8090}")
+    assert more != text
+    path = deployctl.write(text, "demo-pd.yaml")
+    monitoring = None
+    try:
+        code, out, err = deployctl("up", path, "--skip", "weights", "--yes")
+        assert code == 0, out + err
+        started = time.time()
+        monitoring = Monitoring(pack, blackbox_port)
+        prometheus = monitoring.prometheus
+        rules = yaml.safe_load((pack / "rules" / "deployctl.rules.yml").read_text())
+        group = rules["groups"][0]["name"]
+        # the longest an alert waits: its down window plus its `for:` (the SLO's 5 min window needs traffic)
+        settle = max(seconds(r["for"]) for r in rules["groups"][0]["rules"] if r["alert"] != "DeployctlTtftSlo")
+        settle += seconds(re.search(r"\[(\d+s)\]", next(r["expr"] for r in rules["groups"][0]["rules"]
+                                                          if r["alert"] == "DeployctlRankDown")).group(1)) + 2
+        wait_until(lambda: every_target_up(prometheus, {"deployctl-servers": 2, "deployctl-front": 1}),
+                   "every target up", WAIT_S)
+        quiet_since(prometheus, group, started, settle)  # a just-started Prometheus fires nothing
+
+        deployctl.write(more, "demo-pd.yaml")  # one more decode server: 3 API servers
+        changed = time.time()
+        code, out, err = deployctl("up", path, "--skip", "weights", "--yes")
+        assert code == 0, out + err
+        assert "alert rules changed" not in err  # no count in the rules: nothing to reload
+        wait_until(lambda: every_target_up(prometheus, {"deployctl-servers": 3, "deployctl-front": 1}),
+                   "the third server a target, every target up", WAIT_S)
+        quiet_since(prometheus, group, changed, settle)
+
+        stopped = time.time()
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0, out + err
+        assert "reload it (POST" in err  # the rule file is empty now; Prometheus keeps what it loaded
+        wait_until(lambda: not [t for t in prometheus.targets() if t["labels"].get("deployment") == "demo-pd"],
+                   "Prometheus to drop every target of the deployment", WAIT_S)
+        assert prometheus.last_evaluation(group)  # the old rules are still loaded and evaluated
+        quiet_since(prometheus, group, stopped, settle)
+    finally:
+        if monitoring:
+            monitoring.stop()
+        deployctl("down", path, "--yes")
+
+
 PD = """topology:
   mode: disaggregated
   connector: mooncake
@@ -191,14 +261,6 @@ def hang(address: str, port: int, limit: int = 80) -> socket.socket:
             return sock
         sock.close()
     raise AssertionError(f"{address}:{port} answered {limit} requests: no hang")
-
-
-def iso_seconds(text: str) -> float:
-    """Prometheus' RFC 3339 time (nanoseconds) as Unix seconds."""
-    from datetime import datetime
-
-    whole, _, fraction = text.rstrip("Z").partition(".")
-    return datetime.fromisoformat(whole + "+00:00").timestamp() + float("0." + (fraction or "0"))
 
 
 def stall_start(prometheus: Prometheus, instance: str) -> float:

@@ -68,6 +68,14 @@ def wait_until(condition: Callable[[], object], what: str, timeout: float = 30.0
         time.sleep(every)  # a poll interval, not a wait for time to pass
 
 
+def iso_seconds(text: str) -> float:
+    """Prometheus' RFC 3339 time (nanoseconds) as Unix seconds."""
+    from datetime import datetime
+
+    whole, _, fraction = text.rstrip("Z").partition(".")
+    return datetime.fromisoformat(whole + "+00:00").timestamp() + float("0." + (fraction or "0"))
+
+
 class Process:
     """A server process with its log in a file, stopped (TERM, then KILL) by stop()."""
 
@@ -93,8 +101,8 @@ class Process:
 class Prometheus(Process):
     """`prometheus --config.file=CONFIG` on 127.0.0.1:<free port>, its data in `data`."""
 
-    def __init__(self, config: Path, data: Path) -> None:
-        self.port = free_port()
+    def __init__(self, config: Path, data: Path, port: Optional[int] = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         super().__init__(["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}",
                           f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
@@ -120,6 +128,13 @@ class Prometheus(Process):
 
     def alerts(self) -> list:
         return self.api("alerts")["alerts"]
+
+    def last_evaluation(self, group: str) -> Optional[float]:
+        """When Prometheus last evaluated the rule group (Unix seconds); None before the first evaluation."""
+        for found in self.api("rules")["groups"]:
+            if found["name"] == group and not found["lastEvaluation"].startswith("0001-"):
+                return iso_seconds(found["lastEvaluation"])
+        return None
 
     def reload(self) -> None:
         request = urllib.request.Request(f"{self.url}/-/reload", method="POST")
