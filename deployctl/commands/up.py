@@ -107,12 +107,14 @@ def run(args, ui) -> int:
         if document is not None:  # the JSON's ledger ends after the history line and the lock's release
             document["time_to_serve"] = recorder.ledger().to_json()
             ui.emit_json(document)
+    # requests a drain's deadline cut short: said by render_report, and by the exit status even with --quiet
+    code = ExitStatus.DRAIN_LEFT if any(n for n in report.drain_counts.values()) else ExitStatus.OK
     if getattr(args, "bench", False):  # `up --bench`: a short bench of the endpoint just deployed
         from deployctl.commands.bench import bench_after_up
         from deployctl.plan.verify import endpoint_url
 
-        return bench_after_up(spec, endpoint_url(spec), ui)
-    return ExitStatus.OK
+        return bench_after_up(spec, endpoint_url(spec), ui) or code
+    return code
 
 
 def _checks(spec, transports, ui) -> None:
@@ -183,7 +185,9 @@ def _finish(spec, plan, report, rows, ui, ledger=None) -> dict | None:
     answers = smoke_answers(report)
     if ui.json:
         return {"deployment": spec.name, "changed": plan.changed, "endpoint": endpoint,
-                "instances": rows, **({"smoke": answers} if answers else {})}
+                "instances": rows, **({"smoke": answers} if answers else {}),
+                # per drained server, the requests it still held when its drain's deadline passed (null: unknown)
+                "drain_left": {name: (None if n is None else int(n)) for name, n in report.drain_counts.items()}}
     if not plan.changed:
         ui.print(f"[green]{spec.name}: nothing to do[/] — every container runs with this configuration")
     for name, answer in answers.items():
