@@ -68,11 +68,12 @@ def run(args, ui) -> int:
             return ExitStatus.OK
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait) as lock:
-            result, ledger, document = "failed", None, None
+            result, ledger, document, changed = "failed", None, None, None
             try:
                 for stage in sorted(skip):
                     ui.info(f"skipped stage: {stage} (--skip)")
                 prepared = prepare(spec, transports, skip=skip, on_wait=ui.info, **plan_options(args))
+                changed = prepared.plan.changed
                 if prepared.plan.changed and "checks" not in skip:
                     checked = time.monotonic()
                     _checks(spec, transports, ui)  # any FAIL stops here, before a change
@@ -103,6 +104,7 @@ def run(args, ui) -> int:
                 document = _finish(spec, plan, report, rows, ui, ledger)
             finally:
                 lock.history = {"action": "up", "spec_digest": spec.digest, "result": result,
+                                **({"changed": changed} if changed is not None else {}),  # status --timeline
                                 **({"time_to_serve": ledger} if ledger else {})}
         if document is not None:  # the JSON's ledger ends after the history line and the lock's release
             document["time_to_serve"] = recorder.ledger().to_json()
