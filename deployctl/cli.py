@@ -102,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
               deployctl validate playbooks/mixed-1host-910b.yaml
               deployctl doctor playbooks/mixed-1host-910b.yaml
               deployctl up playbooks/mixed-1host-910b.yaml --dry-run
-            exit codes: 0 ok, 1 an operation failed on a host, 2 bad usage or invalid spec, 3 a check failed"""),
+            exit codes: 0 ok, 1 an operation failed on a host, 2 bad usage or invalid spec, 3 a check failed,
+              4 `up` deployed but a drain's deadline left requests in flight"""),
         formatter_class=_FORMATTER,
     )
     parser.add_argument("--version", action="version", version=f"deployctl {__version__}")

@@ -12,6 +12,7 @@ class ExitStatus(enum.IntEnum):
     SPEC = 2  # bad usage, invalid spec or ranktable
     CHECKS = 3  # doctor (or up's checks) found a failing check
     NOT_THERE = 3  # what was asked about is not there: `status` of a deployment none of whose containers exists
+    DRAIN_LEFT = 4  # `up` deployed, but a drain's deadline passed with requests in flight (stopped gracefully then)
     INTERRUPTED = 130
 
 

@@ -125,9 +125,12 @@ MAX_WALL_S = 7 * 24 * 3600.0
 
 
 def newest_time_to_serve(history_text: str) -> tuple[dict | None, list[str]]:
-    """(the newest `up` record with a sound ledger, or None; what is wrong with each newer one that was passed
-    over). The history is read from a host: anything may have written it, and the timeline draws its numbers."""
-    skipped = []
+    """(the newest `up` record with a sound ledger that changed something, else the newest one that changed
+    nothing, or None; what is wrong with each newer one that was passed over). Its `passed_over` counts the newer
+    `up`s that changed nothing (a re-run after the deploy the user asks about). The history is read from a host:
+    anything may have written it, and the timeline draws its numbers."""
+    skipped: list[str] = []
+    idle: list[dict] = []  # sound records of `up`s that changed nothing, newest first
     lines = history_text.splitlines()
     for number in range(len(lines), 0, -1):
         try:
@@ -136,10 +139,13 @@ def newest_time_to_serve(history_text: str) -> tuple[dict | None, list[str]]:
             continue
         if isinstance(record, dict) and record.get("action") == "up" and isinstance(record.get("time_to_serve"), dict):
             problem = ledger_problem(record)
-            if problem is None:
-                return record, skipped
-            skipped.append(f"history line {number} of the last {len(lines)}: {problem}")
-    return None, skipped
+            if problem is not None:
+                skipped.append(f"history line {number} of the last {len(lines)}: {problem}")
+            elif record.get("changed") is False:
+                idle.append(record)
+            else:  # one that deployed something (records from before `changed` was kept count as such)
+                return {**record, "passed_over": len(idle)}, skipped
+    return ({**idle[0], "passed_over": 0} if idle else None), skipped
 
 
 def ledger_problem(record: dict) -> str | None:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import ast
 import io
+import json
 import os
+import pathlib
 import subprocess
 import sys
 
+import pytest
 from rich.console import Console
 from rich.table import Table
 
-from deployctl.ui import keep_numbers_whole
+import deployctl
+from deployctl.core import Command
+from deployctl.execute.executor import EVENTS
+from deployctl.plan.model import ACTIONS, Plan, Stage, Step
+from deployctl.ui import UI, keep_numbers_whole, render_plan
+from deployctl.ui.events import up_events
 
 LONG_NAME = "a-deployment-name-of-forty-characters-xx"
 
@@ -102,3 +111,69 @@ def test_verbose_prints_what_each_step_runs_and_never_a_secret(capsys):
     assert "GET http://127.0.0.1:8000/health" in err and "hf_sekrit" not in err
     progress_printer(UI(color=False))("start", step, "not running")
     assert "docker run" not in capsys.readouterr().err  # without --verbose, one line per step
+
+
+def _literals(node) -> list[str]:
+    """The string constants an argument can take (a literal, or either side of `a if c else b`)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.IfExp):
+        return _literals(node.body) + _literals(node.orelse)
+    return []
+
+
+def _kinds_in_source(callee: str, position: int, keyword: str, *, receiver: str = "") -> set[str]:
+    """Every literal the package's code passes as `keyword` (or argument `position`) of a call to `callee`."""
+    found = set()
+    for path in pathlib.Path(deployctl.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name != callee or (receiver and not ast.unparse(node.func).startswith(receiver)):
+                continue
+            args = node.args[position:position + 1] + [k.value for k in node.keywords if k.arg == keyword]
+            for arg in args:
+                found.update(_literals(arg))
+    return found
+
+
+def test_every_action_a_planner_writes_is_a_known_one():
+    written = _kinds_in_source("Step", 2, "action") | _kinds_in_source("_stop_step", 2, "action")
+    assert {"drain", "add", "create", "remove"} <= written  # the scan finds the rollout's steps
+    assert written - set(ACTIONS) == set()
+
+
+def test_every_event_the_executor_sends_is_a_known_one():
+    sent = _kinds_in_source("on_event", 0, "kind", receiver="self.on_event")
+    assert {"warning", "start", "done"} <= sent
+    assert sent - set(EVENTS) == set()
+
+
+@pytest.mark.parametrize("action", ACTIONS + ("an-action-no-table-knows",))
+def test_plan_prints_every_action_as_text_and_json(action, capsys):
+    """`plan` of a rollout through a router (drain, add) ended in a MarkupError: those actions had no style."""
+    plan = Plan("d", (Stage("drain", (Step("h", "drain", action, reason="[/] out of the router", container="c",
+                                           commands=(Command(("curl", "[/]")),)),)),))
+    render_plan(UI(), plan)
+    out = capsys.readouterr().out
+    assert f"  {action:<8} h" in out and "[/] out of the router" in out and "$ curl '[/]'" in out
+    render_plan(UI(output="json"), plan)
+    assert json.loads(capsys.readouterr().out)["steps"][0]["action"] == action
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+@pytest.mark.parametrize("kind", EVENTS + ("an-event-no-table-knows",))
+def test_up_prints_every_event_the_executor_sends(kind, output, capsys):
+    """A drain that timed out sent `warning`, which had no style: rich raised and the warning was lost."""
+    step = Step("h", "drain", "drain", container="c")
+    with up_events(UI(output=output)) as on_event:
+        on_event(kind, step, "still in flight after 0 s [/]: s: 1 request(s)")
+    err = capsys.readouterr().err
+    if kind == "transfer":  # a fetcher's progress line: this message is none, so no bar opens
+        assert err == ""
+    elif kind == "stage":
+        assert err.startswith("stage still in flight")
+    else:
+        assert "drain h c" in err and "still in flight after 0 s [/]: s: 1 request(s)" in err
+        assert kind == "progress" or err.startswith(kind)

@@ -75,11 +75,12 @@ def run(args, ui) -> int:
             return ExitStatus.OK
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait) as lock:
-            result, ledger, document = "failed", None, None
+            result, ledger, document, changed = "failed", None, None, None
             try:
                 for stage in sorted(skip):
                     ui.info(f"skipped stage: {stage} (--skip)")
                 prepared = prepare(spec, transports, skip=skip, on_wait=ui.info, **plan_options(args))
+                changed = prepared.plan.changed
                 if prepared.plan.changed and "checks" not in skip:
                     checked = time.monotonic()
                     _checks(spec, transports, ui)  # any FAIL stops here, before a change
@@ -113,16 +114,19 @@ def run(args, ui) -> int:
                 document = _finish(spec, plan, report, rows, ui, ledger)
             finally:
                 lock.history = {"action": "up", "spec_digest": spec.digest, "result": result,
+                                **({"changed": changed} if changed is not None else {}),  # status --timeline
                                 **({"time_to_serve": ledger} if ledger else {})}
         if document is not None:  # the JSON's ledger ends after the history line and the lock's release
             document["time_to_serve"] = recorder.ledger().to_json()
             ui.emit_json(document)
+    # requests a drain's deadline cut short: said by render_report, and by the exit status even with --quiet
+    code = ExitStatus.DRAIN_LEFT if any(n for n in report.drain_counts.values()) else ExitStatus.OK
     if getattr(args, "bench", False):  # `up --bench`: a short bench of the endpoint just deployed
         from deployctl.commands.bench import bench_after_up
         from deployctl.plan.verify import endpoint_url
 
-        return bench_after_up(spec, endpoint_url(spec), ui)
-    return ExitStatus.OK
+        return bench_after_up(spec, endpoint_url(spec), ui) or code
+    return code
 
 
 def _checks(spec, transports, ui) -> None:
@@ -193,7 +197,9 @@ def _finish(spec, plan, report, rows, ui, ledger=None) -> dict | None:
     answers = smoke_answers(report)
     if ui.json:
         return {"deployment": spec.name, "changed": plan.changed, "endpoint": endpoint,
-                "instances": rows, **({"smoke": answers} if answers else {})}
+                "instances": rows, **({"smoke": answers} if answers else {}),
+                # per drained server, the requests it still held when its drain's deadline passed (null: unknown)
+                "drain_left": {name: (None if n is None else int(n)) for name, n in report.drain_counts.items()}}
     if not plan.changed:
         ui.print(f"[green]{spec.name}: nothing to do[/] — every container runs with this configuration")
     for name, answer in answers.items():

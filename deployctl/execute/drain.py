@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 from deployctl.core import Command
 from deployctl.execute.health import Cancelled, tries
-from deployctl.facts.in_flight import in_flight_probe, left_in_flight
+from deployctl.facts.in_flight import in_flight_probe
 from deployctl.plan.actions import Drain
 from deployctl.transport import Transport
 
 
 def run_drain(transport: Transport, drain: Drain, *, poll_interval: float, cancel: threading.Event,
-              on_progress: Callable[[str], None]) -> str:
+              on_progress: Callable[[str], None]) -> dict[str, Optional[float]]:
     """Poll until every server runs and queues nothing (each round trip asks on the host until then, for about a
-    poll period); returns what remained at the deadline ("" when none)."""
+    poll period); returns what remained at the deadline: requests per server still holding some, None for one
+    whose /metrics did not answer (empty when every server drained)."""
     probe = in_flight_probe(drain.servers, tries(poll_interval))  # the host waits between asks
     command = Command(probe.argv, check=False)
     deadline = time.monotonic() + drain.timeout
@@ -26,12 +27,13 @@ def run_drain(transport: Transport, drain: Drain, *, poll_interval: float, cance
             raise Cancelled
         asked = time.monotonic()
         counts = probe.parse(transport.run(command, timeout=30).stdout)
-        if all(n == 0 for n in counts.values()):
-            return ""
+        left = {name: n for name, n in counts.items() if n != 0}
+        if not left:  # every server, not any one: a drain of several ends when the last is empty
+            return {}
         if all(n is None for n in counts.values()):
-            return left_in_flight(counts)  # nothing to count: the graceful stop is all that is left to give them
+            return left  # nothing to count: the graceful stop is all that is left to give them
         if time.monotonic() >= deadline:
-            return left_in_flight(counts)
+            return left
         on_progress(f"draining: {sum(n or 0 for n in counts.values()):.0f} request(s) in flight")
         if cancel.wait(max(0.0, poll_interval - (time.monotonic() - asked))):
             raise Cancelled

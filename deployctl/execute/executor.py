@@ -23,6 +23,7 @@ from deployctl.transport import Result, Transport
 # (kind, step, message); kinds: start, progress, transfer (a fetcher's progress line), done, failed, undo,
 # stage (a stage finished; message: its summary), warning (said, the run goes on: a drain that timed out)
 Event = Callable[[str, Step, str], None]
+EVENTS = ("start", "progress", "transfer", "done", "failed", "undo", "stage", "warning")
 
 
 @dataclass
@@ -35,6 +36,7 @@ class StepOutcome:
     transferred: int = 0  # weight bytes moved
     copies: dict[str, dict] = field(default_factory=dict)  # compile caches: target -> seconds, bytes, path taken
     left_in_flight: str = ""  # a drain's: what was still in flight at its deadline, stopped gracefully anyway
+    drain_left: dict[str, Optional[float]] = field(default_factory=dict)  # the same per server (None: not known)
 
 
 @dataclass
@@ -54,6 +56,11 @@ class Report:
     def drain_left(self) -> list[str]:
         """What each drain left in flight at its deadline, by wave (its step's outcome says)."""
         return [f"wave {o.step.wave}: {o.left_in_flight}" for o in self.outcomes if o.left_in_flight]
+
+    @property
+    def drain_counts(self) -> dict[str, Optional[float]]:
+        """Requests each drained server still held at its drain's deadline (None: its /metrics did not answer)."""
+        return {name: n for o in self.outcomes for name, n in o.drain_left.items()}
 
     def results_of(self, stage: str) -> list[StepOutcome]:
         return [o for o in self.outcomes if o.step.stage == stage]
@@ -119,6 +126,13 @@ class Executor:
             self.cancel.set()
             report.failed = report.interrupted = True
             report.wave_failed = next((o.step.wave for o in reversed(report.outcomes) if o.status != "pending"), 0)
+        except Exception:  # a bug in a step: what it changed is undone, then it reaches the CLI's bug report
+            self.cancel.clear()
+            self._undo(report)
+            for thread in self._finalizing:
+                thread.join()
+            self._finalizing.clear()
+            raise
         if report.failed:
             self.cancel.clear()  # the interrupt stopped the forward path; the rollback must run to the end
             self._undo(report)
@@ -162,6 +176,8 @@ class Executor:
             raise
         finally:
             pool.shutdown(wait=False)
+        for future in futures:  # what a step raised beyond DeployctlError (a bug) is never left in its future
+            future.result()
 
     def _run_step(self, outcome: StepOutcome) -> None:
         step = outcome.step
@@ -185,6 +201,10 @@ class Executor:
             self.stop_stage.set()
             self.on_event("failed", step, error.message)
             return
+        except Exception as error:  # a bug: the step failed, its siblings stop, and `_run_stage` raises it
+            outcome.status, outcome.error = "failed", error
+            self.stop_stage.set()
+            raise
         self.on_event("done", step, "")
 
     def _dispatch(self, transport: Transport, outcome: StepOutcome, item) -> None:
@@ -217,7 +237,11 @@ class Executor:
             left = run_drain(transport, item, poll_interval=self.poll_interval, cancel=self.stop_stage,
                              on_progress=lambda line: self.on_event("progress", step, line))
             if left:
-                outcome.left_in_flight = f"still in flight after {item.timeout:g} s, stopped gracefully: {left}"
+                from deployctl.facts.in_flight import left_in_flight
+
+                outcome.drain_left = left
+                outcome.left_in_flight = (f"still in flight after {item.timeout:g} s, stopped gracefully: "
+                                          f"{left_in_flight(left)}")
                 self.on_event("warning", step, outcome.left_in_flight)
         elif isinstance(item, AwaitListed):
             from deployctl.execute.drain import await_listed

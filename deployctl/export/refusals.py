@@ -11,6 +11,7 @@ from deployctl.export.objects import pod_labels
 from deployctl.export.options import ExportOptions
 from deployctl.plan.containers import LABEL_INSTANCE
 from deployctl.servers import flavour_of
+from deployctl.servers.features import spec_refusals
 from deployctl.spec.model import EnvVar, Spec
 from deployctl.spec.secret_names import looks_secret
 
@@ -24,7 +25,8 @@ HOST_FACTS = ("HCCL_IF_IP",)  # a host's address: a pod has its own (status.podI
 
 def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
     """Every reason this spec cannot become `options.target`'s objects, all at once."""
-    refused = list(flavour_of(spec).export_refusals(spec, options.npu_stack)) + list(_front(spec))
+    flavour = flavour_of(spec)
+    refused = [*spec_refusals(flavour, spec), *flavour.export_refusals(spec, options.npu_stack), *_front(spec)]
     if refused:
         return refused
     bad_name = list(_name(spec))

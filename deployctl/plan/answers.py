@@ -16,6 +16,7 @@ from deployctl.plan.actions import AnswerCheck
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.verify import completion_body
 from deployctl.servers import flavour_of
+from deployctl.servers.features import Feature
 from deployctl.spec.model import Instance, Spec
 
 ANSWER_PROMPT = "The quick brown fox jumps over the lazy dog. Continue the story:"
@@ -68,7 +69,7 @@ def answer_paths(spec: Spec, asker: str, address_of: Mapping[str, str], tokens: 
 
     flavour = flavour_of(spec)
     completions = flavour.answers_path(spec)
-    if not flavour.openai_api:  # its own generate endpoint: each server answers for itself
+    if not flavour.supports(Feature.OPENAI_API):  # its own generate endpoint: each server answers for itself
         return tuple(AnswerPath(i.name, url(i, completions), triton_body(tokens)) for i in spec.api_servers)
     body = openai_body(spec, tokens)
     front = spec.front

@@ -36,13 +36,18 @@ class HealthCheck:
         return f"wait until GET http://127.0.0.1:{self.port}{self.path} answers 200 ({self.container})"
 
 
+# Every Step.action a planner writes (tests/test_ui.py renders each, and finds each in the planners' source)
+ACTIONS = ("create", "replace", "keep", "remove", "run", "put", "skip", "check", "build", "ship", "fetch", "drain",
+           "add", "restart", "stage")
+
+
 @dataclass(frozen=True)
 class Step:
     """One host's work in a stage: files to put, then commands; `undo` reverts it, `finalize` commits it."""
 
     host: str
     stage: str
-    action: str  # create | replace | keep | remove | run | put | skip
+    action: str  # one of ACTIONS
     reason: str = ""
     puts: tuple[PutFile, ...] = ()
     commands: tuple[Command, ...] = ()

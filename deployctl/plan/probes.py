@@ -14,6 +14,7 @@ from deployctl.facts.probe import Probe
 from deployctl.facts.weights_state import weights_probe
 from deployctl.plan.containers import env_dir, ranktable_dir
 from deployctl.servers import flavour_of
+from deployctl.servers.features import Feature
 from deployctl.spec.model import Instance, Spec
 
 WEIGHTS_STATE_KEY = "weights"
@@ -74,7 +75,7 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         from deployctl.facts.listening import listening_probe
 
         probes.append(listening_probe())
-        if (spec.rollout.max_surge and spec.platform == "ascend"
+        if (spec.rollout.max_surge and flavour_of(spec).supports(Feature.SURGE)
                 and not flavour_of(spec).reads_host_networks):  # a surge needs the host's free cards too
             from deployctl.facts.host_layout import layout_probe
 
@@ -93,7 +94,7 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         from deployctl.facts.deployed import existing_paths_probe
 
         probes.append(existing_paths_probe(deployment_files(spec)))
-    if "liveness" in stages and health and flavour_of(spec).one_token_liveness:
+    if "liveness" in stages and health and flavour_of(spec).supports(Feature.ONE_TOKEN_LIVENESS):
         from deployctl.facts.liveness import liveness_probe
         from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
 

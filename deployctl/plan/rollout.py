@@ -21,6 +21,8 @@ from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
 from deployctl.spec.dp_groups import MAX_PORT, kv_ports, port_uses, servers_of
 from deployctl.spec.model import Instance, Spec
+from deployctl.servers import flavour_of
+from deployctl.servers.features import Feature
 from deployctl.servers.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, stop_command
 
 DEFAULT_DRAIN_TIMEOUT = 120.0  # seconds a drained instance may take to finish its requests (--drain-timeout)
@@ -231,8 +233,8 @@ def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) 
     drained: an instance again on free cards of its host and a free port; a vllm-ascend DP group as a new group
     (every rank, on cards free on each of its hosts, with its own index, so its own engine id, and free API, kv and
     rpc ports)."""
-    if spec.rollout.max_surge < 1:
-        return {}
+    if spec.rollout.max_surge < 1 or not flavour_of(spec).supports(Feature.SURGE):
+        return {}  # a flavour without surge is refused by validate, with its reason (servers/features.py)
     used = {host: set(s.ports) | {p for i in spec.instances if i.host == host for p in _ports_of(i)}
             for host, s in spare.items()}
     groups = spec.upstream.groups if spec.upstream is not None else ()

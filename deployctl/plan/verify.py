@@ -7,6 +7,7 @@ import json
 from deployctl.core import Command
 from deployctl.plan.model import Stage, Step
 from deployctl.servers import flavour_of
+from deployctl.servers.features import Feature
 from deployctl.spec.model import Instance, Spec
 
 SMOKE_PROMPT = "Say hello in one short sentence."
@@ -60,7 +61,7 @@ def smoke_command(spec: Spec, instance: Instance) -> Command:
     """POST the smoke request on the host's loopback; the body goes on stdin."""
     flavour = flavour_of(spec)
     path = flavour.smoke_path(spec)
-    body = smoke_request_body(spec) if flavour.openai_api else triton_smoke_body()
+    body = smoke_request_body(spec) if flavour.supports(Feature.OPENAI_API) else triton_smoke_body()
     return Command(
         ("curl", "--silent", "--show-error", "--fail-with-body", "--max-time", "120",
          "--header", "Content-Type: application/json", "--data-binary", "@-", f"http://127.0.0.1:{instance.port}{path}"),

@@ -17,6 +17,7 @@ from deployctl.plan.probes import health_path
 from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
 from deployctl.plan.watch import Observation
 from deployctl.servers import flavour_of
+from deployctl.servers.features import Feature
 from deployctl.spec.model import Instance, Spec
 
 LOG_KIND = "log"  # the signatures looked for in container logs (data/signatures.json `sources`)
@@ -36,7 +37,7 @@ def watch_probes(spec: Spec, host: str, since: Mapping[str, Optional[str]], hang
     if served:
         probes.append(progress_probe(served))
     engines = tuple((i.port, ONE_TOKEN_PATH) for i in here if i.port is not None and not is_front(spec, i))
-    if engines and flavour_of(spec).one_token_liveness:
+    if engines and flavour_of(spec).supports(Feature.ONE_TOKEN_LIVENESS):
         probes.append(liveness_probe(engines, one_token_body(spec), hang_timeout))
     probes.append(logs_probe({i.name: since.get(i.name) for i in here}))
     return tuple(probes)

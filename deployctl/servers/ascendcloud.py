@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.servers.base import Flavour
+from deployctl.servers.features import Feature
 from deployctl.servers.fields import VERBATIM, Deployctl, Flag, Refused, render_flags
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ def ranktable_env(spec: "Spec", instance: "Instance", files: "RanktableFiles") -
 class AscendCloudVllm(Flavour):
     platform, server, title = "ascend", "vllm", "AscendCloud vLLM"
     table = TABLE
+    unsupported = {Feature.VERSION_PROFILES: "server_version picks a vllm-ascend profile; server vllm has none"}
 
     def uses_ranktables(self, spec: "Spec") -> bool:
         return spec.mode == "disaggregated"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
+from deployctl.servers.features import Feature
 from deployctl.servers.fields import Flag, Table, flag_rows
 from deployctl.servers.metrics import VLLM_V1, ServerMetrics
 
@@ -29,15 +30,17 @@ class Flavour:
     # The spec's shape for this flavour
     dp_groups: bool = False  # topology of DP groups (vllm-ascend) instead of instances and a scheduler
     extra_ports: tuple[tuple[str, int], ...] = ()  # (key, offset from port): more ports each instance listens on
-    has_profiles: bool = False  # server_version picks one of its version profiles
 
     # How it serves and how deployctl talks to it
-    openai_api: bool = True  # /v1/completions and /v1/chat/completions; else its own generate endpoint
-    one_token_liveness: bool = True  # `status` may ask a one-token completion to tell a hung server
     reads_host_networks: bool = False  # its containers need each host's address and NIC (HCCL, DP master)
-    has_compile_cache: bool = True  # `cache.compile` applies: its profile names where its compile caches live
     host_tuning: bool = False  # doctor checks the host tuning its tutorials set (swappiness, NUMA balancing)
     metrics: ServerMetrics = VLLM_V1  # the names its /metrics writes (`deployctl monitor`'s panels and alerts)
+    # What it cannot do, each with the reason validate, plan and export say (servers/features.py); the defaults are
+    # vLLM's OpenAI server's, which has no version profiles
+    unsupported: Mapping[Feature, str] = {}
+
+    def supports(self, feature: Feature) -> bool:
+        return feature not in self.unsupported
 
     # --- spec rules -------------------------------------------------------------------------------------------
     def check(self, c: "Context") -> Iterator["Problem"]:

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.servers.ascendcloud import FAMILY
 from deployctl.servers.base import Flavour
+from deployctl.servers.features import Feature
 from deployctl.servers.fields import Flag, Refused
 from deployctl.servers.metrics import TRITON_VLLM_BACKEND
-from deployctl.servers.vllm_gpu import NO_ASCEND, NO_INT8_KV, NO_SCALES, NO_SMOOTHQUANT, gpu_shape
+from deployctl.servers.vllm_gpu import NO_ASCEND, NO_GPU_SURGE, NO_INT8_KV, NO_SCALES, NO_SMOOTHQUANT, gpu_shape
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
@@ -86,9 +87,15 @@ class TritonVllm(Flavour):
     table = TABLE
     wrong_platform_hint = "use server: vllm on Ascend, or set platform: gpu"
     extra_ports = (("grpc_port", 1), ("metrics_port", 2))
-    openai_api = False
-    one_token_liveness = False  # its generate endpoint is not the OpenAI one the liveness probe asks
-    has_compile_cache = False
+    unsupported = {
+        Feature.OPENAI_API: "a front routes OpenAI requests; Triton's vLLM backend serves its own generate endpoint",
+        Feature.ONE_TOKEN_LIVENESS: "its generate endpoint is not the OpenAI one the one-token liveness probe asks: "
+                                    "`status` and `watch` judge it by its health alone",
+        Feature.COMPILE_CACHE: "Triton's vLLM backend has no compile cache deployctl knows of (no start-up profile "
+                               "names where its caches live)",
+        Feature.VERSION_PROFILES: "server_version picks a vllm-ascend profile; server triton has none",
+        Feature.SURGE: NO_GPU_SURGE,
+    }
     metrics = TRITON_VLLM_BACKEND
 
     def startup(self, spec: "Spec"):

@@ -82,7 +82,6 @@ class VllmAscend(Flavour):
     table = TABLE
     wrong_platform_hint = "use server: vllm on GPU hosts"
     dp_groups = True
-    has_profiles = True
     reads_host_networks = True
     host_tuning = True  # vm.swappiness, kernel.numa_balancing, the CPU governor, as its tutorials set them
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Optional
 
 from deployctl.servers.ascendcloud import FAMILY, OPENAI_SERVER, AscendCloudVllm
+from deployctl.servers.features import Feature
 from deployctl.servers.fields import VERBATIM, Flag, Refused
 from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT, shutdown_timeout
 
@@ -51,6 +52,12 @@ def gpu_shape(spec: "Spec", instance: "Instance") -> tuple[Optional[str], tuple[
     return gpus, mounts
 
 
+# deployctl finds the spare cards a surge server starts on with npu-smi's layout (facts/host_layout.py), which only
+# Ascend hosts have: no probe reads which GPUs a GPU host has free (nvidia-smi is read for the driver only)
+NO_GPU_SURGE = ("rollout.max_surge starts each replacement on spare cards first, and deployctl finds spare cards on "
+                "Ascend hosts only (npu-smi): which GPUs are free is not probed on a GPU host")
+
+
 OFFICIAL_IMAGE = "vllm-openai"  # vLLM's own image (docker.io/vllm/vllm-openai), tagged with its vLLM version
 
 
@@ -70,6 +77,7 @@ class VllmGpu(AscendCloudVllm):
 
     platform, server, title = "gpu", "vllm", "vLLM on GPU"
     table = TABLE
+    unsupported = {**AscendCloudVllm.unsupported, Feature.SURGE: NO_GPU_SURGE}
 
     def command(self, spec: "Spec", instance: "Instance") -> tuple[str, ...]:
         """vLLM's OpenAI server, with --shutdown-timeout where the image's vLLM has it (mixed only: a P/D server

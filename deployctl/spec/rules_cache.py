@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 def check_cache(c: "Context") -> Iterator[Problem]:
     """cache.dir is mounted read-write with `docker run --volume SOURCE:TARGET` (no ':' in it) and is not the
-    weights' directory, which is mounted read-only and whose files `weights sync` verifies one by one; a server
-    with no known compile caches cannot use `cache.compile`."""
+    weights' directory, which is mounted read-only and whose files `weights sync` verifies one by one (a server
+    with no known compile caches says so through its unsupported features: rules.py check_features)."""
     where = c.value(("cache", "dir"), str)
     if where is not None and ":" in where:
         yield Problem(("cache", "dir"), f"{quoted(where)} contains ':', which `docker run --volume SOURCE:TARGET` "
@@ -25,6 +25,3 @@ def check_cache(c: "Context") -> Iterator[Problem]:
         yield Problem(("cache", "dir"), f"{quoted(where)} overlaps weights.dest {quoted(dest)}: the weights are "
                                         "mounted read-only and verified file by file",
                       hint="keep the caches in a directory of their own, e.g. /var/cache/deployctl/compile")
-    if c.value(("cache", "compile"), bool) and not c.flavour.has_compile_cache:
-        yield Problem(("cache", "compile"), f"{c.flavour.title} has no compile cache deployctl knows of",
-                      hint="remove cache.compile, or use server: vllm")

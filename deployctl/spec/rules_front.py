@@ -7,6 +7,7 @@ import difflib
 from typing import Iterator
 
 from deployctl.errors import Problem
+from deployctl.servers.features import Feature
 from deployctl.spec.rules import Context, _ports
 
 FRONT = ("topology", "front")
@@ -22,10 +23,8 @@ def check_front(c: Context) -> Iterator[Problem]:
         return
     kind = c.value(FRONT + ("kind",), str)
     yield from _host(c)
-    if not c.flavour.openai_api:
-        yield Problem(FRONT, f"a front routes OpenAI requests; {c.flavour.title} serves its own generate endpoint",
-                      hint="remove topology.front")
-        return
+    if not c.flavour.supports(Feature.OPENAI_API):
+        return  # refused with the flavour's reason (spec/rules_features.py)
     if not c.flavour.dp_groups and c.mode == "disaggregated":
         yield Problem(FRONT, "the AscendCloud P/D flow keeps its scheduler (topology.scheduler) as its front: the "
                              "workers are given each other's NODE_PORTS when they start, so no router can add or "

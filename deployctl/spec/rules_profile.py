@@ -35,14 +35,6 @@ def profile_choice(c: Context) -> ProfileChoice:
     return select_profile(c.value(("server_version",), str), c.value(("image", "name"), str))
 
 
-def check_server_version(c: Context) -> Iterator[Problem]:
-    """server_version only where the flavour has version profiles (vllm-ascend)."""
-    if isinstance(c.data, dict) and "server_version" in c.data and not c.flavour.has_profiles \
-            and c.ok(("server_version",)):
-        yield Problem(("server_version",), f"server_version picks a vllm-ascend profile; server {c.server} has none",
-                      hint="remove it, or use server: vllm-ascend")
-
-
 def check_profile(c: Context) -> Iterator[Problem]:
     """The profile's warning; its removed keys; Mooncake in the image (servers/vllm_ascend.py runs it)."""
     choice = profile_choice(c)

@@ -130,7 +130,16 @@ def keep_numbers_whole(table, *headers: str) -> None:
 
 
 _ACTION_STYLE = {"create": "green", "replace": "yellow", "remove": "red", "keep": "dim", "run": "cyan",
-                 "put": "cyan", "skip": "dim", "build": "cyan", "ship": "cyan", "fetch": "cyan", "check": "magenta"}
+                 "put": "cyan", "skip": "dim", "build": "cyan", "ship": "cyan", "fetch": "cyan", "check": "magenta",
+                 "drain": "yellow", "add": "cyan", "restart": "yellow"}
+_EVENT_STYLE = {"start": "cyan", "done": "green", "failed": "red", "undo": "yellow", "warning": "bold yellow"}
+PLAIN = "none"  # rich's null style
+
+
+def style_of(styles: dict, kind: str) -> str:
+    """The style of a step's action or an event's kind; one with none of its own prints plain (an empty style
+    would write `[]...[/]`, which rich refuses with a MarkupError)."""
+    return styles.get(kind) or PLAIN
 
 
 def render_plan(ui: UI, plan) -> None:
@@ -151,9 +160,10 @@ def render_plan(ui: UI, plan) -> None:
             continue
         console.print(f"\n[bold]{stage.name}[/]" + (f" [dim](wave {stage.wave})[/]" if stage.wave else ""))
         for step in stage.steps:
-            style = _ACTION_STYLE.get(step.action, "")
+            style = style_of(_ACTION_STYLE, step.action)
             what = step.container or ""
-            console.print(f"  [{style}]{step.action:<8}[/] {step.host:<12} {escape(what)}  [dim]{escape(step.reason)}[/]")
+            console.print(f"  [{style}]{escape(f'{step.action:<8}')}[/] {escape(f'{step.host:<12}')} {escape(what)}  "
+                          f"[dim]{escape(step.reason)}[/]")
             for put in step.puts:
                 console.print(f"      {escape(put.display())}")
             for command in step.commands:
@@ -210,6 +220,8 @@ def render_report(ui: UI, report) -> None:
                           + escape("; ".join(report.not_restored)))
         else:
             console.print(f"[yellow]rolled back[/]: {len(undone)} step(s) undone; the previous containers run again")
+    for line in report.drain_left:  # said even with --quiet: these requests were cut short by the deadline
+        console.print(f"[bold yellow]drain deadline[/]: {escape(line)}")
 
 
 def progress_printer(ui: UI):
@@ -220,14 +232,14 @@ def progress_printer(ui: UI):
     def on_event(kind: str, step, message: str) -> None:
         if ui.quiet:
             return
-        target = f"{step.stage} {step.host} {step.container or ''}".strip()
+        target = escape(f"{step.stage} {step.host} {step.container or ''}".strip())
         if kind == "progress":
             if message and last_progress.get(target) != message:
                 last_progress[target] = message
-                console.print(f"  [dim]{target}: {message}[/]")
+                console.print(f"  [dim]{target}: {escape(message)}[/]")
             return
-        style = {"start": "cyan", "done": "green", "failed": "red", "undo": "yellow"}.get(kind, "")
-        console.print(f"[{style}]{kind:<6}[/] {target}" + (f" — {escape(message)}" if message else ""))
+        style = style_of(_EVENT_STYLE, kind)
+        console.print(f"[{style}]{escape(f'{kind:<6}')}[/] {target}" + (f" — {escape(message)}" if message else ""))
         if kind == "start" and ui.verbose:  # what the step runs: argv as data, secrets by their label
             for item in step.work:
                 console.print(f"         [dim]{escape(item.display())}[/]")

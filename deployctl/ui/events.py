@@ -42,7 +42,7 @@ class TransferBars:
 @contextmanager
 def up_events(ui) -> Iterator:
     """An on_event callback for the executor: step lines, `stage X: ...` summaries and transfer bars."""
-    from deployctl.ui import progress_printer
+    from deployctl.ui import escape, progress_printer
 
     printer = progress_printer(ui)
     bars = TransferBars(ui)
@@ -53,7 +53,7 @@ def up_events(ui) -> Iterator:
             return
         if kind == "stage":
             bars.close()
-            ui.info(f"stage {message}")
+            ui.info(f"stage {escape(message)}")
             return
         printer(kind, step, message)
 

@@ -46,6 +46,11 @@ def render_timeline(ui, name: str, record: dict) -> None:
                           escape(row.get("instance", "")),
                           f"{row['start_s']:.2f}", f"{row['seconds']:.2f}", bar)
     ui.print(table)
+    if record.get("passed_over"):  # the timeline the user asks about is the deploy's, not a re-run's
+        ui.print(f"the newest `up` that changed something; {record['passed_over']} later `up`(s) changed nothing "
+                 "and are not drawn", markup=False)
+    elif record.get("changed") is False:
+        ui.print("this `up` changed nothing (no `up` in the history deployed anything)", markup=False)
     totals = Table(title="the whole, phase by phase (they add up to the wall time)")
     for column in ("phase", "seconds", "share"):
         totals.add_column(column)

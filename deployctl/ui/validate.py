@@ -45,6 +45,12 @@ def render_summary(ui, spec) -> None:
         ui.print(spec.profile.describe(), markup=False)
     if spec.mode == "disaggregated" and not spec.upstream:
         ui.print("NODE_PORTS: " + ",".join(map(str, spec.node_ports)), markup=False)
+    from deployctl.servers import flavour_of
+    from deployctl.servers.features import unasked
+
+    flavour = flavour_of(spec)
+    for line in unasked(flavour):  # what it cannot do that no key asks for: said, never skipped in silence
+        ui.print(f"not supported by {flavour.title}: {line}", markup=False)
     containers, hosts = len(spec.instances), len(spec.used_hosts)
     ui.print(f"spec is valid: {containers} container{'s' * (containers != 1)} on {hosts} host{'s' * (hosts != 1)}",
              markup=False)

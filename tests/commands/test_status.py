@@ -157,3 +157,18 @@ def test_a_damaged_ledger_in_the_history_is_refused_with_a_message_and_the_sound
 def test_the_timeline_shows_a_hosts_words_never_reads_them_as_markup(timeline_of):
     code, out, err = timeline_of([damaged("time_to_serve.hosts.a.0.instance", "[red]x[/red] [/]")])
     assert code == 0 and "[red]x[/red] [/]" in out and "Traceback" not in err
+
+
+def test_the_timeline_is_the_newest_up_that_changed_something_and_says_so(timeline_of):
+    """The quick start's `up` re-run (it changed nothing) came right before `status --timeline`, which drew that
+    no-op instead of the demo's deploy its comment promises."""
+    deploy = {**SOUND, "changed": True}
+    rerun = {**damaged("time_to_serve.wall_s", 10.0), "changed": False, "time": "2026-11-28T10:05:00Z"}
+    rerun["time_to_serve"] = {"wall_s": 0.5, "phases": {"plan": 0.5}, "hosts": {}}
+    code, out, err = timeline_of([deploy, rerun, rerun])
+    assert code == 0 and "demo: time to serve 10.0 s (2026-11-28T10:00:00Z, ok)" in out
+    assert "the newest `up` that changed something; 2 later `up`(s) changed nothing and are not drawn" in out
+    code, out, _ = timeline_of([deploy, rerun], "--output", "json")
+    assert json.loads(out)["up"]["time"] == "2026-11-28T10:00:00Z" and json.loads(out)["up"]["passed_over"] == 1
+    code, out, _ = timeline_of([rerun])  # nothing ever deployed: the no-op is drawn, and said to be one
+    assert code == 0 and "time to serve 0.5 s" in out and "this `up` changed nothing" in out

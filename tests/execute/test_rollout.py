@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 
 from deployctl.core import Command
 from deployctl.errors import HostError, RolloutFailed
@@ -114,3 +115,43 @@ def test_a_committed_waves_finalize_runs_beside_the_next_wave_and_ends_before_ex
     report = Executor({"h": fake}, poll_interval=0.001).execute(Plan("d", wave(1) + wave(2)))
     assert not report.failed and report.waves_done == [1, 2]
     assert finished == [True]  # wave 2 began while wave 1's finalize waited, and execute waited for it
+
+
+TWO = (MARK + " http://h:1/metrics\nvllm:num_requests_running 1\n" + MARK + " http://h:2/metrics\n"
+       "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n")
+
+
+def _timing_out(n: int = 1) -> Plan:
+    """wave(n) whose drain has two servers (s1 still holds a request, s2 none) and a deadline of 0 s."""
+    servers = (("s1", "http://h:1/metrics"), ("s2", "http://h:2/metrics"))
+    return Plan("d", tuple(Stage(s.name, tuple(Step(**{**st.__dict__, "actions": (Drain(servers, 0),)})
+                                               if st.actions else st for st in s.steps), wave=s.wave, commit=s.commit)
+                           for s in wave(n)))
+
+
+def test_a_drain_left_over_is_counted_per_server_and_said_through_the_real_ui(capsys):
+    """The drain's warning had no style: rich raised in the step's thread, the executor dropped the error, the
+    drain step never finished (its wave went on without it) and nothing was said."""
+    from deployctl.ui import UI, render_report
+    from deployctl.ui.events import up_events
+
+    fake = FakeTransport("h", {"for u": TWO})
+    with up_events(UI()) as on_event:
+        report = Executor({"h": fake}, on_event=on_event).execute(_timing_out())
+    assert not report.failed and report.drain_counts == {"s1": 1.0}
+    assert [o.status for o in report.outcomes if o.step.stage == "drain"] == ["committed"]
+    assert "warning drain h" in capsys.readouterr().err
+    render_report(UI(quiet=True), report)  # with --quiet too: the requests were cut short
+    assert capsys.readouterr().err.strip() == ("drain deadline: wave 1: still in flight after 0 s, stopped "
+                                               "gracefully: s1: 1 request(s)")
+
+
+def test_what_a_step_raises_beyond_an_expected_failure_is_rolled_back_and_raised_not_dropped():
+    def broken(kind, step, message):
+        if kind == "warning":
+            raise RuntimeError("a bug in a printer")
+
+    fake = FakeTransport("h", {"for u": TWO})
+    with pytest.raises(RuntimeError, match="a bug in a printer"):
+        Executor({"h": fake}, on_event=broken).execute(_timing_out())
+    assert ("curl", "add", "w1") in [c.argv for c in fake.ran]  # the drained server went back into the front

@@ -18,7 +18,6 @@ from deployctl.spec.model import Host
 
 PLAYBOOK = Path(__file__).parent.parent.parent / "playbooks" / "pd-1host-910b.yaml"
 GLOBAL = Path(__file__).parent.parent / "fixtures" / "formats" / "ranktable" / "pd-1host-global" / "stdout.txt"
-needs_ip = pytest.mark.skipif(shutil.which("ip") is None, reason="needs the ip tool (iproute2)")
 
 
 def deployctl(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -44,10 +43,9 @@ def _bindable(address: str) -> bool:
     return True
 
 
-@needs_ip
-def test_local_server_ip_is_an_address_bound_here():
+def test_local_server_ip_is_an_address_bound_here(bound_address):
     address = server_ip(Host("node1", "local"))
-    assert _bindable(address) and not address.startswith("127.")
+    assert address == bound_address and _bindable(address) and not address.startswith("127.")
 
 
 def test_an_unresolvable_name_is_a_host_error_naming_host_and_address():
@@ -69,8 +67,7 @@ def test_gen_and_plan_on_a_machine_without_npus_name_what_is_missing(command, lo
     assert "Traceback" not in result.stderr and "gaierror" not in result.stderr
 
 
-@needs_ip
-def test_validate_against_a_local_spec_compares_with_this_machines_address(local_spec, tmp_path):
+def test_validate_against_a_local_spec_compares_with_this_machines_address(bound_address, local_spec, tmp_path):
     # before: socket.gaierror resolving the word `local`; now the file's 192.0.2.18 is simply not this host
     result = deployctl("ranktable", "validate", GLOBAL, "--against-hosts", local_spec, "-o", "json", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
