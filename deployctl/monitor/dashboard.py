@@ -39,6 +39,21 @@ def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
         Panel("Generated tokens /s", "short", ((q.per_rank_rate(n.generation_tokens), by_rank),),
               n.generation_tokens),
     ]
+    if n.finished:
+        out.append(Panel("Requests finished /s by reason", "reqps",
+                         ((q.by_role_rate(n.finished, "role, finished_reason"), "{{role}} {{finished_reason}}"),),
+                         f"{n.finished}: stop, length, abort, error, repetition"))
+    out += [
+        Panel("Prompt length", "short", tuple((q.quantile(n.prompt_len, p), f"p{int(p * 100)} {{{{role}}}}")
+                                              for p in QUANTILES), f"{n.prompt_len} (tokens per finished request)"),
+        Panel("Generation length", "short", tuple((q.quantile(n.generation_len, p), f"p{int(p * 100)} {{{{role}}}}")
+                                                  for p in QUANTILES),
+              f"{n.generation_len} (tokens per finished request)"),
+        Panel("Queue, prefill and decode time (mean)", "s",
+              tuple((q.mean(name), f"{phase} {{{{role}}}}") for phase, name in
+                    (("queue", n.queue_time), ("prefill", n.prefill_time), ("decode", n.decode_time))),
+              f"{n.queue_time}, {n.prefill_time}, {n.decode_time}"),
+    ]
     if disaggregated:
         out += [
             Panel("P:D balance: requests held", "short", ((q.in_flight_by_role(), "{{role}}"),),
@@ -46,6 +61,16 @@ def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
             Panel("P:D balance: tokens /s", "short", ((q.tokens_by_role(), "{{role}}"),),
                   "prompt tokens into prefill, generated tokens out of decode"),
         ]
+        if n.kv_loaded and n.kv_looked_up:
+            out.append(Panel("KV transfer: prompt tokens loaded /s", "short",
+                             ((q.by_role_rate(n.kv_loaded, role="decode"), "loaded {{role}}"),
+                              (q.by_role_rate(n.kv_looked_up, role="decode"), "looked up {{role}}")),
+                             f"{n.kv_loaded}: the prompt tokens whose KV the decode's connector pulled from "
+                             f"prefill, of {n.kv_looked_up}"))
+        if n.kv_fetching:
+            out.append(Panel("KV transfer: requests waiting on a KV load", "short",
+                             ((q.kv_fetching(), "{{role}} {{stage}}"),),
+                             f"{n.kv_fetching} (a decode's async KV loads by stage)"))
     if npu:
         card = "{{host}} npu {{id}}"
         out += [

@@ -54,6 +54,16 @@ class Queries:
     def per_rank_rate(self, metric: str) -> str:
         return f"sum by ({RANK}) (rate({metric}{{{self.sel}}}[{self.rate_window}]))"
 
+    def by_role_rate(self, metric: str, by: str = "role", role: str = "") -> str:
+        """Per second over the rate window, summed by `by` (`role`: one role's series only)."""
+        only = f',role="{role}"' if role else ""
+        return f"sum by ({by}) (rate({metric}{{{self.sel}{only}}}[{self.rate_window}]))"
+
+    def mean(self, histogram: str) -> str:
+        """A histogram's mean per role over the rate window (no request in it: no value)."""
+        return (f"sum by (role) (rate({histogram}_sum{{{self.sel}}}[{self.rate_window}])) / "
+                f"sum by (role) (rate({histogram}_count{{{self.sel}}}[{self.rate_window}]))")
+
     def per_card(self, metric: str) -> str:
         return f'max by (deployment, host, id) ({metric}{{{self.sel},job="{NPU_JOB}"}})'
 
@@ -69,6 +79,9 @@ class Queries:
         n = self.names
         return (f'sum by (role) (rate({n.prompt_tokens}{{{self.sel},role="prefill"}}[{self.rate_window}])) or '
                 f'sum by (role) (rate({n.generation_tokens}{{{self.sel},role="decode"}}[{self.rate_window}]))')
+
+    def kv_fetching(self) -> str:
+        return f'sum by (role, stage) ({self.names.kv_fetching}{{{self.sel},role="decode"}})'
 
     def targets_up(self) -> str:
         return f"up{{{self.sel}}}"
