@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from deployctl.monitor import npu_exporter
+from deployctl.monitor import queries as router_metrics
 from deployctl.monitor.queries import Queries
 
 DATASOURCE_UID = "deployctl-prometheus"
@@ -21,8 +22,9 @@ class Panel:
     description: str = ""
 
 
-def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
-    """Every panel in order; NPU panels only where an NPU exporter is scraped, P:D balance only for P/D."""
+def panels(q: Queries, npu: bool, disaggregated: bool, router: bool = False) -> tuple[Panel, ...]:
+    """Every panel in order; NPU panels only where an NPU exporter is scraped, P:D balance only for P/D, the
+    router's own only for a vllm-router front."""
     n = q.names
     by_rank = "{{instance}} ({{role}} g{{group}} r{{rank}})"
     out = [
@@ -82,6 +84,21 @@ def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
                   npu_exporter.TEMPERATURE),
             Panel("NPU power", "watt", ((q.per_card(npu_exporter.POWER), card),), npu_exporter.POWER),
         ]
+    if router:
+        m = router_metrics
+        out += [
+            Panel("Router: requests /s by route", "reqps", ((q.router_rate(m.ROUTER_REQUESTS, "route"), "{{route}}"),),
+                  m.ROUTER_REQUESTS),
+            Panel("Router: requests /s per worker", "reqps",
+                  ((q.router_rate(m.ROUTER_PROCESSED, "worker"), "{{worker}}"),), m.ROUTER_PROCESSED),
+            Panel("Router: running requests per worker", "short",
+                  ((q.router(m.ROUTER_RUNNING, "worker"), "{{worker}}"),), m.ROUTER_RUNNING),
+            Panel("Router: workers", "short", ((q.router(m.ROUTER_WORKER_HEALTH, "worker"), "healthy {{worker}}"),
+                                               (q.router(m.ROUTER_ACTIVE_WORKERS), "active")),
+                  f"{m.ROUTER_WORKER_HEALTH} (1 healthy), {m.ROUTER_ACTIVE_WORKERS}"),
+            Panel("Router: generate request duration", "s",
+                  tuple((q.router_quantile(p), f"p{int(p * 100)}") for p in QUANTILES), m.ROUTER_DURATION),
+        ]
     out += [
         Panel("Targets up", "short", ((q.targets_up(), "{{job}} {{instance}}"),), "1: scraped"),
         Panel("Front health", "short", ((q.front_up(), "{{instance}}"),), "blackbox_exporter's probe_success"),
@@ -89,11 +106,11 @@ def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
     return tuple(out)
 
 
-def dashboard(q: Queries, title: str, npu: bool, disaggregated: bool) -> dict:
+def dashboard(q: Queries, title: str, npu: bool, disaggregated: bool, router: bool = False) -> dict:
     """The dashboard JSON model (schemaVersion 39), two panels a row."""
     source = {"type": "prometheus", "uid": DATASOURCE_UID}
     items = []
-    for number, panel in enumerate(panels(q, npu, disaggregated)):
+    for number, panel in enumerate(panels(q, npu, disaggregated, router)):
         items.append({
             "id": number + 1, "type": "timeseries", "title": panel.title, "description": panel.description,
             "datasource": source,

@@ -188,6 +188,24 @@ def test_kv_transfer_panels_only_for_vllm_ascend_pd():
     assert not [t for t in mixed if t.startswith("KV transfer")] and "Requests finished /s by reason" in mixed
 
 
+def test_a_vllm_router_front_is_scraped_on_its_metrics_port_and_has_its_panels():
+    """Issue 39: vllm-router's own metrics (vllm-project/router src/metrics.rs) on the port deployctl gives it."""
+    spec = load_spec(ROOT / "playbooks" / "mixed-router-910b.yaml", environ={}, unresolved_env="allow")
+    pack = render_pack(spec)
+    address = spec.host(spec.front.host).address
+    (router,) = targets(pack, "router")
+    assert router["targets"] == [f"{address}:19000"] and router["labels"]["role"] == "router"
+    jobs = {j["job_name"]: j for j in yaml.safe_load(pack.files[PROMETHEUS])["scrape_configs"]}
+    assert jobs["deployctl-router"]["file_sd_configs"][0]["files"] == [TARGET_FILES["router"]]
+    panels = dashboard_of("mixed-router-910b.yaml")
+    assert panels["Router: requests /s by route"] == [
+        f'sum by (route) (rate(vllm_router_requests_total{{deployment="{spec.name}",job="deployctl-router"}}[60s]))']
+    assert "vllm_router_worker_health" in panels["Router: workers"][0]
+    assert not [t for t in dashboard_of("demo-pd.yaml") if t.startswith("Router:")] and targets(
+        pack_of("demo-pd.yaml"), "router") == []
+    assert targets(render_pack(spec, deployed=False), "router") == []
+
+
 def test_the_pack_is_the_same_bytes_in_every_process(tmp_path):
     """Deterministic: sorted and stable, whatever the hash seed (sets and dicts never leak their order)."""
     script = ("import hashlib, sys; from pathlib import Path; from deployctl.monitor import render_pack; "
