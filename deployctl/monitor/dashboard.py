@@ -91,8 +91,6 @@ def panels(q: Queries, npu: bool, disaggregated: bool, router: bool = False) -> 
                   m.ROUTER_REQUESTS),
             Panel("Router: requests /s per worker", "reqps",
                   ((q.router_rate(m.ROUTER_PROCESSED, "worker"), "{{worker}}"),), m.ROUTER_PROCESSED),
-            Panel("Router: running requests per worker", "short",
-                  ((q.router(m.ROUTER_RUNNING, "worker"), "{{worker}}"),), m.ROUTER_RUNNING),
             Panel("Router: workers", "short", ((q.router(m.ROUTER_WORKER_HEALTH, "worker"), "healthy {{worker}}"),
                                                (q.router(m.ROUTER_ACTIVE_WORKERS), "active")),
                   f"{m.ROUTER_WORKER_HEALTH} (1 healthy), {m.ROUTER_ACTIVE_WORKERS}"),

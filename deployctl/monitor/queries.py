@@ -17,11 +17,11 @@ NODE_JOB = "deployctl-node-exporter"
 ROUTER_JOB = "deployctl-router"
 
 # vllm-router's own metrics (vllm-project/router src/metrics.rs, RouterMetrics; each series appears at its first
-# event): requests by route, each worker's requests, running requests and health, the workers it routes to, and a
-# generate request's duration (a histogram with the crate's duration buckets, start_prometheus)
+# event): requests by route, each worker's requests and health, the workers it routes to, and a generate request's
+# duration (a histogram with the crate's duration buckets, start_prometheus). vllm_router_running_requests is the
+# cache_aware policy's only (metrics.rs), so no panel reads it
 ROUTER_REQUESTS = "vllm_router_requests_total"  # counter {route}
 ROUTER_PROCESSED = "vllm_router_processed_requests_total"  # counter {worker}
-ROUTER_RUNNING = "vllm_router_running_requests"  # gauge {worker}
 ROUTER_WORKER_HEALTH = "vllm_router_worker_health"  # gauge {worker}: 1 healthy, 0 not
 ROUTER_ACTIVE_WORKERS = "vllm_router_active_workers"  # gauge
 ROUTER_DURATION = "vllm_router_generate_duration_seconds"  # histogram
