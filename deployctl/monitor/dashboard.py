@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from deployctl.monitor import npu_exporter
+from deployctl.monitor import queries as router_metrics
 from deployctl.monitor.queries import Queries
 
 DATASOURCE_UID = "deployctl-prometheus"
@@ -21,8 +22,9 @@ class Panel:
     description: str = ""
 
 
-def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
-    """Every panel in order; NPU panels only where an NPU exporter is scraped, P:D balance only for P/D."""
+def panels(q: Queries, npu: bool, disaggregated: bool, router: bool = False) -> tuple[Panel, ...]:
+    """Every panel in order; NPU panels only where an NPU exporter is scraped, P:D balance only for P/D, the
+    router's own only for a vllm-router front."""
     n = q.names
     by_rank = "{{instance}} ({{role}} g{{group}} r{{rank}})"
     out = [
@@ -39,6 +41,21 @@ def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
         Panel("Generated tokens /s", "short", ((q.per_rank_rate(n.generation_tokens), by_rank),),
               n.generation_tokens),
     ]
+    if n.finished:
+        out.append(Panel("Requests finished /s by reason", "reqps",
+                         ((q.by_role_rate(n.finished, "role, finished_reason"), "{{role}} {{finished_reason}}"),),
+                         f"{n.finished}: stop, length, abort, error, repetition"))
+    out += [
+        Panel("Prompt length", "short", tuple((q.quantile(n.prompt_len, p), f"p{int(p * 100)} {{{{role}}}}")
+                                              for p in QUANTILES), f"{n.prompt_len} (tokens per finished request)"),
+        Panel("Generation length", "short", tuple((q.quantile(n.generation_len, p), f"p{int(p * 100)} {{{{role}}}}")
+                                                  for p in QUANTILES),
+              f"{n.generation_len} (tokens per finished request)"),
+        Panel("Queue, prefill and decode time (mean)", "s",
+              tuple((q.mean(name), f"{phase} {{{{role}}}}") for phase, name in
+                    (("queue", n.queue_time), ("prefill", n.prefill_time), ("decode", n.decode_time))),
+              f"{n.queue_time}, {n.prefill_time}, {n.decode_time}"),
+    ]
     if disaggregated:
         out += [
             Panel("P:D balance: requests held", "short", ((q.in_flight_by_role(), "{{role}}"),),
@@ -46,6 +63,16 @@ def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
             Panel("P:D balance: tokens /s", "short", ((q.tokens_by_role(), "{{role}}"),),
                   "prompt tokens into prefill, generated tokens out of decode"),
         ]
+        if n.kv_loaded and n.kv_looked_up:
+            out.append(Panel("KV transfer: prompt tokens loaded /s", "short",
+                             ((q.by_role_rate(n.kv_loaded, role="decode"), "loaded {{role}}"),
+                              (q.by_role_rate(n.kv_looked_up, role="decode"), "looked up {{role}}")),
+                             f"{n.kv_loaded}: the prompt tokens whose KV the decode's connector pulled from "
+                             f"prefill, of {n.kv_looked_up}"))
+        if n.kv_fetching:
+            out.append(Panel("KV transfer: requests waiting on a KV load", "short",
+                             ((q.kv_fetching(), "{{role}} {{stage}}"),),
+                             f"{n.kv_fetching} (a decode's async KV loads by stage)"))
     if npu:
         card = "{{host}} npu {{id}}"
         out += [
@@ -57,6 +84,19 @@ def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
                   npu_exporter.TEMPERATURE),
             Panel("NPU power", "watt", ((q.per_card(npu_exporter.POWER), card),), npu_exporter.POWER),
         ]
+    if router:
+        m = router_metrics
+        out += [
+            Panel("Router: requests /s by route", "reqps", ((q.router_rate(m.ROUTER_REQUESTS, "route"), "{{route}}"),),
+                  m.ROUTER_REQUESTS),
+            Panel("Router: requests /s per worker", "reqps",
+                  ((q.router_rate(m.ROUTER_PROCESSED, "worker"), "{{worker}}"),), m.ROUTER_PROCESSED),
+            Panel("Router: workers", "short", ((q.router(m.ROUTER_WORKER_HEALTH, "worker"), "healthy {{worker}}"),
+                                               (q.router(m.ROUTER_ACTIVE_WORKERS), "active")),
+                  f"{m.ROUTER_WORKER_HEALTH} (1 healthy), {m.ROUTER_ACTIVE_WORKERS}"),
+            Panel("Router: generate request duration", "s",
+                  tuple((q.router_quantile(p), f"p{int(p * 100)}") for p in QUANTILES), m.ROUTER_DURATION),
+        ]
     out += [
         Panel("Targets up", "short", ((q.targets_up(), "{{job}} {{instance}}"),), "1: scraped"),
         Panel("Front health", "short", ((q.front_up(), "{{instance}}"),), "blackbox_exporter's probe_success"),
@@ -64,11 +104,11 @@ def panels(q: Queries, npu: bool, disaggregated: bool) -> tuple[Panel, ...]:
     return tuple(out)
 
 
-def dashboard(q: Queries, title: str, npu: bool, disaggregated: bool) -> dict:
+def dashboard(q: Queries, title: str, npu: bool, disaggregated: bool, router: bool = False) -> dict:
     """The dashboard JSON model (schemaVersion 39), two panels a row."""
     source = {"type": "prometheus", "uid": DATASOURCE_UID}
     items = []
-    for number, panel in enumerate(panels(q, npu, disaggregated)):
+    for number, panel in enumerate(panels(q, npu, disaggregated, router)):
         items.append({
             "id": number + 1, "type": "timeseries", "title": panel.title, "description": panel.description,
             "datasource": source,

@@ -26,7 +26,8 @@ PROMETHEUS = "prometheus.yml"
 RULES = "rules/deployctl.rules.yml"
 BLACKBOX = "blackbox.yml"
 TARGET_FILES = {"servers": "targets/servers.json", "fronts": "targets/front.json",
-                "npu": "targets/npu-exporter.json", "node": "targets/node-exporter.json"}
+                "npu": "targets/npu-exporter.json", "node": "targets/node-exporter.json",
+                "router": "targets/router.json"}
 NOTES = "NOTES.txt"
 
 __all__ = ["Exporters", "Pack", "render_pack"]
@@ -79,6 +80,8 @@ def prometheus_config(monitor: MonitorSpec) -> dict:
             # serves the file: honour them (else Prometheus renames them `exported_host`; scrape_config's
             # honor_labels, prometheus docs configuration.md)
             job(jobs.NODE_JOB, "node", honor_labels=True),
+            # a vllm-router front's own metrics (vllm-project/router src/metrics.rs; any path answers them)
+            job(jobs.ROUTER_JOB, "router"),
         ],
     }
 
@@ -110,11 +113,14 @@ def render_pack(spec: Spec, exporters: Optional[Exporters] = None, deployed: boo
         TARGET_FILES["fronts"]: _targets(targets.fronts),
         TARGET_FILES["npu"]: _targets(targets.npu),
         TARGET_FILES["node"]: _targets(targets.node),
+        TARGET_FILES["router"]: _targets(targets.router),
         "grafana/provisioning/datasources/deployctl.yaml": _yaml(datasource_provisioning(PROMETHEUS_URL), header),
         "grafana/provisioning/dashboards/deployctl.yaml": _yaml(dashboard_provisioning(f"{MOUNT}/grafana/dashboards"),
                                                                header),
         f"grafana/dashboards/{spec.name}.json": _json(dashboard(q, f"deployctl: {spec.name}", npu,
-                                                               spec.mode == "disaggregated")),
+                                                               spec.mode == "disaggregated",
+                                                               router=any(i.role == "router" and i.metrics_port
+                                                                          for i in spec.instances))),
         NOTES: header.lstrip("# ") + "".join(f"- {note}\n" for note in targets.notes),
     }
     return Pack(files, targets.notes, targets)

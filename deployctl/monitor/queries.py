@@ -14,6 +14,17 @@ SERVERS_JOB = "deployctl-servers"
 FRONT_JOB = "deployctl-front"
 NPU_JOB = "deployctl-npu-exporter"
 NODE_JOB = "deployctl-node-exporter"
+ROUTER_JOB = "deployctl-router"
+
+# vllm-router's own metrics (vllm-project/router src/metrics.rs, RouterMetrics; each series appears at its first
+# event): requests by route, each worker's requests and health, the workers it routes to, and a generate request's
+# duration (a histogram with the crate's duration buckets, start_prometheus). vllm_router_running_requests is the
+# cache_aware policy's only (metrics.rs), so no panel reads it
+ROUTER_REQUESTS = "vllm_router_requests_total"  # counter {route}
+ROUTER_PROCESSED = "vllm_router_processed_requests_total"  # counter {worker}
+ROUTER_WORKER_HEALTH = "vllm_router_worker_health"  # gauge {worker}: 1 healthy, 0 not
+ROUTER_ACTIVE_WORKERS = "vllm_router_active_workers"  # gauge
+ROUTER_DURATION = "vllm_router_generate_duration_seconds"  # histogram
 
 RANK = "deployment, role, group, rank, host, instance"  # a server's identity in every per-rank query
 SLO_WINDOW = "5m"  # the latency SLO looks at this much traffic, and must hold that long to fire
@@ -54,6 +65,16 @@ class Queries:
     def per_rank_rate(self, metric: str) -> str:
         return f"sum by ({RANK}) (rate({metric}{{{self.sel}}}[{self.rate_window}]))"
 
+    def by_role_rate(self, metric: str, by: str = "role", role: str = "") -> str:
+        """Per second over the rate window, summed by `by` (`role`: one role's series only)."""
+        only = f',role="{role}"' if role else ""
+        return f"sum by ({by}) (rate({metric}{{{self.sel}{only}}}[{self.rate_window}]))"
+
+    def mean(self, histogram: str) -> str:
+        """A histogram's mean per role over the rate window (no request in it: no value)."""
+        return (f"sum by (role) (rate({histogram}_sum{{{self.sel}}}[{self.rate_window}])) / "
+                f"sum by (role) (rate({histogram}_count{{{self.sel}}}[{self.rate_window}]))")
+
     def per_card(self, metric: str) -> str:
         return f'max by (deployment, host, id) ({metric}{{{self.sel},job="{NPU_JOB}"}})'
 
@@ -69,6 +90,20 @@ class Queries:
         n = self.names
         return (f'sum by (role) (rate({n.prompt_tokens}{{{self.sel},role="prefill"}}[{self.rate_window}])) or '
                 f'sum by (role) (rate({n.generation_tokens}{{{self.sel},role="decode"}}[{self.rate_window}]))')
+
+    def kv_fetching(self) -> str:
+        return f'sum by (role, stage) ({self.names.kv_fetching}{{{self.sel},role="decode"}})'
+
+    def router(self, metric: str, by: str = "") -> str:
+        grouped = f"sum by ({by}) " if by else "sum "
+        return f'{grouped}({metric}{{{self.sel},job="{ROUTER_JOB}"}})'
+
+    def router_rate(self, metric: str, by: str) -> str:
+        return f'sum by ({by}) (rate({metric}{{{self.sel},job="{ROUTER_JOB}"}}[{self.rate_window}]))'
+
+    def router_quantile(self, q: float) -> str:
+        return (f"histogram_quantile({q}, sum by (le) (rate({ROUTER_DURATION}_bucket{{{self.sel},"
+                f'job="{ROUTER_JOB}"}}[{self.rate_window}])))')
 
     def targets_up(self) -> str:
         return f"up{{{self.sel}}}"

@@ -1,5 +1,6 @@
 """Prometheus file_sd target groups (pure): one per API server (its /metrics), one per front (probed by
-blackbox_exporter: the scheduler and the proxy serve no /metrics), one per host for the NPU exporter and for
+blackbox_exporter: the scheduler and the proxy serve no /metrics; a vllm-router also serves its own metrics on a
+port of their own, a target of its own), one per host for the NPU exporter and for
 node_exporter. Every group carries the labels the dashboard and the alerts group by."""
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Targets:
     npu: tuple[Target, ...]
     node: tuple[Target, ...]
     notes: tuple[str, ...]  # what is missing, said once each
+    router: tuple[Target, ...] = ()  # a vllm-router front's own /metrics (its --prometheus-port)
 
 
 def group_and_rank(instance: Instance) -> tuple[str, str]:
@@ -81,7 +83,7 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
     node_port = monitor.node_exporter_port if monitor else 9100
     if not deployed:
         return Targets((), (), (), (), (f"{spec.name} is not deployed: every target list is empty",))
-    servers, fronts, notes = [], [], []
+    servers, fronts, router, notes = [], [], [], []
     front = spec.front
     per_role: dict[str, int] = {}
     listed = [i for i in spec.instances if i.name not in leave_out]
@@ -93,6 +95,8 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
         if instance is front:
             path = flavour.health_path(instance)
             fronts.append(Target(f"http://{address}:{instance.port}{path}", _labels(spec, instance)))
+            if instance.role == "router" and instance.metrics_port:
+                router.append(Target(f"{address}:{instance.metrics_port}", _labels(spec, instance)))
             continue
         endpoint = flavour.metrics_endpoint(instance)
         if endpoint is None:
@@ -123,4 +127,4 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
                 notes.append(f"{host.name}: no node_exporter listening on port {node_port}: no node target")
             else:
                 node.append(Target(f"{host.address}:{node_port}", _host_labels(spec, host.name, "node-exporter")))
-    return Targets(tuple(servers), tuple(fronts), tuple(npu), tuple(node), tuple(notes))
+    return Targets(tuple(servers), tuple(fronts), tuple(npu), tuple(node), tuple(notes), tuple(router))

@@ -21,7 +21,9 @@ def listen_ports(spec: Spec, host: str) -> tuple[tuple[int, str], ...]:
                  for h, port, _, what in port_uses(group, spec.upstream.dp_launch) if h == host]
         front = spec.front
         if front is not None and front.host == host:
-            found.append((front.port, "the proxy"))
+            found.append((front.port, "the proxy" if front.role == "proxy" else f"{front.name} port"))
+            if front.metrics_port:
+                found.append((front.metrics_port, f"{front.name} metrics port"))
         return tuple(found)
     return tuple((port, f"{i.name} {kind}") for i in spec.instances if i.host == host
                  for port, kind in ((i.port, "port"), (i.grpc_port, "grpc port"), (i.metrics_port, "metrics port"))

@@ -271,9 +271,12 @@ def reach(spec: Spec, networks: Optional[Mapping] = None) -> dict[str, str]:
 
 
 def router_command(spec: Spec, instance: Instance, address_of: Optional[Mapping[str, str]]) -> tuple[str, ...]:
-    """`vllm-router --host 0.0.0.0 --port P --worker-urls URL... [--policy P]`: every mixed API server (None:
-    without the list, its identity)."""
+    """`vllm-router --host 0.0.0.0 --port P --prometheus-host 0.0.0.0 --prometheus-port M --worker-urls URL...
+    [--policy P]`: every mixed API server (None: without the list, its identity). Its metrics listen on
+    127.0.0.1:29000 unless told (vllm_router/router_args.py, 0.1.17): on all addresses here, for Prometheus."""
     words = [ROUTER_COMMAND, "--host", "0.0.0.0", "--port", str(instance.port)]
+    if instance.metrics_port is not None:
+        words += ["--prometheus-host", "0.0.0.0", "--prometheus-port", str(instance.metrics_port)]
     if address_of is not None:
         words += ["--worker-urls", *(b.url for b in backends(spec, address_of))]
     if spec.front_spec is not None and spec.front_spec.policy:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 from deployctl.servers.ascendcloud import FAMILY
 from deployctl.servers.base import Flavour
 from deployctl.servers.fields import POSITIONAL, VERBATIM, Flag, Refused
+from deployctl.servers.metrics import VLLM_KV_CONNECTOR
 from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class VllmAscend(Flavour):
     dp_groups = True
     reads_host_networks = True
     host_tuning = True  # vm.swappiness, kernel.numa_balancing, the CPU governor, as its tutorials set them
+    metrics = VLLM_KV_CONNECTOR  # its P/D runs vLLM's scheduler with a KV connector (Mooncake)
 
     def check(self, c: "Context") -> Iterator["Problem"]:
         from deployctl.spec.rules_profile import check_pd_traps, check_profile

@@ -19,7 +19,7 @@ from deployctl.spec.model import (
 from deployctl.spec.dp_groups import dp_group, servers_of
 from deployctl.spec.profiles import select_profile
 from deployctl.spec.rules import DEFAULT_CARDS, DEFAULT_SCHEDULER_PORT
-from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, GROUP_KEYS
+from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, DEFAULT_ROUTER_METRICS_PORT, GROUP_KEYS
 
 _SSH_KEYS = ("user", "port", "identity_file", "known_hosts", "jump")
 _URL_SCHEMES = ("s3://", "obs://")  # the contract's only remote sources (weights.source, image.build.packages)
@@ -43,7 +43,8 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
     front = _front(data["topology"], upstream is not None)
     if front is not None and front.kind == "vllm-router":
         instances += (Instance(role="router", index=0, host=front.host, devices=(), port=front.port,
-                               name=f"{data['name']}-router", tp=0, path=("topology", "front")),)
+                               name=f"{data['name']}-router", tp=0, path=("topology", "front"),
+                               metrics_port=front.metrics_port),)
     return Spec(
         version=data["version"],
         name=data["name"],
@@ -92,8 +93,9 @@ def _front(topology: dict, upstream: bool) -> Optional[FrontSpec]:
     """`topology.front`; for vllm-ascend P/D, `topology.proxy` is the same front as kind proxy."""
     entry = topology.get("front")
     if entry is not None:
+        metrics = entry.get("metrics_port", DEFAULT_ROUTER_METRICS_PORT) if entry["kind"] == "vllm-router" else None
         return FrontSpec(entry["kind"], entry["host"], entry.get("port", DEFAULT_PROXY_PORT), entry.get("image"),
-                         entry.get("policy"))
+                         entry.get("policy"), metrics)
     proxy = topology.get("proxy")
     if upstream and proxy is not None and topology["mode"] == "disaggregated":
         return FrontSpec("proxy", proxy["host"], proxy.get("port", DEFAULT_PROXY_PORT))

@@ -227,13 +227,17 @@ def port_uses(group: DpGroup, launch: str) -> Iterator[tuple[str, int, str, str]
 
 
 def port_problems(groups: Sequence[DpGroup], launch: str, proxy: Optional[tuple[str, int]] = None,
-                  machine=lambda host: host, cards: int = 16, front: str = "the proxy") -> Iterator[Violation]:
-    """API, kv, rpc and proxy ports never overlap on a host, and kv ports stay below 65536 (each clash once)."""
+                  machine=lambda host: host, cards: int = 16, front: str = "the proxy",
+                  front_metrics: Optional[int] = None) -> Iterator[Violation]:
+    """API, kv, rpc and proxy ports (and a vllm-router's metrics port) never overlap on a host, and kv ports stay
+    below 65536 (each clash once)."""
     seen: dict[tuple[str, int], str] = {}
     clashes: dict[tuple[str, str, str], tuple[Optional[DpGroup], str, list[int]]] = {}
     launchable = [g for g in groups if not any(True for _ in group_shape_problems(g, cards))]
     uses = [(g, *u) for g in launchable for u in port_uses(g, launch)]
     uses += [(None, proxy[0], proxy[1], "port", front)] if proxy else []
+    uses += [(None, proxy[0], front_metrics, "metrics_port", f"{front}'s metrics port")] \
+        if proxy and front_metrics is not None else []
     for group, host, port, key, what in uses:
         if port > MAX_PORT:
             clashes.setdefault((host, what, ""), (group, key, []))[2].append(port)

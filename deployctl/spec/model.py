@@ -129,7 +129,7 @@ class Instance:
     max_num_batched_tokens: Optional[int] = None
     extra_args: tuple[str, ...] = ()  # effective: model's extra_args then the instance's
     grpc_port: Optional[int] = None  # triton only
-    metrics_port: Optional[int] = None  # triton only
+    metrics_port: Optional[int] = None  # triton's --metrics-port; a vllm-router's --prometheus-port
     path: tuple = ()  # where it sits in the spec, e.g. ("topology", "prefill", 0)
     server: Optional[Server] = None  # vllm-ascend: the DP ranks this `vllm serve` runs
     env: tuple["EnvVar", ...] = ()  # vllm-ascend: its group's env, on top of the spec's
@@ -170,6 +170,7 @@ class FrontSpec:
     port: int
     image: Optional[str] = None  # vllm-router: the image holding its command
     policy: Optional[str] = None  # vllm-router: --policy (None: the router's default)
+    metrics_port: Optional[int] = None  # vllm-router: --prometheus-port (on 0.0.0.0)
 
 
 @dataclass(frozen=True)

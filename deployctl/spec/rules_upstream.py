@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 GROUP_KEYS = {"mixed": ("groups",), "disaggregated": ("prefill", "decode")}
 DEFAULT_PROXY_PORT = 8000
+# vllm-router's own default (29000, vllm_router/router_args.py) is a kv port of group 10 on 8-NPU hosts (28000 +
+# 100 x group): its metrics go below Mooncake's random range [20000, ...) and every default kv port instead
+DEFAULT_ROUTER_METRICS_PORT = 19000
 
 
 def group_of(c: Context, unit: Unit, index: int) -> Optional[DpGroup]:
@@ -59,7 +62,7 @@ def check_upstream(c: Context) -> Iterator[Problem]:
         for v in violations:
             if v.group is None:
                 key = front_key(c) or "proxy"
-                yield Problem(("topology", key) + (("port",) if "port" in topology[key] else ()), v.message)
+                yield Problem(("topology", key) + ((v.key,) if v.key in topology[key] else ()), v.message)
             else:
                 unit = units[id(v.group)]  # a defaulted key (kv_port, rpc_port) is reported at its group
                 yield Problem(unit.path + ((v.key,) if v.key in unit.data else ()), v.message)
@@ -70,8 +73,13 @@ def check_upstream(c: Context) -> Iterator[Problem]:
     yield from located(dp_groups.device_problems(groups, c.cards, c.machine))
     launch = c.value(("topology", "dp_launch"), str) or "internal"
     kind = c.value(("topology", "front", "kind"), str) if front_key(c) == "front" else "proxy"
+    metrics = None
+    if kind == "vllm-router":
+        front = c.value(("topology", "front"), dict) or {}
+        metrics = c.value(("topology", "front", "metrics_port"), int) if "metrics_port" in front \
+            else DEFAULT_ROUTER_METRICS_PORT
     yield from located(dp_groups.port_problems(groups, launch, proxy, c.machine, c.cards,
-                                               "the vllm-router" if kind == "vllm-router" else "the proxy"))
+                                               "the vllm-router" if kind == "vllm-router" else "the proxy", metrics))
 
 
 def _mode_keys(c: Context, topology: dict) -> Iterator[Problem]:

@@ -25,6 +25,7 @@ from tests.monitor.conftest import prometheus_tools  # noqa: F401 (the fixture)
 from tests.monitor.prometheus import Blackbox, Prometheus, iso_seconds, promtool, wait_until
 from tests.ports import free_port
 from tests.testbed import hosts as bed_hosts
+from tests.testbed import router_image
 from tests.testbed.demo import PLAYBOOK, place_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,6 +149,48 @@ def test_demo_pack_every_target_up_and_every_panel_has_series(bed, deployctl, pr
         assert code == 0, out + err
         assert all(json.loads(f.read_text()) == [] for f in (pack / "targets").glob("*.json"))
         assert yaml.safe_load((pack / "rules" / "deployctl.rules.yml").read_text())["groups"][0]["rules"] == []
+    finally:
+        if monitoring:
+            monitoring.stop()
+        stop(exporters)
+        deployctl("down", path, "--yes")
+
+
+ROUTED = """image: {name: deployctl/standin-vllm:latest}
+weights: {dest: /srv/weights/tiny}
+model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 8}
+topology:
+  mode: mixed
+  front: {kind: vllm-router, host: tb4, port: 8700, image: "%s", policy: round_robin}
+  instances:
+    - {host: tb4, devices: [0], port: 8701}
+    - {host: tb4, devices: [1], port: 8702}
+"""
+
+
+def test_router_pack_scrapes_the_real_routers_own_metrics(bed, deployctl, prometheus_tools, tmp_path):  # noqa: F811
+    """Issue 39: vllm-router's metrics listened on 127.0.0.1:29000 (its default), out of Prometheus' reach; deployctl
+    now gives it --prometheus-host 0.0.0.0 --prometheus-port 19000 and the pack scrapes it: the real router's
+    series reach the suite's Prometheus and every panel (the router's own included) has series."""
+    if router_image.IMAGE not in bed.docker_on("tb4", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout:
+        pytest.fail(f"the bed has no {router_image.IMAGE} (pip install vllm-router=={router_image.VERSION} failed)")
+    pack, blackbox_port = tmp_path / "pack", free_port()
+    path = deployctl.write(bed.spec_yaml("mon-router", ROUTED % router_image.IMAGE, hosts_used=["tb4"],
+                                         extra=monitor_key(pack, blackbox_port)))
+    exporters = start_npu_exporters(bed, ("tb4",))
+    monitoring = None
+    try:
+        code, out, err = deployctl("up", path, "--skip", "weights", "--yes")
+        assert code == 0, out + err
+        monitoring = Monitoring(pack, blackbox_port)
+        for _ in range(3):
+            post("10.200.0.14", 8700, {"model": "tiny", "prompt": "hello router", "max_tokens": 8})
+        check_pack_serves(pack, monitoring.prometheus, {"deployctl-servers": 2, "deployctl-front": 1,
+                                                        "deployctl-npu-exporter": 1, "deployctl-router": 1})
+        workers = monitoring.prometheus.query('vllm_router_worker_health{deployment="mon-router"}')
+        assert sorted(w["metric"]["worker"] for w in workers) == ["http://10.200.0.14:8701",
+                                                                 "http://10.200.0.14:8702"]
+        assert {w["value"][1] for w in workers} == {"1"}
     finally:
         if monitoring:
             monitoring.stop()

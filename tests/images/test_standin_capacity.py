@@ -18,7 +18,9 @@ from tests.ports import free_port
 EVENT_TIMEOUT_S = 20
 SLACK_MS = 1.0  # wall-clock (trace) against the event loop's clock: sub-millisecond apart
 HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
-              "vllm:e2e_request_latency_seconds")
+              "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
+              "vllm:request_inference_time_seconds", "vllm:request_prefill_time_seconds",
+              "vllm:request_decode_time_seconds", "vllm:request_prompt_tokens", "vllm:request_generation_tokens")
 SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
 
 
@@ -63,12 +65,12 @@ class Metrics:
         return values
 
     def histograms(self) -> dict:
-        """{name: ([(le, cumulative count)...], sum, count)} of engine 0's latency histograms."""
+        """{name: ([(le, cumulative count)...], sum, count)} of engine 0's histograms."""
         status, _, text = self.raw()
         assert status == 200, text
         out = {name: ([], 0.0, 0.0) for name in HISTOGRAMS}
         for (name, labels), value in sorted(parse_metrics(text).items(), key=lambda item: str(item[0])):
-            base = next((h for h in HISTOGRAMS if name.startswith(h)), None)
+            base = next((h for h in HISTOGRAMS if name.rsplit("_", 1)[0] == h), None)
             if base is None:
                 continue
             buckets, total, count = out[base]
@@ -143,7 +145,9 @@ def test_capacity_runs_n_at_once_queues_the_next_and_metrics_show_it(launch, wei
     assert idle == {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 0, "vllm:kv_cache_usage_perc": 0,
                     "vllm:num_preemptions_total": 0, "vllm:prompt_tokens_total": 0,
                     "vllm:generation_tokens_total": 0, "vllm:request_success_total:stop": 0,
-                    "vllm:request_success_total:length": 0, "vllm:request_success_total:abort": 0}
+                    "vllm:request_success_total:length": 0, "vllm:request_success_total:abort": 0,
+                    "vllm:request_success_total:error": 0, "vllm:request_success_total:repetition": 0,
+                    "vllm:external_prefix_cache_queries_total": 0, "vllm:external_prefix_cache_hits_total": 0}
 
     first_four = [send_in_background(server.port, f"r{i}", body(tokens)) for i in range(4)]
     full = metrics.wait_for(lambda m: m["vllm:num_requests_running"] == 4, "4 running")
@@ -176,6 +180,13 @@ def test_capacity_runs_n_at_once_queues_the_next_and_metrics_show_it(launch, wei
     assert done["vllm:request_success_total:length"] == 5
     assert done["vllm:generation_tokens_total"] == 4 * tokens + fifth_tokens
     assert done["vllm:prompt_tokens_total"] == 5 * 2
+    # each finished request once in vLLM's per-request histograms: the fifth alone spent time queued
+    found = metrics.histograms()
+    assert all(found[name][2] == 5 for name in HISTOGRAMS if name != "vllm:inter_token_latency_seconds")
+    assert found["vllm:request_prompt_tokens"][1] == 5 * 2
+    assert found["vllm:request_generation_tokens"][1] == 4 * tokens + fifth_tokens
+    queued_s = found["vllm:request_queue_time_seconds"][1]
+    assert waited_ms / 1000 - 0.005 <= queued_s <= ms(last["first_chunk_ns"] - last["arrival_ns"]) / 1000
 
 
 def assert_never_early(record, start_ns: int, interval_ms) -> None:
@@ -306,7 +317,7 @@ def test_latency_histograms_count_each_finished_request_in_vllms_buckets(launch,
     assert "+Inf" in [le for le, _ in empty["vllm:time_to_first_token_seconds"][0]]
     join_all([send_in_background(server.port, f"h{i}", body(5)) for i in range(3)])
     found = metrics.histograms()
-    ttft, itl, e2e = (found[name] for name in HISTOGRAMS)
+    ttft, itl, e2e, queue, inference, prefill, decode, prompt, generated = (found[name] for name in HISTOGRAMS)
     assert (ttft[2], itl[2], e2e[2]) == (3, 3 * 4, 3)
     for buckets, _, count in (ttft, itl, e2e):
         cumulative = [value for _, value in sorted(buckets, key=lambda b: float(b[0]))]  # float("+Inf") sorts last
@@ -315,6 +326,12 @@ def test_latency_histograms_count_each_finished_request_in_vllms_buckets(launch,
     assert dict(ttft[0])["0.02"] == 0 and dict(ttft[0])["0.04"] == 3
     assert dict(itl[0])["0.01"] == 0 and dict(itl[0])["0.025"] == 12
     assert e2e[1] >= 3 * (0.030 + 4 * 0.012) and dict(e2e[0])["0.3"] == 3
+    # the phases (vllm/v1/metrics/stats.py:593-605): no queue without a capacity, prefill to the first token,
+    # decode the four gaps after it; the lengths in the 1-2-5 token buckets (prompt "load me": 2 words)
+    assert (queue[1], queue[2], inference[2], prefill[2], decode[2]) == (0, 3, 3, 3, 3)
+    assert prefill[1] >= 3 * 0.030 and decode[1] >= 3 * 4 * 0.012 and inference[1] >= prefill[1] + decode[1] - 1e-9
+    assert [dict(prompt[0])[le] for le in ("1.0", "2.0")] == [0, 3] and prompt[1] == 6
+    assert [dict(generated[0])[le] for le in ("2.0", "5.0")] == [0, 3] and generated[1] == 15
 
 
 def test_requests_to_a_hung_engine_wait_while_no_token_comes(launch, weights, tmp_path):  # noqa: F811

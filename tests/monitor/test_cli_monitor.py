@@ -23,7 +23,7 @@ def test_monitor_writes_the_pack_and_rewrites_only_what_changed(tmp_path, capsys
     assert files == ["NOTES.txt", "blackbox.yml", "grafana/dashboards/demo-pd.json",
                      "grafana/provisioning/dashboards/deployctl.yaml", "grafana/provisioning/datasources/deployctl.yaml",
                      "prometheus.yml", "rules/deployctl.rules.yml", "targets/front.json", "targets/node-exporter.json",
-                     "targets/npu-exporter.json", "targets/servers.json"]
+                     "targets/npu-exporter.json", "targets/router.json", "targets/servers.json"]
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     (out / "targets" / "servers.json").write_text("[]\n")  # someone's edit: put back
     assert main(["monitor", str(ROOT / "playbooks" / "demo-pd.yaml"), "--offline", "--out", str(out), "-o", "json"]) == 0

@@ -18,7 +18,7 @@ from deployctl.monitor import Exporters, render_pack
 from deployctl.monitor.known_errors import ContainerLog, hccl_signature_ids, render_textfile
 from deployctl.monitor.pack import PROMETHEUS, RULES, TARGET_FILES
 from deployctl.servers import flavour_of
-from deployctl.servers.metrics import TRITON_VLLM_BACKEND, VLLM_V1
+from deployctl.servers.metrics import TRITON_VLLM_BACKEND, VLLM_KV_CONNECTOR, VLLM_V1
 from deployctl.spec.load import load_spec, load_spec_text
 from tests.monitor.prometheus import promtool
 
@@ -148,6 +148,62 @@ def test_dashboard_has_every_panel_the_issue_names():
     mixed = json.loads(next(v for k, v in pack_of("mixed-1host-910b.yaml").files.items()
                             if k.startswith("grafana/dashboards/")))
     assert not [p for p in mixed["panels"] if p["title"].startswith("P:D")]  # no P:D balance without P/D
+
+
+def dashboard_of(name: str) -> dict:
+    pack = pack_of(name)
+    return {p["title"]: [t["expr"] for t in p["targets"]]
+            for p in json.loads(next(v for k, v in pack.files.items() if k.startswith("grafana/dashboards/")))["panels"]}
+
+
+def test_request_panels_of_vllms_example_dashboard_read_its_metrics():
+    """Issue 39: finish reasons, prompt and generation lengths, queue/prefill/decode time, as vLLM's
+    examples/online_serving/prometheus_grafana/grafana.json draws them (by role here)."""
+    panels = dashboard_of("demo-pd.yaml")
+    assert panels["Requests finished /s by reason"] == [
+        'sum by (role, finished_reason) (rate(vllm:request_success_total{deployment="demo-pd"}[60s]))']
+    assert all("vllm:request_prompt_tokens_bucket" in e for e in panels["Prompt length"])
+    assert all("vllm:request_generation_tokens_bucket" in e for e in panels["Generation length"])
+    phases = panels["Queue, prefill and decode time (mean)"]
+    assert [e.split("(rate(")[1].split("_sum")[0] for e in phases] == [
+        "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds"]
+    # AscendCloud's P/D moves KV through its own scheduler flow: no KV connector metric to draw
+    assert not [t for t in panels if t.startswith("KV transfer")]
+    # Triton's vLLM backend serves no request_success (vllm_backend src/utils/metrics.py)
+    assert "Requests finished /s by reason" not in dashboard_of("gpu-triton.yaml")
+
+
+def test_kv_transfer_panels_only_for_vllm_ascend_pd():
+    """vllm-ascend's Mooncake connector exports nothing of its own: the KV panels read what vLLM's scheduler
+    exports for any connector, the decode's lookups it loaded and its requests waiting on a KV load."""
+    spec = load_spec(ROOT / "playbooks" / "vllm-ascend-pd-qwen3.yaml", environ={}, unresolved_env="allow")
+    assert flavour_of(spec).metrics == VLLM_KV_CONNECTOR
+    panels = dashboard_of("vllm-ascend-pd-qwen3.yaml")
+    loaded = panels["KV transfer: prompt tokens loaded /s"]
+    assert "vllm:external_prefix_cache_hits_total" in loaded[0] and 'role="decode"' in loaded[0]
+    assert "vllm:external_prefix_cache_queries_total" in loaded[1]
+    assert panels["KV transfer: requests waiting on a KV load"] == [
+        'sum by (role, stage) (vllm:num_requests_kv_fetch_by_stage{deployment="qwen3-pd",role="decode"})']
+    mixed = dashboard_of("vllm-ascend-mixed-ep-1host.yaml")
+    assert not [t for t in mixed if t.startswith("KV transfer")] and "Requests finished /s by reason" in mixed
+
+
+def test_a_vllm_router_front_is_scraped_on_its_metrics_port_and_has_its_panels():
+    """Issue 39: vllm-router's own metrics (vllm-project/router src/metrics.rs) on the port deployctl gives it."""
+    spec = load_spec(ROOT / "playbooks" / "mixed-router-910b.yaml", environ={}, unresolved_env="allow")
+    pack = render_pack(spec)
+    address = spec.host(spec.front.host).address
+    (router,) = targets(pack, "router")
+    assert router["targets"] == [f"{address}:19000"] and router["labels"]["role"] == "router"
+    jobs = {j["job_name"]: j for j in yaml.safe_load(pack.files[PROMETHEUS])["scrape_configs"]}
+    assert jobs["deployctl-router"]["file_sd_configs"][0]["files"] == [TARGET_FILES["router"]]
+    panels = dashboard_of("mixed-router-910b.yaml")
+    assert panels["Router: requests /s by route"] == [
+        f'sum by (route) (rate(vllm_router_requests_total{{deployment="{spec.name}",job="deployctl-router"}}[60s]))']
+    assert "vllm_router_worker_health" in panels["Router: workers"][0]
+    assert not [t for t in dashboard_of("demo-pd.yaml") if t.startswith("Router:")] and targets(
+        pack_of("demo-pd.yaml"), "router") == []
+    assert targets(render_pack(spec, deployed=False), "router") == []
 
 
 def test_the_pack_is_the_same_bytes_in_every_process(tmp_path):

@@ -25,6 +25,16 @@ def test_every_port_of_a_vllm_ascend_host_is_listed():
     assert 12346 not in node3  # the rpc port is the DP master's (node2)
 
 
+def test_a_vllm_router_front_listens_on_its_metrics_port_too():
+    """Issue 39: doctor checks the router's --prometheus-port is free, with vllm-ascend groups and without."""
+    from tests.spec.test_front_rules import MIXED, ROUTER, UPSTREAM_MIXED
+
+    upstream = dict(listen_ports(load_spec_text(UPSTREAM_MIXED % ""), "tb1"))
+    assert upstream[8000] == "mx-router port" and upstream[19000] == "mx-router metrics port"
+    plain = dict(listen_ports(load_spec_text(MIXED % ROUTER), "tb1"))
+    assert plain[8000] == "mix2-router port" and plain[19000] == "mix2-router metrics port"
+
+
 def test_free_ports_pass_and_taken_ones_fail_naming_them():
     wanted = ((8000, "the proxy"), (30000, "kv"), (30001, "kv"))
     ports, ephemeral = check_ports(facts({22}), wanted, "qwen3")

@@ -77,8 +77,12 @@ def test_the_router_container_runs_the_router_with_its_real_flags_on_its_own_ima
     argv = docker_run(container_for(spec, spec.front), "d")
     image = argv.index("vllm-router:0.1.17")
     assert argv[image - 2:image] == ("--entrypoint", "vllm-router") and "--device" not in argv
-    assert argv[image + 1:] == ("--host", "0.0.0.0", "--port", "8000", "--worker-urls", "http://10.200.0.11:9001",
+    # its metrics on all addresses, on a port no server of the spec binds (issue 39: 127.0.0.1:29000 by default)
+    assert argv[image + 1:] == ("--host", "0.0.0.0", "--port", "8000", "--prometheus-host", "0.0.0.0",
+                                "--prometheus-port", "19000", "--worker-urls", "http://10.200.0.11:9001",
                                 "http://10.200.0.11:9002", "--policy", "round_robin")
+    other = load_spec_text(MIXED % (ROUTER_FRONT[:-1] + ", metrics_port: 19500}"))
+    assert docker_run(container_for(other, other.front), "d")[image + 7:image + 9] == ("--prometheus-port", "19500")
 
 
 def test_plan_starts_the_router_after_the_workers_and_asks_it_for_an_answer():

@@ -172,8 +172,11 @@ class App:
         caches = self.engine.caches
         if not caches:  # the scheduler relays; vLLM's metrics live on the instances behind it
             return json_response(404, {"detail": "Not Found"}, keep_alive)
-        text = self._frozen_metrics or render(caches, self.config.args.served_names[0])
+        text = self._frozen_metrics or render(caches, self.config.args.served_names[0], self._kv_consumer())
         return response_bytes(200, text, keep_alive, CONTENT_TYPE)
+
+    def _kv_consumer(self) -> bool:
+        return getattr(self.engine, "kv_role", None) == "kv_consumer"
 
     def _stall(self, req: Request) -> Tuple[int, dict]:
         """The stand-in-only trigger of a stall mode on a running server (a test stalls one rank without
@@ -205,7 +208,7 @@ class App:
         """The engine core died: say it as vLLM does, freeze /metrics, and exit after the watchdog's period unless
         VLLM_KEEP_ALIVE_ON_ENGINE_DEATH keeps the API server up (standin/stall.py)."""
         print(death_line(self.version), flush=True)
-        self._frozen_metrics = render(self.engine.caches, self.config.args.served_names[0])
+        self._frozen_metrics = render(self.engine.caches, self.config.args.served_names[0], self._kv_consumer())
         if self.config.knobs.keep_alive_on_engine_death:
             return
         asyncio.get_running_loop().call_later(WATCHDOG_S, _watchdog_exit)

@@ -53,7 +53,8 @@ class AscendEngine(InstanceEngine):
             log(f"{config.base.knobs.hccn_conf} is not a readable file: HCCL runs without its NIC table, "
                 "answers are wrong")
         super().__init__(config.base.knobs, garbled, config.base.args.max_num_seqs,
-                         engines=tuple(str(r) for r in config.fronted_ranks))
+                         engines=tuple(str(r) for r in config.fronted_ranks), max_model_len=config.base.max_model_len,
+                         kv_role=config.kv.role if config.kv is not None else None)
         self.config = config
         self._next_rank = 0
         self._producers: Dict[Tuple[str, int], dict] = {}  # kv address checked -> what its port said

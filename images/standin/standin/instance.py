@@ -28,13 +28,15 @@ async def sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
 
 class InstanceEngine(Engine):
     def __init__(self, knobs: Knobs, garbled: bool = False, max_num_seqs: Optional[int] = None,
-                 engines: Sequence[str] = ("0",)) -> None:
+                 engines: Sequence[str] = ("0",), max_model_len: int = 4096,
+                 kv_role: Optional[str] = None) -> None:
         self.ttft_s = knobs.ttft_ms / 1000.0
         self.tpot_s = knobs.tpot_ms / 1000.0
         self.garbled = garbled  # its HCCL runs without hccn.conf: every answer has wrong tokens
         # (engine index as vLLM labels it, that engine's KV cache): each DP engine has its own cache
         self.caches: Tuple[Tuple[str, KvCache], ...] = tuple(
-            (index, KvCache(knobs.capacity, knobs.load_slowdown, max_num_seqs)) for index in engines)
+            (index, KvCache(knobs.capacity, knobs.load_slowdown, max_num_seqs, max_model_len)) for index in engines)
+        self.kv_role = kv_role  # kv_producer | kv_consumer with a KV connector (vllm-ascend P/D), else None
         self._in_flight = 0  # generation requests inside run(): queued for a slot or generating
         self.aborting = False  # set by abort_all(): every request in flight ends now with finish_reason "abort"
         self._sleepers: Set[asyncio.Future] = set()
@@ -98,9 +100,13 @@ class InstanceEngine(Engine):
             raise
         try:
             cache.prompt_tokens += gen.prompt_tokens
-            first = self.first_deadline(cache, loop.time() if waited else req.arrival_mono)
+            if self.kv_role is not None:
+                cache.connector_queries += gen.prompt_tokens
+                cache.connector_hits += gen.prompt_tokens if self.kv_role == "kv_consumer" else 0
+            scheduled = loop.time() if waited else req.arrival_mono
+            first = self.first_deadline(cache, scheduled)
             reason = await answer(first, cache, req, gen, *args)
-            cache.observe(req.arrival_mono, first, loop.time(), gen.completion_tokens)
+            cache.observe(req.arrival_mono, scheduled, first, loop.time(), gen.prompt_tokens, gen.completion_tokens)
             cache.finished[reason or finish_reason(gen)] += 1
         except (ConnectionError, asyncio.IncompleteReadError):
             cache.finished["abort"] += 1  # the client went away

@@ -118,7 +118,7 @@ def _engine(config: Config):
     garbled = config.role in ("prefill", "decode") and not hccn_conf_readable(config.knobs)
     if garbled:
         log(f"{config.knobs.hccn_conf} is not a readable file: HCCL runs without its NIC table, answers are wrong")
-    return InstanceEngine(config.knobs, garbled, config.args.max_num_seqs)
+    return InstanceEngine(config.knobs, garbled, config.args.max_num_seqs, max_model_len=config.max_model_len)
 
 
 def _hccl_timeout() -> None:
