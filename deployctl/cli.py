@@ -370,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     from deployctl.ui import UI, error_document, render_error
 
     ui = UI(output=args.output, verbose=args.verbose, quiet=args.quiet, color=not args.no_color)
+    from deployctl.redaction import forget
+
+    forget()  # an earlier command's spec (in one process) is not this one's
     try:
         return _dispatch(args, ui)
     except DeployctlError as error:

@@ -119,6 +119,9 @@ class FactParseError(DeployctlError):
     """A vendor tool printed something its parser does not understand."""
 
     def __init__(self, tool: str, line_no: int, line: str, expected: str) -> None:
+        from deployctl.redaction import redact
+
+        line = redact(line)  # the tool's own words: a host's text
         super().__init__(f"{tool}: cannot parse line {line_no}: {line!r} (expected {expected})")
         self.tool, self.line_no, self.line, self.expected = tool, line_no, line, expected
 
@@ -137,10 +140,13 @@ class HostError(DeployctlError):
         stderr_tail: str = "",
         hint: str | None = None,
     ) -> None:
+        from deployctl.redaction import redact
+
+        # where a host's text enters deployctl's errors: the spec's secret values in it are never shown or written
         where = f"{host} ({address})" if address and address != host else host
-        super().__init__(f"{where}: {message}", hint=hint)
-        self.host, self.address, self.command = host, address, command
-        self.exit_code, self.stderr_tail = exit_code, stderr_tail
+        super().__init__(f"{where}: {redact(message)}", hint=hint)
+        self.host, self.address, self.command = host, address, command and redact(command)
+        self.exit_code, self.stderr_tail = exit_code, redact(stderr_tail)
 
     def lines(self) -> list[str]:
         out = [self.message]

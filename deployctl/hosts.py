@@ -23,6 +23,7 @@ def connected(spec: Spec, *, accept_new_host_keys: bool = False, hosts=None,
     from deployctl.transport.connect import ConnectOptions, close_all, open_transports
 
     options = options or ConnectOptions(accept_new_host_keys=accept_new_host_keys)
+    know_secrets(spec)
     transports, errors = open_transports(hosts or spec.hosts, accept_new_host_keys=options.accept_new_host_keys,
                                          connect_timeout=options.timeout, on_wait=options.on_wait)
     try:
@@ -35,3 +36,12 @@ def connected(spec: Spec, *, accept_new_host_keys: bool = False, hosts=None,
         yield transports
     finally:
         close_all(transports)
+
+
+def know_secrets(spec: Spec) -> None:
+    """Whatever the hosts say from here on is quoted redacted of the spec's secret values (deployctl/redaction.py)."""
+    import os
+
+    from deployctl.redaction import know
+
+    know(spec, os.environ)

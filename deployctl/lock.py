@@ -107,8 +107,11 @@ def _describe(holder_text: str) -> str:
 
 def history_line(record: dict) -> bytes:
     """One JSON line per `up`/`down`: time, user, spec digest, result."""
+    from deployctl.redaction import redact_record
+
+    # written on a host, read back by status and diagnose: a reason quoting a host's text holds no secret
     return (json.dumps({"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                        "user": getpass.getuser(), **record}) + "\n").encode()
+                        "user": getpass.getuser(), **redact_record(record)}) + "\n").encode()
 
 
 def history_path(state_dir: str) -> str:

@@ -17,6 +17,9 @@ def run(args, ui) -> int:
 
     spec = load_spec(args.spec, unresolved_env="allow")  # nothing is sent; known secret values are redacted
     options = connect_options(args, ui)
+    from deployctl.hosts import know_secrets
+
+    know_secrets(spec)  # the hosts' words in errors and hints, as in the bundle
     transports, errors = open_transports(spec.hosts, accept_new_host_keys=options.accept_new_host_keys,
                                          connect_timeout=options.timeout, on_wait=options.on_wait)
     try:

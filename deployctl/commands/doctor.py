@@ -12,9 +12,12 @@ def run(args, ui) -> int:
     from deployctl.doctor.targets import plan_for_hosts, plan_for_spec
 
     if args.spec:
+        from deployctl.hosts import know_secrets
         from deployctl.spec.load import load_spec
 
-        plan = plan_for_spec(load_spec(args.spec), tuple(args.host))
+        spec = load_spec(args.spec)
+        know_secrets(spec)
+        plan = plan_for_spec(spec, tuple(args.host))
     else:
         plan = plan_for_hosts(tuple(args.host), args.identity_file, args.known_hosts)
     from deployctl.hosts import connect_options

@@ -1,5 +1,6 @@
 """`deployctl logs`: container logs, each line prefixed by its instance; -f follows; -o json is one document.
-A container that is not there, or a Docker daemon that does not answer, is an error (exit 1), never a log line."""
+A container that is not there, or a Docker daemon that does not answer, is an error (exit 1), never a log line.
+The spec's secret values in a line are `<redacted>` (deployctl/redaction.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,12 @@ def read_logs(transport, name: str, since: str | None, tail: int) -> list[tuple[
     result = transport.run(Command(logs_argv(name, since, tail)), timeout=60)
     answer = parse_docker_logs(result.exit_code, result.stdout, result.stderr)
     if answer.failure is None:
-        return list(answer.lines)
+        # The log as the container wrote it, but for the spec's own secret values (and `NAME=value` pairs whose
+        # name says secret): vLLM logs its arguments at start, an --api-key among them, and the contract says a
+        # secret is never printed. One redaction, the one every quote of a host's text goes through.
+        from deployctl.redaction import redact
+
+        return [(stamp, redact(text)) for stamp, text in answer.lines]
     address = transport.address
     if answer.failure == "missing":
         raise HostError(transport.name, f"instance {name} is not deployed (no container {name})", address=address,

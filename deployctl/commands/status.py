@@ -83,6 +83,9 @@ def timeline(spec, args, ui) -> int:
         result = transports[first].run(Command(("tail", "-n", "200", history_path(spec.remote_state_dir)),
                                                check=False), timeout=30)
     record, skipped = newest_time_to_serve(result.stdout if result.ok else "")
+    from deployctl.redaction import redact
+
+    skipped = [redact(problem) for problem in skipped]  # they quote the host's file
     for problem in skipped:  # a damaged record is refused, said, and an older sound one drawn
         ui.info(f"[yellow]{first}: {escape(problem)}: not drawn[/]")
     if ui.json:

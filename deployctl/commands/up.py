@@ -226,7 +226,9 @@ def smoke_answers(report) -> dict[str, str]:
                                                    else body["choices"][0]["message"]["content"])
             except (ValueError, KeyError, IndexError, TypeError):
                 answers[outcome.step.container] = result.stdout[:200]
-    return answers
+    from deployctl.redaction import redact
+
+    return {name: redact(text) for name, text in answers.items()}  # a server's words: a host's text
 
 
 def health_timeout(spec, args) -> float:

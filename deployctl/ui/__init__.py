@@ -226,12 +226,15 @@ def render_report(ui: UI, report) -> None:
 
 def progress_printer(ui: UI):
     """An on_event callback for execute(): one line per step start/finish (a live view for long waits)."""
+    from deployctl.redaction import redact
+
     console = ui.console(stderr=True)
     last_progress: dict = {}
 
     def on_event(kind: str, step, message: str) -> None:
         if ui.quiet:
             return
+        message = redact(message)  # a container's last log line (a health wait), an error's words
         target = escape(f"{step.stage} {step.host} {step.container or ''}".strip())
         if kind == "progress":
             if message and last_progress.get(target) != message:
