@@ -40,6 +40,19 @@ RETRY_MAX = 0.1  # longest pause between tries while the next host's listener is
 # stream before the chain waits for it. Larger than most images, so in practice a load never stalls the chain.
 SPOOL_BYTES = 8 << 30
 GUARD = 64 << 20
+# Seconds a hop may move no byte before it is given up (the job's `stall` may set it): an upstream host that stops
+# sending breaks this host's stream (it then gets the image from the control machine); a next host that stops
+# reading is dropped (it and the hosts after it get it from the control machine after the chain).
+STALL = 300
+
+
+def bound(sock, seconds):
+    """Blocking reads and writes on `sock` (sendfile included) that fail after `seconds` with no byte moved."""
+    sock.settimeout(None)
+    timeval = struct.pack("ll", int(seconds), int((seconds % 1) * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+    return sock
 
 
 def stamp(event):
@@ -77,7 +90,6 @@ def accept(listen, token, deadline):
                 offered = None
             if offered is not None and hmac.compare_digest(offered, token):
                 conn.sendall(b"ok\n")
-                conn.settimeout(None)
                 return conn
             try:
                 conn.sendall(b"refused\n")
@@ -109,7 +121,6 @@ def connect(hops, token, deadline):
             try:
                 sock.sendall(token + b"\n")
                 if read_line(sock, 64) == b"ok":
-                    sock.settimeout(None)
                     return sock
             except OSError:
                 pass
@@ -229,7 +240,7 @@ def spool_dir(wanted):
     return None
 
 
-def send_on(spool, reader, following, token, deadline, failed):
+def send_on(spool, reader, following, token, deadline, failed, stall=STALL):
     """The next hop's side: connect (while the stream starts arriving into the spool), then follow it. If the
     stream broke upstream, the connection is reset rather than closed, so the next host sees a broken stream."""
     nxt = connect(following, token, deadline)
@@ -237,13 +248,14 @@ def send_on(spool, reader, following, token, deadline, failed):
         failed["unreached"] = "no following host took the stream"
         spool.retire(reader)
         return
+    bound(nxt, stall)
     stamp("next_connected")
     try:
         spool.follow(reader, nxt.fileno())
         nxt.shutdown(socket.SHUT_WR)  # the end of the stream for the next host, whatever this host's load does
         stamp("next_done")
     except (IOError, OSError) as exc:
-        failed["next"] = str(exc)
+        failed["next"] = ("it took no byte for %g s" % stall if isinstance(exc, BlockingIOError) else str(exc))
         try:
             nxt.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         except OSError:
@@ -272,6 +284,7 @@ def main():
     job = json.loads(stdin.readline().decode("utf-8"))
     token = job["token"].encode("utf-8")
     deadline = time.monotonic() + float(job.get("wait", 120))
+    stall = float(job.get("stall", STALL))
     stamp("start")
     directory = spool_dir(job.get("spool"))
     if directory is None:
@@ -286,7 +299,7 @@ def main():
     spool = Spool(directory, int(job.get("spool_bytes", SPOOL_BYTES)), readers)
     failed = {}
     try:
-        upstream = accept(job["listen"], token, deadline) if job.get("listen") else None
+        upstream = bound(accept(job["listen"], token, deadline), stall) if job.get("listen") else None
     except (IOError, OSError) as exc:
         sys.stderr.write("F no image stream arrived: %s\n" % exc)
         return 1
@@ -295,7 +308,7 @@ def main():
     # so the host before it can skip it and hand the stream to the next one itself.
     sender = None
     if following:
-        sender = threading.Thread(target=send_on, args=(spool, readers - 1, following, token, deadline, failed))
+        sender = threading.Thread(target=send_on, args=(spool, readers - 1, following, token, deadline, failed, stall))
         sender.daemon = True
         sender.start()
     load = loader = None
@@ -322,6 +335,8 @@ def main():
                 stamp("first_byte")
             received += count
             spool.append(view[:count])
+    except BlockingIOError:
+        failed["upstream"] = "the host before this one sent no byte for %g s" % stall
     except (IOError, OSError) as exc:
         failed["upstream"] = str(exc)
     if producer is not None and producer.wait() != 0:

@@ -103,13 +103,13 @@ class Progress(object):
 class Connections(threading.local):
     """One keep-alive HTTP(S) connection per thread and server."""
 
-    def get(self, url):
+    def get(self, url, timeout=60):
         parts = urllib.parse.urlsplit(url)
         pool = self.__dict__.setdefault("pool", {})
         key = (parts.scheme, parts.netloc)
         if key not in pool:
             cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-            pool[key] = cls(parts.netloc, timeout=60)
+            pool[key] = cls(parts.netloc, timeout=timeout)
         path = parts.path + ("?" + parts.query if parts.query else "")
         return key, pool[key], path
 
@@ -521,8 +521,12 @@ def fsync_dir(path):
         os.close(fd)
 
 
-PEER_WAIT = 60.0  # seconds a peer that never answered may take to start before its parts come from the source
-PEER_POLL = 20.0  # seconds a peer's server holds a request for a part it has not got yet
+# Seconds a peer may go without a sign of progress before what this host waits for from it comes from elsewhere:
+# one that never answered (not started), one whose parts stopped moving (stalled or stopped), one that no longer
+# asks this host for anything and is not done (this host then stops serving it). The job's swarm may set it
+# (`peer_wait`); a wait on a peer ends within about twice this (a read in flight has it as its socket timeout).
+PEER_WAIT = 60.0
+PEER_POLL = 20.0  # at most: seconds a peer's server holds a request for a part it has not got yet (then 409)
 
 
 class Swarm(object):
@@ -544,6 +548,37 @@ class Swarm(object):
         self.started = time.monotonic()
         self.counts = {"peer_bytes": 0, "source_bytes": 0, "rejected": 0, "fallback_parts": 0}
         self.server = None
+        self.wait = float(conf.get("peer_wait", PEER_WAIT))
+        self.poll = min(PEER_POLL, self.wait / 3)  # a held request answers well inside a peer's socket timeout
+        self.progress = None  # this host's Progress: its bytes on disk, the sign of life peers read
+        self.heard = {}  # peer -> (its last reported bytes, when that last changed)
+        self.alive = {}  # peer -> when it last answered this host
+        self.received = 0  # bytes of parts from peers received so far (on disk only once the part is whole)
+        self.received_lock = threading.Lock()
+
+    def landed(self, count):
+        with self.received_lock:
+            self.received += count
+
+    def done_bytes(self):
+        """What peers read as this host's sign of life: bytes on disk plus bytes of peers' parts in flight."""
+        return (self.progress.done if self.progress is not None else 0) + self.received
+
+    def moved(self, peer, value):
+        """Note a peer's reported bytes on disk; the seconds since they last changed (0 when they just did)."""
+        now = time.monotonic()
+        last = self.heard.get(peer)
+        if last is None or last[0] != value:
+            self.heard[peer] = (value, now)
+            return 0.0
+        return now - last[1]
+
+    def warn(self, text):
+        try:
+            sys.stderr.write("W %s\n" % text)
+            sys.stderr.flush()
+        except (BrokenPipeError, OSError):
+            pass
 
     def owner(self, file_job, index):
         holders = file_job.entry.get("holders") or [self.me]
@@ -570,19 +605,21 @@ class Swarm(object):
             return file_job.part_sha.get(index)
 
     def wait_bytes(self, file_job, index, sent, seconds):
-        """Bytes of the part on disk (from its start) once more than `sent` are, waiting up to `seconds`
-        (None: forever); None if none more came, or this host stopped."""
-        deadline = None if seconds is None else time.monotonic() + seconds
+        """Bytes of the part on disk (from its start) once more than `sent` are, or all of it once it is
+        complete (a zero-byte part is complete with nothing sent), waiting up to `seconds`; None if none more
+        came, or this host stopped."""
+        deadline = time.monotonic() + seconds
         with self.cond:
             while True:
                 if self.stopped:
                     return None
                 have = file_job.written[index]
                 if index in file_job.part_sha:
-                    have = file_job.parts[index][1] - file_job.parts[index][0]
+                    # Complete: a part of 0 bytes has nothing "more than sent" to wait for.
+                    return file_job.parts[index][1] - file_job.parts[index][0]
                 if have > sent:
                     return have
-                left = 1.0 if deadline is None else deadline - time.monotonic()
+                left = deadline - time.monotonic()
                 if left <= 0:
                     return None
                 self.cond.wait(min(left, 1.0))
@@ -609,6 +646,14 @@ class Swarm(object):
                 self.end_headers()
                 self.wfile.write(body)
 
+            def not_yet(self):
+                """409: not yet, with this host's bytes on disk (the asker falls back when they stop moving);
+                410: this host stopped and will not have it."""
+                if swarm.stopped:
+                    self.answer(410)
+                else:
+                    self.answer(409, headers=(("X-Done", str(swarm.done_bytes())),))
+
             def do_GET(self):
                 if not swarm.authorized(self.headers.get("Authorization")):
                     self.answer(403, b"wrong token")
@@ -617,8 +662,8 @@ class Swarm(object):
                 if self.headers.get("X-Peer") in swarm.peers:
                     swarm.seen.add(self.headers["X-Peer"])
                 url = urllib.parse.urlsplit(self.path)
-                if url.path == "/done":
-                    self.answer(200, b"1" if swarm.finished else b"0")
+                if url.path == "/done":  # "1", or "0 <bytes on disk>": a peer's sign of life while it works
+                    self.answer(200, b"1" if swarm.finished else ("0 %d" % swarm.done_bytes()).encode("ascii"))
                     return
                 query = urllib.parse.parse_qs(url.query)
                 file_job = swarm.files.get((query.get("path") or [""])[0])
@@ -631,14 +676,14 @@ class Swarm(object):
                     return
                 if url.path == "/sha":
                     # The hash of the part as the source sent it: once this host has all of it.
-                    sha = swarm.wait_part(file_job, index, PEER_POLL)
+                    sha = swarm.wait_part(file_job, index, swarm.poll)
                     if sha is None:  # 409: not yet (ask again); 410: this host stopped and will not have it
-                        self.answer(410 if swarm.stopped else 409)
+                        self.not_yet()
                     else:
                         self.answer(200, sha.encode("ascii"))
                     return
-                if swarm.wait_bytes(file_job, index, 0, PEER_POLL) is None:
-                    self.answer(410 if swarm.stopped else 409)
+                if swarm.wait_bytes(file_job, index, 0, swarm.poll) is None:
+                    self.not_yet()
                     return
                 self.stream_part(file_job, index)
 
@@ -663,8 +708,8 @@ class Swarm(object):
                     self.end_headers()
                     sent = 0
                     while sent < end - start:
-                        have = swarm.wait_bytes(file_job, index, sent, None)
-                        if have is None:  # stopped: the peer sees a short answer and reads it elsewhere
+                        have = swarm.wait_bytes(file_job, index, sent, swarm.wait)
+                        if have is None:  # stopped or stalled: the peer sees a short answer, reads it elsewhere
                             self.close_connection = True
                             return
                         # From the page cache to the socket: no copy through this process.
@@ -689,31 +734,35 @@ class Swarm(object):
     def ask(self, conns, peer, path_and_query):
         """One GET to a peer: (status, response) or raises what http.client raises."""
         address, port = self.peers[peer]
-        key, conn, path = conns.get("http://%s:%d%s" % (address, port, path_and_query))
+        key, conn, path = conns.get("http://%s:%d%s" % (address, port, path_and_query), self.wait)
         try:
             conn.request("GET", path, headers={"Authorization": "Bearer " + self.token.decode("utf-8"),
                                                "X-Peer": self.me})
             self.seen.add(peer)  # connected: it has started
-            return key, conn.getresponse()
+            resp = conn.getresponse()
+            self.alive[peer] = time.monotonic()
+            return key, resp
         except Exception:
             conns.drop(key)
             raise
 
     def fetch_part(self, conns, file_job, index, buf):
         """Part `index` from its owner into buf, verified; its sha256, or None: read it from the source (owner
-        gone, never started, stopped, or sent bytes that do not match the hash it took of the source's)."""
+        gone, never started, stalled, stopped, or sent bytes that do not match the hash it took of the source's)."""
         owner = self.owner(file_job, index)
         start, end = file_job.parts[index]
         length = end - start
         query = "/part?" + urllib.parse.urlencode({"path": file_job.entry["path"], "index": index})
+        what = "part %d of %s from %s" % (index, file_job.entry["key"], owner)
         failures = 0
         while True:
             try:
                 key, resp = self.ask(conns, owner, query)
-                self.seen.add(owner)
                 if resp.status == 409:
                     resp.read()
-                    continue  # the owner has not got it yet (it held the request a while): ask again
+                    if self.stalled(owner, resp, what):
+                        return None
+                    continue  # the owner has not got it yet but is moving (it held the request a while): again
                 if resp.status != 200:
                     resp.read()
                     return None
@@ -723,36 +772,56 @@ class Swarm(object):
                     if not count:
                         raise IOError("connection closed early")
                     got += count
-                expected = self.part_sha(conns, owner, query)
+                    self.landed(count)
+                    self.alive[owner] = time.monotonic()
+                expected = self.part_sha(conns, owner, query, what)
                 if expected is None:
                     return None
                 if hashlib.sha256(buf[:length]).hexdigest() != expected:
                     conns.drop(key)
                     self.count("rejected")
-                    sys.stderr.write("W %s: part %d from %s does not match its sha256; reading it from the source\n"
-                                     % (file_job.entry["key"], index, owner))
+                    self.warn("%s does not match its sha256; reading it from the source" % what)
                     return None
                 return expected
-            except (IOError, OSError, http.client.HTTPException):
+            except (IOError, OSError, http.client.HTTPException) as exc:
                 failures += 1
-                # A peer seen before and now refusing has stopped; one never seen may still be starting.
-                if (owner in self.seen and failures >= 3) or time.monotonic() - self.started > PEER_WAIT \
-                        and owner not in self.seen:
+                # A peer seen before and now refusing (or silent for `wait`) has stopped or hangs; one never seen
+                # may still be starting.
+                silent = time.monotonic() - self.alive.get(owner, self.started)
+                if owner in self.seen and (failures >= 3 or silent >= self.wait):
+                    self.warn("%s: %s gone (%s); reading it from the source" % (what, owner, exc))
+                    return None
+                if owner not in self.seen and time.monotonic() - self.started > self.wait:
+                    self.warn("%s: %s did not start within %g s; reading it from the source"
+                              % (what, owner, self.wait))
                     return None
                 time.sleep(min(0.05 * failures, 1.0))
 
-    def part_sha(self, conns, owner, query):
-        """The part's hash from its owner (it answers once it has all of the part); None if it stopped."""
+    def stalled(self, owner, resp, what):
+        """After a 409: True (and said) when the owner's bytes on disk have not moved for `wait` seconds."""
+        try:
+            value = int(resp.getheader("X-Done") or "-1")
+        except ValueError:
+            value = -1
+        if self.moved(owner, value) < self.wait:
+            return False
+        self.warn("%s: %s made no progress for %g s; reading it from the source" % (what, owner, self.wait))
+        return True
+
+    def part_sha(self, conns, owner, query, what):
+        """The part's hash from its owner (it answers once it has all of the part); None if it stopped or
+        stalled."""
         while True:
             _, resp = self.ask(conns, owner, query.replace("/part?", "/sha?", 1))
             body = resp.read()
             if resp.status == 200:
                 return body.decode("ascii", "replace")
-            if resp.status != 409:
+            if resp.status != 409 or self.stalled(owner, resp, what):
                 return None
 
     def peers_done(self, conns):
-        """True when no other host can still want a part from this one: each said it is done, or is gone."""
+        """True when no other host can still want a part from this one: each said it is done, is gone, never
+        started, or has not moved for `wait` seconds (it then reads from the source what it lacks)."""
         for peer in self.peers:
             if peer == self.me:
                 continue
@@ -761,9 +830,14 @@ class Swarm(object):
                 body = resp.read()
                 self.seen.add(peer)
                 if resp.status == 200 and body != b"1":
-                    return False
+                    fields = body.split()
+                    value = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else -1
+                    if self.moved(peer, value) < self.wait:
+                        return False
+                    self.warn("%s made no progress for %g s: this host stops serving it its parts"
+                              % (peer, self.wait))
             except (IOError, OSError, http.client.HTTPException):
-                if peer not in self.seen and time.monotonic() - self.started < PEER_WAIT:
+                if peer not in self.seen and time.monotonic() - self.started < self.wait:
                     return False  # not started yet: it may still want this host's share
         return True
 
@@ -822,6 +896,7 @@ def run(job):
     errors = []
     conns = Connections()
     if swarm is not None:
+        swarm.progress = progress
         swarm.serve()
 
     def finish(file_job):

@@ -209,3 +209,45 @@ def test_a_stream_that_breaks_upstream_fails_the_next_host_too(tmp_path):
     for proc in (head, tail):
         out, err = proc.communicate(timeout=60)
         assert proc.returncode != 0 and b"F the stream broke" in err, err
+
+
+def _stalling_stdin(listen, following, stall: float) -> bytes:
+    return relay_stdin({**_job(TOKEN, listen, following), "stall": stall})
+
+
+def test_an_upstream_that_stops_sending_breaks_the_stream_within_its_bound(tmp_path):
+    """Issue 39: the host before this one connected, sent part of the image and then nothing, its connection open
+    (a frozen host): the relay waited for ever. Now no byte for `stall` seconds breaks the stream, said."""
+    port = _free_port()
+    relay = _start(tmp_path, "t2", _stalling_stdin(["127.0.0.1", port], [], 1))
+    sock = _connect(port, relay)
+    try:
+        sock.sendall(TOKEN.encode() + b"\n")
+        assert sock.recv(3) == b"ok\n"
+        sock.sendall(os.urandom(1 << 20))
+        out, err = relay.communicate(timeout=30)  # a hang guard far above the bound
+        assert relay.returncode != 0 and b"F the stream broke" in err and b"sent no byte for 1 s" in err, err
+    finally:
+        sock.close()
+
+
+def test_a_next_host_that_stops_reading_is_dropped_within_its_bound(tmp_path):
+    """The next host took the stream and then read nothing (frozen): this host's own load completes, the next one
+    is reported as not served (the control machine sends it the image after the chain), and the relay ends."""
+    port = _free_port()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", port))
+    listener.listen(1)
+    data = os.urandom(64 << 20)  # far more than the socket buffers hold: the sender must block on the next host
+    head = _start(tmp_path, "t1", _stalling_stdin(None, [["127.0.0.1", port]], 1) + data)
+    conn, _ = listener.accept()
+    try:
+        conn.settimeout(30)
+        assert conn.recv(len(TOKEN) + 1) == TOKEN.encode() + b"\n"
+        conn.sendall(b"ok\n")  # and then it reads nothing more
+        out, err = head.communicate(timeout=60)  # a hang guard far above the bound
+        assert b"F the next host did not get the image: it took no byte for 1 s" in err, err
+        assert (tmp_path / "t1.tar").read_bytes() == data
+    finally:
+        conn.close()
+        listener.close()
