@@ -58,9 +58,18 @@ def restore_profiles(testbed):
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(items):
-    """Mark every test that needs the test bed (directly or through a fixture): `-m "not testbed"` runs the rest."""
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that needs the test bed (directly or through a fixture): `-m "not testbed"` runs the rest.
+    The real engine's tests (tests/real_engine) run only when `-m` names them: its ~80 s start on 2 cores and
+    3 GB venv are no part of the default run; they share one xdist group (one engine)."""
+    if "real_engine" not in (config.getoption("markexpr", "") or ""):
+        dropped = [item for item in items if item.get_closest_marker("real_engine") is not None]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item.get_closest_marker("real_engine") is None]
     for item in items:
+        if item.get_closest_marker("real_engine") is not None:
+            item.add_marker(pytest.mark.xdist_group("real_engine"))
         if "testbed" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.testbed)
             item.add_marker(pytest.mark.xdist_group("testbed"))  # one worker, one bed (pyproject's addopts)

