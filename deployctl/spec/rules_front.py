@@ -7,7 +7,7 @@ import difflib
 from typing import Iterator
 
 from deployctl.errors import Problem
-from deployctl.spec.rules import Context, _ports
+from deployctl.spec.rules import Context
 
 FRONT = ("topology", "front")
 ROUTER_IMAGE_HINT = ("vLLM's router has no official image: build one from its PyPI wheel "
@@ -50,8 +50,7 @@ def check_front(c: Context) -> Iterator[Problem]:
             if key in front:
                 yield Problem(FRONT + (key,), f"front.{key} is for kind vllm-router; the proxy runs in the server "
                                               f"image with its own balancing", severity="warning")
-    if not c.flavour.dp_groups:
-        yield from _ports_taken(c, front)
+    # its port is in the deployment's one port set (rules.check_ports)
 
 
 def _host(c: Context) -> Iterator[Problem]:
@@ -61,23 +60,6 @@ def _host(c: Context) -> Iterator[Problem]:
     close = difflib.get_close_matches(host, c.hosts, n=1, cutoff=0.6)
     yield Problem(FRONT + ("host",), f"unknown host '{host}'" + (f" — did you mean '{close[0]}'?" if close else ""),
                   hint=f"hosts in this spec: {', '.join(c.hosts)}")
-
-
-def _ports_taken(c: Context, front: dict) -> Iterator[Problem]:
-    """The front's port against every instance's ports on the same machine (vllm-ascend: with its groups')."""
-    host = c.value(FRONT + ("host",), str)
-    port = c.value(FRONT + ("port",), int) if "port" in front else 8000
-    if host is None or port is None:
-        return
-    for unit in c.units():
-        other = c.host_of(unit)
-        if other is None or c.machine(other) != c.machine(host):
-            continue
-        for taken, _path, shown, _default in _ports(c, unit):
-            if taken == port:
-                yield Problem(FRONT + (("port",) if "port" in front else ()),
-                              f"port {port} (the front's) on host {host} is already used by {shown}"
-                              f"{c.same_machine(host, other)}")
 
 
 def has_front(c: Context) -> bool:

@@ -69,7 +69,7 @@ def test_the_ascendcloud_scheduler_flow_refuses_a_front_and_names_why():
     ("{kind: vllm-router, host: tb1}", "10:topology.front: kind vllm-router needs front.image"),
     ("{kind: vllm-router, host: tb9, image: r}", "10:topology.front.host: unknown host 'tb9'"),
     ("{kind: vllm-router, host: tb1, port: 9002, image: r}",
-     "10:topology.front.port: port 9002 (the front's) on host tb1 is already used by topology.instances[1].port"),
+     "10:topology.front.port: port 9002 on host tb1 (the vllm-router) is already used by topology.instances[1].port (line 13)"),
     ("{kind: haproxy, host: tb1}", "10:topology.front.kind:"),
 ])
 def test_a_wrong_front_is_an_error_at_its_path_and_line(front, expected):
