@@ -264,10 +264,9 @@ from deployctl.spec.rules_model import (  # noqa: E402 (they use Context, define
     check_batched_tokens, check_env, check_kv_cache, check_model_fields, check_model_table,
 )
 from deployctl.spec.rules_profile import check_server_version  # noqa: E402
-from deployctl.spec.rules_values import check_weights_dest  # noqa: E402
 from deployctl.spec.rules_cache import check_cache  # noqa: E402
 from deployctl.spec.rules_front import check_front, check_rollout  # noqa: E402
 
 RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
          check_kv_cache, check_platform, check_model_fields, check_model_table, check_env, check_flavour,
-         check_weights_dest, check_server_version, check_front, check_rollout, check_cache)
+         check_server_version, check_front, check_rollout, check_cache)
