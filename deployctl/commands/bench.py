@@ -224,10 +224,14 @@ def _read_baseline(path: str) -> dict:
         doc = json.loads(Path(path).expanduser().read_text())
     except OSError as exc:
         raise UsageError(f"--baseline {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # not UTF-8 or not JSON (a truncated write), or nested past limits
         raise UsageError(f"--baseline {path}: not JSON: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or "mode" not in doc:
-        raise UsageError(f"--baseline {path}: not a `deployctl bench` JSON document (needs mode and runs)")
+    from deployctl.bench.baseline import baseline_problem
+
+    problem = baseline_problem(doc)
+    if problem:
+        raise UsageError(f"--baseline {path}: {problem}",
+                         hint="compare with a document `deployctl bench -o json` wrote, or run without --baseline")
     return doc
 
 

@@ -13,17 +13,16 @@ from deployctl.weights.manifest import MANIFEST_NAME, HostState
 STATE_SCRIPT = r"""
 import hashlib, json, os, sys
 dest = sys.argv[1]
-out = {"manifest": None, "sizes": {}, "fetcher": None}
+out = {"sizes": {}, "fetcher": None}
 try:
     with open(sys.argv[3], "rb") as f:
         out["fetcher"] = hashlib.sha256(f.read()).hexdigest()
 except OSError:
     pass
-try:
-    with open(os.path.join(dest, sys.argv[2])) as f:
-        doc = json.load(f)
-    out["manifest"], out["source"], out["listed"] = doc.get("files", {}), doc.get("source"), doc.get("listed")
-except (OSError, ValueError, AttributeError):
+try:  # its text, judged by the controller (a damaged manifest is said, and rebuilt)
+    with open(os.path.join(dest, sys.argv[2]), "rb") as f:
+        out["manifest_text"] = f.read(64 << 20).decode("utf-8", "replace")
+except OSError:
     pass
 for root, dirs, files in os.walk(dest):
     for name in files:
@@ -52,9 +51,14 @@ def parse_weights_state(text: str) -> HostState:
         doc = None
     if not isinstance(doc, dict):
         raise FactParseError("python3 (weights state)", 1, text[:80], "one JSON object")
-    return HostState(manifest=doc.get("manifest") or {}, sizes=doc.get("sizes") or {},
+    from deployctl.weights.manifest import read_manifest
+
+    files, damaged, manifest = read_manifest(doc.get("manifest_text") or "")
+    source, listed = manifest.get("source"), manifest.get("listed")
+    return HostState(manifest=files, sizes=doc.get("sizes") or {},
                      free_bytes=int(doc.get("free", 0)), free_path=str(doc.get("free_path", "/")),
-                     fetcher_digest=doc.get("fetcher"), source=doc.get("source"), listed=doc.get("listed"))
+                     fetcher_digest=doc.get("fetcher"), source=source if isinstance(source, str) else None,
+                     listed=listed if isinstance(listed, str) else None, damaged=damaged)
 
 
 def manifest_probe(dest: str) -> Probe:
@@ -63,6 +67,7 @@ def manifest_probe(dest: str) -> Probe:
 
 
 def parse_manifest_state(text: str) -> HostState:
-    from deployctl.weights.manifest import parse_manifest
+    from deployctl.weights.manifest import read_manifest
 
-    return HostState(manifest=parse_manifest(text), sizes={}, free_bytes=0, free_path="")
+    files, damaged, _ = read_manifest(text)
+    return HostState(manifest=files, sizes={}, free_bytes=0, free_path="", damaged=damaged)

@@ -13,21 +13,11 @@ from deployctl.spec.model import Spec
 
 
 def listen_ports(spec: Spec, host: str) -> tuple[tuple[int, str], ...]:
-    """(port, what) for every port the deployment listens on at `host`: API, triton, kv, rpc, proxy ports."""
-    if spec.upstream is not None:
-        from deployctl.spec.dp_groups import port_uses
+    """(port, what) for every port the deployment's containers bind at `host`: API, triton, kv, rpc, front ports (the
+    spec's one port set, spec/port_set.py, less the exporters the host runs itself)."""
+    from deployctl.spec.port_set import DEPLOYMENT, spec_ports
 
-        found = [(port, what) for group in spec.upstream.groups
-                 for h, port, _, what in port_uses(group, spec.upstream.dp_launch) if h == host]
-        front = spec.front
-        if front is not None and front.host == host:
-            found.append((front.port, "the proxy" if front.role == "proxy" else f"{front.name} port"))
-            if front.metrics_port:
-                found.append((front.metrics_port, f"{front.name} metrics port"))
-        return tuple(found)
-    return tuple((port, f"{i.name} {kind}") for i in spec.instances if i.host == host
-                 for port, kind in ((i.port, "port"), (i.grpc_port, "grpc port"), (i.metrics_port, "metrics port"))
-                 if port)
+    return tuple((use.port, use.name) for use in spec_ports(spec) if use.host == host and use.owner == DEPLOYMENT)
 
 
 def check_ports(facts: HostFacts, wanted: tuple[tuple[int, str], ...], deployment: Optional[str]) -> tuple[Finding, ...]:

@@ -19,7 +19,7 @@ from deployctl.plan.front import (Backend, Front, add_commands, await_listed, ba
                                   remove_commands, route_step)
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
-from deployctl.spec.dp_groups import MAX_PORT, kv_ports, port_uses, servers_of
+from deployctl.spec.dp_groups import MAX_PORT, kv_ports, servers_of
 from deployctl.spec.model import Instance, Spec
 from deployctl.servers import flavour_of
 from deployctl.servers.features import Feature
@@ -235,12 +235,12 @@ def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) 
     rpc ports)."""
     if spec.rollout.max_surge < 1 or not flavour_of(spec).supports(Feature.SURGE):
         return {}  # a flavour without surge is refused by validate, with its reason (servers/features.py)
-    used = {host: set(s.ports) | {p for i in spec.instances if i.host == host for p in _ports_of(i)}
-            for host, s in spare.items()}
+    from deployctl.spec.port_set import spec_ports
+
+    used = {host: set(s.ports) for host, s in spare.items()}
+    for use in spec_ports(spec):  # every port of the spec's one set, its hosts' exporters too
+        used.setdefault(use.host, set()).add(use.port)
     groups = spec.upstream.groups if spec.upstream is not None else ()
-    for group in groups:
-        for host, port, _, _ in port_uses(group, spec.upstream.dp_launch):
-            used.setdefault(host, set()).add(port)
     units = serving_units(spec)
     out: dict[str, tuple[Instance, ...]] = {}
     for wave in waves:
@@ -287,9 +287,10 @@ def _group_surge(members: tuple[Instance, ...], index: int, launch: str, free: d
         return None
 
     api = run_from(group.port + SURGE_PORT_OFFSET, group.ranks_per_host if launch == "external" else 1)
-    kv = run_from(group.kv_port_base + SURGE_PORT_OFFSET, group.dp * group.tp)
+    kv = run_from(group.kv_port_base + SURGE_PORT_OFFSET, group.dp * group.tp) if group.binds_kv_ports \
+        else group.kv_port
     rpc = run_from(group.data_parallel_rpc_port + SURGE_PORT_OFFSET, 1)
-    if api is None or kv is None or rpc is None:
+    if api is None or (kv is None and group.binds_kv_ports) or rpc is None:
         return None
     surge = replace(group, index=index, number=None, devices=tuple(common[:need]), port=api, kv_port=kv,
                     rpc_port=rpc)
@@ -311,7 +312,8 @@ def _surge_ports(surge: tuple[Instance, ...]) -> dict[str, list[tuple[int, str]]
         ports += [(p, f"{instance.name} port") for p in _ports_of(instance)]
         group = instance.server.group if instance.server is not None else None
         if group is not None:
-            ports += [(p, f"{instance.name} kv ports") for p in kv_ports(group, instance.host)]
+            if group.binds_kv_ports:
+                ports += [(p, f"{instance.name} kv ports") for p in kv_ports(group, instance.host)]
             if instance.host == group.hosts[0]:
                 ports.append((group.data_parallel_rpc_port, f"{instance.name} rpc port"))
     return out

@@ -42,13 +42,16 @@ def plan_weights(spec: Spec, facts: Mapping[str, HostFacts], listing: Listing, f
         if plan.idle:
             digest = manifest_digest(state.manifest)
             steps.append(Step(host, "weights", "keep", f"{len(listing.objects)} file(s) up to date"
-                              + (f" ({digest[:19]})" if digest else "")))
+                              + (f" ({digest[:19]})" if digest else "")
+                              + (f"; {state.damaged}: left as is" if state.damaged else "")))
             continue
         fetch = Fetch(listing.source.text, spec.weights.dest, plan.fetch, plan.remove, plan.bytes_needed,
                       listing.listed, local_root=None if listing.source.remote else listing.source.path,
                       bucket=listing.source.bucket, fetcher_path=fetcher_path(spec),
                       send_fetcher=state.fetcher_digest != fetcher_digest, manifest=state.manifest)
-        steps.append(Step(host, "weights", "fetch", _reason(plan), actions=(fetch,)))
+        reason = _reason(plan) + (f"; {state.damaged}: those files are fetched again and the manifest rewritten"
+                                  if state.damaged else "")
+        steps.append(Step(host, "weights", "fetch", reason, actions=(fetch,)))
     summary = f"weights: {len(steps)} host(s) hold {len(listing.objects)} files"
     return Stage("weights", _shared(spec, tuple(steps)), summary=summary, counts_bytes=True)
 
@@ -106,7 +109,7 @@ def held_without_listing(source: str, states: Mapping[str, HostState]) -> Option
     """'listed <when>' when every host holds a complete manifest of `source`, the same on all (every file
     present at its recorded size); None otherwise."""
     digests = {manifest_digest(state.manifest) for state in states.values()}
-    if not states or len(digests) != 1 or None in digests:
+    if not states or len(digests) != 1 or None in digests or any(state.damaged for state in states.values()):
         return None
     for state in states.values():
         if state.source != source:

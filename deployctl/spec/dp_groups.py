@@ -42,6 +42,11 @@ class DpGroup:
         return f"{self.role}{self.index if self.number is None else self.number}"
 
     @property
+    def binds_kv_ports(self) -> bool:
+        """Only a P/D server runs the KV connector (--kv-transfer-config, plan/upstream.py); a mixed one binds none."""
+        return self.role != "mixed"
+
+    @property
     def ranks_per_host(self) -> int:
         return self.dp // len(self.hosts)
 
@@ -220,38 +225,10 @@ def port_uses(group: DpGroup, launch: str) -> Iterator[tuple[str, int, str, str]
                     if last > group.port else f"{group.where} API port"
         elif h == 0:
             yield host, group.port, "port", f"{group.where} API port"
-        ports = kv_ports(group, host)
+        ports = kv_ports(group, host) if group.binds_kv_ports else ()
         for port in ports:
             yield host, port, "kv_port", f"{group.where} kv ports {ports[0]}-{ports[-1]}"
     yield group.hosts[0], group.data_parallel_rpc_port, "rpc_port", f"{group.where} rpc port"
-
-
-def port_problems(groups: Sequence[DpGroup], launch: str, proxy: Optional[tuple[str, int]] = None,
-                  machine=lambda host: host, cards: int = 16, front: str = "the proxy",
-                  front_metrics: Optional[int] = None) -> Iterator[Violation]:
-    """API, kv, rpc and proxy ports (and a vllm-router's metrics port) never overlap on a host, and kv ports stay
-    below 65536 (each clash once)."""
-    seen: dict[tuple[str, int], str] = {}
-    clashes: dict[tuple[str, str, str], tuple[Optional[DpGroup], str, list[int]]] = {}
-    launchable = [g for g in groups if not any(True for _ in group_shape_problems(g, cards))]
-    uses = [(g, *u) for g in launchable for u in port_uses(g, launch)]
-    uses += [(None, proxy[0], proxy[1], "port", front)] if proxy else []
-    uses += [(None, proxy[0], front_metrics, "metrics_port", f"{front}'s metrics port")] \
-        if proxy and front_metrics is not None else []
-    for group, host, port, key, what in uses:
-        if port > MAX_PORT:
-            clashes.setdefault((host, what, ""), (group, key, []))[2].append(port)
-            continue
-        first = seen.setdefault((machine(host), port), what)
-        if first != what:
-            clashes.setdefault((host, first, what), (group, key, []))[2].append(port)
-    for (host, first, what), (group, key, ports) in clashes.items():
-        shown = f"port {ports[0]}" if len(ports) == 1 else f"ports {_ids(ports)}"
-        if not what:
-            yield Violation(group, key, f"{host}: {first} go past {MAX_PORT} ({shown})")
-        else:
-            yield Violation(group, key, f"{host}: {shown} {'is' if len(ports) == 1 else 'are'} both {first} "
-                                        f"and {what}")
 
 
 def _ids(numbers: Sequence[int]) -> str:

@@ -56,7 +56,7 @@ def check_spec_text(
     failed |= reported
     located = [
         replace(problem, file=filename, line=line, column=column)
-        for problem in check_rules(document.data, failed, document.references)
+        for problem in check_rules(document.data, failed, document.references, document.locate)
         for line, column in [document.locate(problem.path)]
     ]
     problems = references.scrub(document_problems + schema_problems + located, document.references,

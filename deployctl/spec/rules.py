@@ -38,8 +38,9 @@ class Unit:
 class Context:
     """The document plus what every rule needs: the failed paths and the values read defensively."""
 
-    def __init__(self, data: dict, failed: set, references: dict | None = None) -> None:
+    def __init__(self, data: dict, failed: set, references: dict | None = None, locate=None) -> None:
         self.data, self.failed, self.references = data, failed, references or {}
+        self.locate = locate  # path -> (line, column) in the file, where a message names another key's line
         self.platform = self.value(("platform",), str) or "ascend"
         self.server = self.value(("server",), str) or "vllm"
         self.cards = self.value(("requirements", "cards"), int) or DEFAULT_CARDS
@@ -55,6 +56,10 @@ class Context:
         self.groups = list(self._groups()) if upstream else []
         scheduler = None if upstream else self.value(("topology", "scheduler"), dict)
         self.scheduler = Unit("scheduler", ("topology", "scheduler"), scheduler) if scheduler is not None else None
+
+    def line_of(self, path: Path) -> int:
+        """The line of `path` in the spec file (0: unknown)."""
+        return self.locate(path)[0] if self.locate is not None else 0
 
     def ok(self, path: Path) -> bool:
         """True when neither this path nor an ancestor failed the schema."""
@@ -120,14 +125,14 @@ class Context:
         return f": {other} and {host} {where}"
 
 
-def check_rules(data: Any, failed: set, references: dict | None = None) -> list[Problem]:
+def check_rules(data: Any, failed: set, references: dict | None = None, locate=None) -> list[Problem]:
     """Every rule violation (errors and warnings), unlocated: load.py adds file/line/column.
 
     `references`: path -> the `${VAR}` text of each string that held one (its value may not be printed).
     """
     if not isinstance(data, dict):
         return []
-    context = Context(data, failed, references)
+    context = Context(data, failed, references, locate)
     problems: list[Problem] = []
     for rule in RULES:
         problems.extend(rule(context))
@@ -182,41 +187,16 @@ def _is_tp_size(count: int) -> bool:
     return 0 < count <= MAX_DEVICES and not count & (count - 1)
 
 
-def _ports(c: Context, unit: Unit) -> Iterator[tuple[int, Path, str, str]]:
-    """(port, path, how others name it, which default it is or "") for every port a unit listens on."""
-    port = c.value(unit.path + ("port",), int)
-    if unit.role == "scheduler" and "port" not in unit.data:
-        default = f"default port {DEFAULT_SCHEDULER_PORT}"
-        yield DEFAULT_SCHEDULER_PORT, unit.path, f"{unit.where} ({default})", default
-    elif port is not None:
-        yield port, unit.path + ("port",), f"{unit.where}.port", ""
-    if unit.role == "scheduler":
-        return
-    for key, offset in c.flavour.extra_ports:
-        if key in unit.data:
-            value = c.value(unit.path + (key,), int)
-            if value is not None:
-                yield value, unit.path + (key,), f"{unit.where}.{key}", ""
-        elif port is not None:
-            default = f"default {key} {port + offset}"
-            yield port + offset, unit.path + ("port",), f"{unit.where} ({default})", default
-
-
 def check_ports(c: Context) -> Iterator[Problem]:
-    """Distinct per machine (address) across the scheduler and every instance (triton's grpc/metrics too)."""
-    taken: dict[tuple[str, int], tuple[str, str]] = {}
-    for unit in c.units():
-        host = c.host_of(unit)
-        if host is None:
-            continue
-        for port, path, shown, default in _ports(c, unit):
-            if (c.machine(host), port) in taken:
-                other, other_host = taken[(c.machine(host), port)]
-                mine = f" (this instance's {default.split(' ', 1)[1].rsplit(' ', 1)[0]})" if default else ""
-                yield Problem(path, f"port {port}{mine} on host {host} is already used by {other}"
-                                    f"{c.same_machine(host, other_host)}")
-            else:
-                taken[(c.machine(host), port)] = (shown, host)
+    """Every port the deployment binds on a machine (address) has one user, across both flavours' servers, the
+    front and the exporters the spec says its hosts run (spec/port_set.py); kv ports stay below 65536."""
+    from deployctl.spec.port_set import collision_hint, collision_message, collisions, document_ports
+
+    for collision in collisions(document_ports(c), c.machine):
+        other = collision.other
+        line = c.line_of(other.path) if other is not None else 0
+        same = c.same_machine(collision.mine.host, other.host) if other is not None else ""
+        yield Problem(collision.mine.path, collision_message(collision, line, same), hint=collision_hint(collision))
 
 
 def check_topology(c: Context) -> Iterator[Problem]:
@@ -290,11 +270,10 @@ def check_features(c: Context) -> Iterator[Problem]:
 from deployctl.spec.rules_model import (  # noqa: E402 (they use Context, defined above)
     check_batched_tokens, check_env, check_kv_cache, check_model_fields, check_model_table,
 )
-from deployctl.spec.rules_values import check_weights_dest  # noqa: E402
 from deployctl.spec.rules_cache import check_cache  # noqa: E402
 from deployctl.spec.rules_front import check_front, check_rollout  # noqa: E402
 from deployctl.spec.rules_monitor import check_monitor  # noqa: E402
 
 RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
          check_kv_cache, check_platform, check_model_fields, check_model_table, check_env, check_flavour,
-         check_weights_dest, check_features, check_front, check_rollout, check_cache, check_monitor)
+         check_features, check_front, check_rollout, check_cache, check_monitor)

@@ -4,12 +4,11 @@ rollout has something to drain through. Pure, on the plain document like the oth
 from __future__ import annotations
 
 import difflib
-from typing import Iterator, Optional
+from typing import Iterator
 
 from deployctl.errors import Problem
 from deployctl.servers.features import Feature
-from deployctl.spec.rules import Context, _ports
-from deployctl.spec.rules_upstream import DEFAULT_ROUTER_METRICS_PORT
+from deployctl.spec.rules import Context
 
 FRONT = ("topology", "front")
 ROUTER_IMAGE_HINT = ("vLLM's router has no official image: build one from its PyPI wheel "
@@ -50,8 +49,7 @@ def check_front(c: Context) -> Iterator[Problem]:
             if key in front:
                 yield Problem(FRONT + (key,), f"front.{key} is for kind vllm-router; the proxy runs in the server "
                                               f"image with its own balancing", severity="warning")
-    if not c.flavour.dp_groups:
-        yield from _ports_taken(c, front)
+    # its port is in the deployment's one port set (rules.check_ports)
 
 
 def _host(c: Context) -> Iterator[Problem]:
@@ -61,40 +59,6 @@ def _host(c: Context) -> Iterator[Problem]:
     close = difflib.get_close_matches(host, c.hosts, n=1, cutoff=0.6)
     yield Problem(FRONT + ("host",), f"unknown host '{host}'" + (f" — did you mean '{close[0]}'?" if close else ""),
                   hint=f"hosts in this spec: {', '.join(c.hosts)}")
-
-
-def router_metrics_port(c: Context) -> Optional[int]:
-    """A vllm-router front's --prometheus-port (its default where the key is left out); None for other fronts."""
-    front = c.value(FRONT, dict) or {}
-    if c.value(FRONT + ("kind",), str) != "vllm-router":
-        return None
-    return c.value(FRONT + ("metrics_port",), int) if "metrics_port" in front else DEFAULT_ROUTER_METRICS_PORT
-
-
-def _ports_taken(c: Context, front: dict) -> Iterator[Problem]:
-    """The front's ports (its public one, a vllm-router's metrics one) against each other and every instance's
-    ports on the same machine (vllm-ascend: with its groups', rules_upstream.py)."""
-    host = c.value(FRONT + ("host",), str)
-    port = c.value(FRONT + ("port",), int) if "port" in front else 8000
-    if host is None or port is None:
-        return
-    mine = [(port, "port", "the front's")]
-    metrics = router_metrics_port(c)
-    if metrics is not None:
-        mine.append((metrics, "metrics_port", "the vllm-router's metrics port"))
-        if metrics == port:
-            yield Problem(FRONT + (("metrics_port",) if "metrics_port" in front else ("port",)),
-                          f"port {port} on host {host} is both the front's and the vllm-router's metrics port")
-    for unit in c.units():
-        other = c.host_of(unit)
-        if other is None or c.machine(other) != c.machine(host):
-            continue
-        for taken, _path, shown, _default in _ports(c, unit):
-            for wanted, key, what in mine:
-                if taken == wanted:
-                    yield Problem(FRONT + ((key,) if key in front else ()),
-                                  f"port {wanted} ({what}) on host {host} is already used by {shown}"
-                                  f"{c.same_machine(host, other)}")
 
 
 def has_front(c: Context) -> bool:

@@ -52,11 +52,10 @@ def check_upstream(c: Context) -> Iterator[Problem]:
         return
     yield from _mode_keys(c, topology)
     yield from _host_references(c)
-    built = [(unit, group_of(c, unit, index)) for index, unit in enumerate(c.groups)]
+    built = built_groups(c)
     yield from _devices_listed(c)
-    units = {id(group): unit for unit, group in built if group is not None}
-    groups = [g for _, g in built if g is not None]
-    proxy = _proxy(c)
+    units = {id(group): unit for unit, group in built}
+    groups = [g for _, g in built]
 
     def located(violations) -> Iterator[Problem]:
         for v in violations:
@@ -71,15 +70,19 @@ def check_upstream(c: Context) -> Iterator[Problem]:
         yield from located(dp_groups.group_shape_problems(group, c.cards))
     yield from located(dp_groups.roles_agree_problems(groups))
     yield from located(dp_groups.device_problems(groups, c.cards, c.machine))
-    launch = c.value(("topology", "dp_launch"), str) or "internal"
-    kind = c.value(("topology", "front", "kind"), str) if front_key(c) == "front" else "proxy"
-    metrics = None
-    if kind == "vllm-router":
-        front = c.value(("topology", "front"), dict) or {}
-        metrics = c.value(("topology", "front", "metrics_port"), int) if "metrics_port" in front \
-            else DEFAULT_ROUTER_METRICS_PORT
-    yield from located(dp_groups.port_problems(groups, launch, proxy, c.machine, c.cards,
-                                               "the vllm-router" if kind == "vllm-router" else "the proxy", metrics))
+    # their ports are in the deployment's one port set, checked with every other port (spec/port_set.py)
+
+
+def built_groups(c: Context) -> list[tuple[Unit, DpGroup]]:
+    """(unit, group) of every group whose values passed the schema, in index order."""
+    built = [(unit, group_of(c, unit, index)) for index, unit in enumerate(c.groups)]
+    return [(unit, group) for unit, group in built if group is not None]
+
+
+def launchable_groups(c: Context) -> list[tuple[Unit, DpGroup]]:
+    """The built groups whose shape can be launched: the others' ranks and ports mean nothing."""
+    return [(unit, group) for unit, group in built_groups(c)
+            if not any(True for _ in dp_groups.group_shape_problems(group, c.cards))]
 
 
 def _mode_keys(c: Context, topology: dict) -> Iterator[Problem]:
@@ -145,8 +148,9 @@ def front_key(c: Context) -> Optional[str]:
     return next((key for key in ("proxy", "front") if isinstance(topology.get(key), dict)), None)
 
 
-def _proxy(c: Context) -> Optional[tuple[str, int]]:
-    """The front's host and port, checked against the groups' ports (the proxy of P/D, a vllm-router of mixed)."""
+def proxy_of(c: Context) -> Optional[tuple[str, Optional[int], int]]:
+    """The front's host, its written port (None: not written) and its default: the proxy of P/D, a vllm-router of
+    mixed; None when it has no host of the spec or its port failed the schema."""
     key = front_key(c)
     host = c.value(("topology", key, "host"), str) if key else None
     if (key == "proxy" and c.mode != "disaggregated") or host is None or c.hosts is None or host not in c.hosts:
@@ -154,7 +158,7 @@ def _proxy(c: Context) -> Optional[tuple[str, int]]:
     port = c.value(("topology", key, "port"), int)
     if "port" in (c.value(("topology", key), dict) or {}) and port is None:
         return None
-    return host, port if port is not None else DEFAULT_PROXY_PORT
+    return host, port, DEFAULT_PROXY_PORT
 
 
 def card_counts(c: Context) -> Iterator[tuple[tuple, int, str]]:

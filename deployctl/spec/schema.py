@@ -67,16 +67,47 @@ def _image_reference(value: str):
     return image_reference_problem(value)
 
 
+def _host_path(value: str):
+    from deployctl.spec.paths import host_path_problem
+
+    return host_path_problem(value)
+
+
+# name -> (checker, hint, how the message joins the value and the reason)
 FORMATS = {
-    "image-reference": (_image_reference, "e.g. registry.example:5000/team/vllm-ascend:6.3.909"),
+    "image-reference": (_image_reference, "e.g. registry.example:5000/team/vllm-ascend:6.3.909", ": "),
+    "host-path": (_host_path, "an absolute path on the hosts, e.g. /mnt/weights/llama2-13b", " "),
 }
+
+
+def format_keys(name: str) -> list[Path]:
+    """The spec paths the schema marks `format: name` (a list item is `*`, a mapping's value `<name>`)."""
+    found: list[Path] = []
+
+    def walk(node, path: Path) -> None:
+        if not isinstance(node, dict):
+            return
+        if node.get("format") == name:
+            found.append(path)
+        for key, value in node.get("properties", {}).items():
+            walk(value, path + (key,))
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], path + ("*",))
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], path + ("<name>",))
+        for key in ("oneOf", "anyOf", "allOf"):
+            for sub in node.get(key, []):
+                walk(sub, path)
+
+    walk(load_schema(), ())
+    return found
 
 
 def _formats():
     from jsonschema import FormatChecker
 
     formats = FormatChecker(formats=())
-    for name, (check, _hint) in FORMATS.items():
+    for name, (check, _hint, _join) in FORMATS.items():
         def conforms(value, check=check) -> bool:
             why = check(value) if isinstance(value, str) else None
             if why:
@@ -185,7 +216,6 @@ _PATTERNS = {
     ("weights", "credentials"): ("should be env or profile:<name>", None),
     ("weights", "source"): ("is not s3://, obs:// or an absolute local path",
                             "e.g. s3://bucket/models/llama2-13b/, obs://bucket/models/llama2-13b/ or /data/llama2-13b"),
-    ("weights", "dest"): ("is not an absolute path", "the model directory on every host, e.g. /mnt/weights/llama2-13b"),
     ("image", "build", "packages"): ("is not a local path, s3:// or obs://",
                                      "the AscendCloud zip: a path (relative to the spec file) or an s3:// / obs:// URL"),
     ("server_version",): ("is not a vllm-ascend version", "e.g. 0.13, v0.13.0rc1 or 0.11.0.post1"),
@@ -236,7 +266,8 @@ def _value_message(kind: str, value, expected, path: Path, error, cards: int = 8
     if kind == "pattern":
         return f"{shown} does not match {expected}", None
     if kind == "format" and expected in FORMATS:
-        return f"{shown}: {error.cause}", FORMATS[expected][1]
+        _check, hint, join = FORMATS[expected]
+        return f"{shown}{join}{error.cause}", hint
     if kind == "minItems" and last == "devices":
         return f"{shown} is empty: an instance needs at least one device", None
     if kind in ("minItems", "minLength", "minProperties"):

@@ -32,6 +32,7 @@ class HostState:
     fetcher_digest: Optional[str] = None  # sha256 of the fetcher program already on the host
     source: Optional[str] = None  # the source the manifest was synced from (`weights.source`'s text)
     listed: Optional[str] = None  # when that source was listed (UTC, ISO 8601), if recorded
+    damaged: str = ""  # what was wrong with the manifest (its unsound entries vouch for nothing: fetched again)
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,46 @@ def manifest_digest(files: Optional[Mapping[str, dict]]) -> Optional[str]:
 
 def parse_manifest(text: str) -> dict:
     """The manifest's `files`, or {} when absent or unreadable (then everything is fetched again)."""
+    return read_manifest(text)[0]
+
+
+MAX_FILE_SIZE = 2 ** 63 - 1  # st_size's range: a larger size is no file's
+
+
+def read_manifest(text: str) -> tuple[dict, str, dict]:
+    """(sound files, what was damaged or "", the document): a manifest a sync wrote may have been damaged since
+    (truncated, edited, NaN or huge sizes); an entry that cannot vouch for its file is left out, so the file is
+    fetched again and the fetcher writes the manifest anew. No text: no manifest, nothing damaged."""
+    if not text.strip():
+        return {}, "", {}
     try:
         doc = json.loads(text)
-    except ValueError:
-        return {}
-    files = doc.get("files") if isinstance(doc, dict) else None
-    return files if isinstance(files, dict) else {}
+    except (ValueError, RecursionError) as error:
+        return {}, f"{MANIFEST_NAME} is not JSON ({str(error)[:80]})", {}
+    if not isinstance(doc, dict):
+        return {}, f"{MANIFEST_NAME} is not a JSON object", {}
+    files = doc.get("files", {})
+    if not isinstance(files, dict):
+        return {}, f"{MANIFEST_NAME}: files is not an object", doc
+    sound, bad = {}, []
+    for path, entry in files.items():
+        why = _entry_problem(entry)
+        if why:
+            bad.append(f"{path!r}: {why}")
+        else:
+            sound[path] = entry
+    damaged = (f"{MANIFEST_NAME}: {len(bad)} unsound entr{'y' if len(bad) == 1 else 'ies'} ({bad[0]}"
+               + (", ..." if len(bad) > 1 else "") + ")") if bad else ""
+    return sound, damaged, doc
+
+
+def _entry_problem(entry) -> str:
+    if not isinstance(entry, dict):
+        return "not an object"
+    size = entry.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_FILE_SIZE:
+        return f"size {str(size)[:40]} is not a whole number of bytes"
+    for key in ("etag", "sha256"):
+        if not isinstance(entry.get(key), str):
+            return f"{key} is not text"
+    return ""

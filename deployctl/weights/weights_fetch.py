@@ -255,14 +255,21 @@ class FileJob(object):
         try:
             with open(self.state_path) as handle:
                 state = json.load(handle)
+            if not isinstance(state, dict):
+                raise ValueError("not a part state")  # damaged: the file starts over
             if state.get("etag") == self.entry["etag"] and state.get("size") == self.entry["size"]:
                 previous = state.get("done", [])
+                if not isinstance(previous, list) or not all(
+                        type(i) is int and 0 <= i < len(self.parts) for i in previous):
+                    raise ValueError("damaged list of done parts")
                 written = state.get("written") or []
                 if len(written) == len(self.parts):
                     self.written = [max(0, min(int(w), e - s)) for w, (s, e) in zip(written, self.parts)]
                 self.part_sha = {int(i): h for i, h in (state.get("sha") or {}).items() if int(i) in previous}
-        except (OSError, ValueError, TypeError):
-            pass
+                if not all(isinstance(h, str) for h in self.part_sha.values()):
+                    raise ValueError("damaged part digests")
+        except (OSError, ValueError, TypeError, AttributeError, OverflowError, RecursionError):
+            previous, self.written, self.part_sha = [], [0] * len(self.parts), {}
         if not previous and not any(self.written) and os.path.exists(self.partial):
             os.unlink(self.partial)  # unknown partial content: start over
         flags = os.O_RDWR | os.O_CREAT
@@ -459,6 +466,13 @@ def want_md5(entry):
     return bool(re.match(r"^[0-9a-f]{32}$", etag)) and entry["size"] <= (256 << 20)
 
 
+def sound_entry(entry):
+    """A manifest entry that can vouch for its file (deployctl/weights/manifest.py's _entry_problem, as a host runs
+    it): a whole size in st_size's range, and text etag and sha256."""
+    return (isinstance(entry, dict) and type(entry.get("size")) is int and 0 <= entry["size"] < 2 ** 63
+            and isinstance(entry.get("etag"), str) and isinstance(entry.get("sha256"), str))
+
+
 class Manifest(object):
     """`<dest>/.deployctl-manifest.json`, rewritten atomically as large files land, at most once a second for
     small ones, and at the end."""
@@ -470,9 +484,12 @@ class Manifest(object):
         try:
             with open(self.path) as handle:
                 self.doc = json.load(handle)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             self.doc = {}
-        self.doc = {"version": 1, "source": source, "files": self.doc.get("files", {})}
+        # A damaged manifest (the controller said so in its plan) is rebuilt: only sound entries are kept.
+        files = self.doc.get("files") if isinstance(self.doc, dict) else None
+        files = {path: entry for path, entry in files.items() if sound_entry(entry)} if isinstance(files, dict) else {}
+        self.doc = {"version": 1, "source": source, "files": files}
         if listed:  # when the source was listed: what an `up` without credentials can tell the user
             self.doc["listed"] = listed
 

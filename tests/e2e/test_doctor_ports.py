@@ -1,5 +1,5 @@
-"""doctor's port checks on the test bed: a kv port taken by someone else FAILs naming it (and `up` refuses before
-any change); once the deployment runs, its own ports pass."""
+"""doctor's port checks on the test bed: a port of the deployment taken by someone else FAILs naming it (and `up`
+refuses before any change); once the deployment runs, its own ports pass."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tests.e2e.test_vllm_ascend import MIXED_ONE_HOST, spec
 
 
 LISTEN = ("import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-          "s.bind(('0.0.0.0', 28000)); s.listen(); print('listening', flush=True); time.sleep(600)")
+          "s.bind(('0.0.0.0', 8310)); s.listen(); print('listening', flush=True); time.sleep(600)")
 
 
 def findings(doc, host, name):
@@ -16,7 +16,7 @@ def findings(doc, host, name):
     return [c for c in report["checks"] if c["name"] == name]
 
 
-def test_a_taken_kv_port_fails_doctor_and_up_and_our_own_ports_pass(bed, deployctl):
+def test_a_taken_api_port_fails_doctor_and_up_and_our_own_ports_pass(bed, deployctl):
     path = deployctl.write(spec(bed, "e2e-va-ports", MIXED_ONE_HOST.replace("tb1", "tb4"), ["tb4"], cards=8))
     bed.docker_on("tb4", "run", "--detach", "--name", "port-squatter", "--net=host", bed.base_image,
                   "python3", "-c", LISTEN)
@@ -27,7 +27,8 @@ def test_a_taken_kv_port_fails_doctor_and_up_and_our_own_ports_pass(bed, deployc
         code, doc = deployctl.json("doctor", path)
         (ports,) = findings(doc, "tb4", "ports")
         assert code == 3 and ports["status"] == "FAIL"
-        assert ports["observed"] == "in use: 28000 (mixed group 0 kv ports 28000-28007)"  # 8-NPU host: 28000 up
+        # a mixed group runs no KV connector: its API port is what it binds (28000, a P/D kv base, is not)
+        assert ports["observed"] == "in use: 8310 (mixed group 0 API port)"
         (ephemeral,) = findings(doc, "tb4", "ephemeral_ports")
         assert ephemeral["status"] == "PASS"
 

@@ -30,9 +30,9 @@ def test_a_vllm_router_front_listens_on_its_metrics_port_too():
     from tests.spec.test_front_rules import MIXED, ROUTER, UPSTREAM_MIXED
 
     upstream = dict(listen_ports(load_spec_text(UPSTREAM_MIXED % ""), "tb1"))
-    assert upstream[8000] == "mx-router port" and upstream[19000] == "mx-router metrics port"
+    assert upstream[8000] == "the vllm-router" and upstream[19000] == "the vllm-router's metrics port"
     plain = dict(listen_ports(load_spec_text(MIXED % ROUTER), "tb1"))
-    assert plain[8000] == "mix2-router port" and plain[19000] == "mix2-router metrics port"
+    assert plain[8000] == "the vllm-router" and plain[19000] == "the vllm-router's metrics port"
 
 
 def test_free_ports_pass_and_taken_ones_fail_naming_them():

@@ -1,8 +1,9 @@
 """The rules a set of vllm-ascend DP groups obeys, on plain data: each violation said once, quoting its values."""
 
 from deployctl.spec.dp_groups import (
-    DpGroup, device_problems, group_shape_problems, port_problems, roles_agree_problems,
+    DpGroup, device_problems, group_shape_problems, port_uses, roles_agree_problems,
 )
+from deployctl.spec.port_set import collision_message, collisions, front_port, group_ports
 
 PREFILL = DpGroup("prefill", 0, ("node1",), dp=2, tp=8, port=9100)
 DECODE = DpGroup("decode", 1, ("node2", "node3"), dp=8, tp=4, port=9100)
@@ -12,10 +13,17 @@ def _said(violations):
     return [v.message for v in violations]
 
 
+def _clashes(groups, launch, proxy=None):
+    """The port set's collisions of these groups (and a proxy (host, port)), said as validate says them."""
+    uses = [u for g in groups for u in group_ports(g, launch, ("topology", "groups", g.index), ())]
+    uses += [front_port(("topology", "proxy"), proxy[0], proxy[1], "the proxy", 8000)] if proxy else []
+    return [collision_message(c) for c in collisions(uses)]
+
+
 def test_the_qwen3_layout_breaks_no_rule():
     groups = (PREFILL, DECODE)
     assert [*group_shape_problems(PREFILL, 16), *group_shape_problems(DECODE, 16), *roles_agree_problems(groups),
-            *device_problems(groups, 16), *port_problems(groups, "external", ("node1", 8000))] == []
+            *device_problems(groups, 16)] == [] and _clashes(groups, "external", ("node1", 8000)) == []
 
 
 def test_shapes_that_cannot_be_launched():
@@ -49,14 +57,23 @@ def test_a_device_serves_one_rank_across_the_deployment():
 
 
 def test_api_kv_rpc_and_proxy_ports_never_overlap_on_a_host():
-    a = DpGroup("mixed", 0, ("node1",), dp=2, tp=4, port=8000, kv_port=30000)
-    b = DpGroup("mixed", 1, ("node1",), dp=1, tp=4, port=30004, rpc_port=8001)
-    said = _said(port_problems((a, b), "external", ("node1", 8000)))
-    assert said == [
-        "node1: port 30004 is both mixed group 0 kv ports 30000-30007 and mixed group 1 API port",
-        "node1: port 8001 is both mixed group 0 API ports 8000-8001 and mixed group 1 rpc port",
-        "node1: port 8000 is both mixed group 0 API ports 8000-8001 and the proxy"]
-    assert list(port_problems((a,), "internal", ("node2", 8000))) == []  # another host: no clash
-    high = DpGroup("mixed", 0, ("node1",), dp=2, tp=8, port=8000, kv_port=65530)
-    assert _said(port_problems((high,), "internal")) == ["node1: mixed group 0 kv ports 65530-65545 go past 65535 "
-                                                         "(ports 65536-65545)"]
+    a = DpGroup("prefill", 0, ("node1",), dp=2, tp=4, port=8000, kv_port=30000)
+    b = DpGroup("decode", 1, ("node1",), dp=1, tp=4, port=30004, rpc_port=8001)
+    assert _clashes((a, b), "external", ("node1", 8000)) == [
+        "port 30004 on host node1 (decode group 1 API port) is already used by prefill group 0 kv ports 30000-30007 "
+        "(topology.groups[0])",
+        "port 8001 on host node1 (decode group 1 rpc port) is already used by prefill group 0 API ports 8000-8001 "
+        "(topology.groups[0])",
+        "port 8000 on host node1 (the proxy) is already used by prefill group 0 API ports 8000-8001 "
+        "(topology.groups[0])"]
+    assert _clashes((a,), "internal", ("node2", 8000)) == []  # another host: no clash
+    high = DpGroup("prefill", 0, ("node1",), dp=2, tp=8, port=8000, kv_port=65530)
+    assert _clashes((high,), "internal") == ["prefill group 0 kv ports 65530-65545 on host node1 go past 65535 "
+                                             "(ports 65536-65545)"]
+
+
+def test_a_mixed_group_binds_no_kv_port():
+    """Only P/D servers run the KV connector (plan/upstream.py passes --kv-transfer-config to them alone)."""
+    mixed = DpGroup("mixed", 0, ("node1",), dp=2, tp=4, port=8000, kv_port=30000)
+    assert [key for *_, key, _ in port_uses(mixed, "internal")] == ["port", "rpc_port"]
+    assert _clashes((mixed,), "internal", ("node1", 30000)) == []

@@ -69,14 +69,15 @@ def test_the_ascendcloud_scheduler_flow_refuses_a_front_and_names_why():
     ("{kind: vllm-router, host: tb1}", "10:topology.front: kind vllm-router needs front.image"),
     ("{kind: vllm-router, host: tb9, image: r}", "10:topology.front.host: unknown host 'tb9'"),
     ("{kind: vllm-router, host: tb1, port: 9002, image: r}",
-     "10:topology.front.port: port 9002 (the front's) on host tb1 is already used by topology.instances[1].port"),
+     "10:topology.front.port: port 9002 on host tb1 (the vllm-router) is already used by topology.instances[1].port (line 13)"),
     ("{kind: haproxy, host: tb1}", "10:topology.front.kind:"),
     # issue 39: the router's metrics port is one of the ports the deployment binds
     ("{kind: vllm-router, host: tb1, image: r, metrics_port: 9001}",
-     "10:topology.front.metrics_port: port 9001 (the vllm-router's metrics port) on host tb1 is already used by "
+     "10:topology.front.metrics_port: port 9001 on host tb1 (the vllm-router's metrics port) is already used by "
      "topology.instances[0].port"),
     ("{kind: vllm-router, host: tb1, port: 8000, image: r, metrics_port: 8000}",
-     "10:topology.front.metrics_port: port 8000 on host tb1 is both the front's and the vllm-router's metrics port"),
+     "10:topology.front.metrics_port: port 8000 on host tb1 (the vllm-router's metrics port) is already used by "
+     "the vllm-router (topology.front.port"),
     ("{kind: vllm-router, host: tb1, image: r, metrics_port: 99999}", "10:topology.front.metrics_port:"),
 ])
 def test_a_wrong_front_is_an_error_at_its_path_and_line(front, expected):
@@ -88,8 +89,8 @@ def test_the_router_metrics_port_default_is_checked_against_the_servers_too():
     spec = load_spec_text(MIXED % ROUTER)
     assert spec.front_spec.metrics_port == spec.front.metrics_port == 19000
     found = errors((MIXED % ROUTER).replace("port: 9002}", "port: 19000}"))
-    assert any(e.startswith("10:topology.front: port 19000 (the vllm-router's metrics port) on host tb1 is already "
-                            "used by topology.instances[1].port") for e in found), found
+    assert any(e.startswith("10:topology.front: port 19000 on host tb1 (the vllm-router's metrics port, default "
+                            "metrics_port 19000) is already used by topology.instances[1].port") for e in found), found
     assert load_spec_text(UPSTREAM_PD % "proxy: {host: tb1, port: 8000}").front.metrics_port is None
 
 
@@ -108,11 +109,12 @@ topology:
 """
 
 
-def test_vllm_ascend_router_metrics_port_against_its_groups_kv_ports():
-    assert errors(UPSTREAM_MIXED % "") == []
-    found = errors(UPSTREAM_MIXED % ", metrics_port: 28001")
-    assert any(e.startswith("11:topology.front.metrics_port: tb1: port 28001 is both mixed group 0 kv ports "
-                            "28000-28001 and the vllm-router's metrics port") for e in found), found
+def test_vllm_ascend_router_metrics_port_against_its_groups_ports():
+    """A mixed group runs no KV connector (no kv ports); its API and rpc ports are in the one port set."""
+    assert errors(UPSTREAM_MIXED % "") == [] and errors(UPSTREAM_MIXED % ", metrics_port: 28001") == []
+    found = errors(UPSTREAM_MIXED % ", metrics_port: 9100")
+    assert any(e.startswith("11:topology.front.metrics_port: port 9100 on host tb1 (the vllm-router's metrics port) "
+                            "is already used by mixed group 0") for e in found), found
 
 
 def test_vllm_ascend_pd_keeps_its_proxy_as_kind_proxy_written_either_way():

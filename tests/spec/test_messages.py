@@ -98,7 +98,7 @@ WHOLE = {
                                                          "topology.instances[0]")),
     "port-used": (BASE.replace("port: 8081", "port: 8080"),
                   ("topology.instances[1].port", "port 8080 on host node1 is already used by "
-                                                 "topology.instances[0].port")),
+                                                 "topology.instances[0].port (line 10)")),
     "missing-key": (BASE.replace("served_name: demo-model", "max_num_seqs: 2"),
                     ("model.served_name", "missing required key 'served_name'")),
     "host-name": (BASE.replace("node1", "node/1"),

@@ -1,0 +1,265 @@
+"""Every port a deployment binds on a host, in one set (pure), and the one check over it (issue 39 item 6): two users
+of one port on one machine are a `validate` error naming both, where each is set in the spec. The set is built
+from the document as `validate` reads it (`document_ports`) and from the Spec that doctor, `up`'s ports stage and
+rollout's surge read (`spec_ports`), through the same builders of each kind of port, so they agree on every port."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
+
+from deployctl.errors import Problem
+from deployctl.spec.dp_groups import MAX_PORT, DpGroup, port_uses
+
+if TYPE_CHECKING:
+    from deployctl.spec.model import Spec
+    from deployctl.spec.rules import Context
+
+Path = tuple
+DEPLOYMENT, HOST = "deployment", "host"  # who binds a port: a container deployctl starts, or the host's own exporter
+EXPORTERS = (("npu_exporter_port", "MindCluster npu-exporter"), ("node_exporter_port", "node_exporter"))
+
+
+def _dotted(path: Path) -> str:
+    return Problem(path).dotted_path
+
+
+@dataclass(frozen=True)
+class PortUse:
+    """One port one user binds on one host."""
+
+    host: str
+    port: int
+    name: str  # how a message names its user: "prefill group 0 kv ports 28000-28015", or a key itself
+    path: Path  # the key that sets it (its unit's or the front's where a default does): a collision is said there
+    where: str = ""  # the key, when `name` is not it: "topology.prefill[0].kv_port"
+    default: str = ""  # the default that sets it, when no key does: "default port 9000"
+    owner: str = DEPLOYMENT
+
+    @property
+    def user(self) -> tuple:
+        return self.host, self.name, self.path, self.default
+
+    def said(self, line: int = 0) -> str:
+        """`prefill group 0 kv ports 28000-28015 (topology.prefill[0], line 16)`."""
+        parts = [p for p in (self.where, self.default, f"line {line}" if line else "") if p]
+        return self.name + (f" ({', '.join(parts)})" if parts else "")
+
+
+# The builders of each kind of port: both representations go through them.
+
+def instance_ports(path: Path, host: str, port: Optional[int], extras: Iterable[tuple[str, Optional[int], int]],
+                   scheduler: bool = False, default_port: Optional[int] = None) -> Iterator[PortUse]:
+    """An AscendCloud/GPU/Triton instance or the AscendCloud scheduler: its `port` (None: `default_port`), and
+    each (key, value or None when defaulted, offset from port) its flavour listens on besides (Triton's)."""
+    where = _dotted(path)
+    if port is None and default_port is not None:
+        yield PortUse(host, default_port, where, path, default=f"default port {default_port}")
+        port = default_port
+    elif port is not None:
+        yield PortUse(host, port, f"{where}.port", path + ("port",))
+    if scheduler or port is None:
+        return
+    for key, value, offset in extras:
+        if value is not None:
+            yield PortUse(host, value, f"{where}.{key}", path + (key,))
+        else:
+            yield PortUse(host, port + offset, where, path + ("port",), default=f"default {key} {port + offset}")
+
+
+def group_ports(group: DpGroup, launch: str, path: Path, written: Iterable[str]) -> Iterator[PortUse]:
+    """A vllm-ascend DP group's API, kv and rpc (DP master) ports (dp_groups.port_uses); `written`: its keys."""
+    written = set(written)
+    for host, port, key, what in port_uses(group, launch):
+        at = path + (key,) if key in written else path
+        yield PortUse(host, port, what, at, where=_dotted(at))
+
+
+def front_port(path: Path, host: str, port: Optional[int], name: str, default_port: int) -> PortUse:
+    """The front (vllm-ascend's proxy, a vllm-router): its port, or the default it listens on."""
+    if port is None:
+        return PortUse(host, default_port, name, path, where=_dotted(path), default=f"default port {default_port}")
+    return PortUse(host, port, name, path + ("port",), where=_dotted(path + ("port",)))
+
+
+def router_metrics_port(path: Path, host: str, port: Optional[int], default_port: int) -> PortUse:
+    """A vllm-router front's --prometheus-port: the key's value, or the default deployctl passes."""
+    name = "the vllm-router's metrics port"
+    if port is None:
+        return PortUse(host, default_port, name, path, where=_dotted(path),
+                       default=f"default metrics_port {default_port}")
+    return PortUse(host, port, name, path + ("metrics_port",), where=_dotted(path + ("metrics_port",)))
+
+
+def _document_router_metrics(c: "Context", host: str) -> list[PortUse]:
+    if c.value(("topology", "front", "kind"), str) != "vllm-router":
+        return []
+    from deployctl.spec.rules_upstream import DEFAULT_ROUTER_METRICS_PORT
+
+    front = c.value(("topology", "front"), dict) or {}
+    port = c.value(("topology", "front", "metrics_port"), int)
+    if "metrics_port" in front and port is None:
+        return []  # a value the schema refused: said there
+    return [router_metrics_port(("topology", "front"), host, port, DEFAULT_ROUTER_METRICS_PORT)]
+
+
+def exporter_ports(hosts: Iterable[str], ports: Iterable[tuple[str, int]]) -> Iterator[PortUse]:
+    """The exporters the monitoring pack scrapes on every host of the deployment ((monitor key, port)): the host
+    runs them, so a server on that port fails to bind (or is scraped as the exporter)."""
+    hosts = list(dict.fromkeys(hosts))
+    for key, port in ports:
+        name = dict(EXPORTERS)[key]
+        for host in hosts:
+            yield PortUse(host, port, name, ("monitor", key), where=f"monitor.{key}", owner=HOST)
+
+
+# The document as validate reads it (values that failed the schema are left out).
+
+def document_ports(c: "Context") -> list[PortUse]:
+    """Every port the spec's deployment binds, in spec order: servers, then the front, then the exporters."""
+    from deployctl.spec.rules_upstream import front_key, launchable_groups, proxy_of
+
+    uses: list[PortUse] = []
+    if c.flavour.dp_groups:
+        launch = c.value(("topology", "dp_launch"), str) or "internal"
+        for unit, group in launchable_groups(c):
+            uses += group_ports(group, launch, unit.path, unit.data)
+        proxy, key = proxy_of(c), front_key(c)
+        if proxy is not None:
+            kind = c.value(("topology", "front", "kind"), str) if key == "front" else "proxy"
+            uses.append(front_port(("topology", key), proxy[0], proxy[1], _front_name(kind), proxy[2]))
+            if key == "front":
+                uses += _document_router_metrics(c, proxy[0])
+    else:
+        from deployctl.spec.rules import DEFAULT_SCHEDULER_PORT
+
+        for unit in c.units():
+            host = c.host_of(unit)
+            if host is None:
+                continue
+            port = c.value(unit.path + ("port",), int)
+            if unit.role == "scheduler" and "port" not in unit.data:
+                uses += instance_ports(unit.path, host, None, (), True, DEFAULT_SCHEDULER_PORT)
+            elif port is not None:
+                extras = [(key, c.value(unit.path + (key,), int) if key in unit.data else None, offset)
+                          for key, offset in c.flavour.extra_ports]
+                extras = [e for e in extras if e[1] is not None or e[0] not in unit.data]  # a failed value: none
+                uses += instance_ports(unit.path, host, port, extras, unit.role == "scheduler")
+        front = c.value(("topology", "front"), dict)
+        host = c.value(("topology", "front", "host"), str)
+        if front is not None and host is not None and (c.hosts is None or host in c.hosts):
+            port = c.value(("topology", "front", "port"), int)
+            if "port" not in front or port is not None:
+                from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT
+
+                uses.append(front_port(("topology", "front"), host, port,
+                                       _front_name(c.value(("topology", "front", "kind"), str)), DEFAULT_PROXY_PORT))
+                uses += _document_router_metrics(c, host)
+    uses += exporter_ports([u.host for u in uses], _written_exporters(c))
+    return uses
+
+
+def _front_name(kind: Optional[str]) -> str:
+    return "the vllm-router" if kind == "vllm-router" else "the proxy" if kind == "proxy" else "the front"
+
+
+def _written_exporters(c: "Context") -> list[tuple[str, int]]:
+    """(key, port) of each exporter port the spec's `monitor:` writes: a default is an assumption the pack checks
+    on the hosts (and skips a port a server binds, NOTES.txt), a written port says the exporter listens there."""
+    monitor = c.value(("monitor",), dict)
+    if monitor is None:
+        return []
+    return [(key, port) for key, _ in EXPORTERS
+            if (key != "npu_exporter_port" or c.platform == "ascend")
+            for port in [c.value(("monitor", key), int)] if key in monitor and port]
+
+
+# The Spec the plan reads (its kv ports as the hosts make them: plan/upstream.py's with_host_facts).
+
+def spec_ports(spec: "Spec") -> list[PortUse]:
+    """The same set from a loaded spec; its exporters at their ports, written or default."""
+    uses: list[PortUse] = []
+    if spec.upstream is not None:
+        for group in spec.upstream.groups:
+            key = "groups" if group.role == "mixed" else group.role
+            path = ("topology", key, group.number if group.number is not None else group.index)
+            written = ["port"] + [k for k in ("kv_port", "rpc_port") if getattr(group, k) is not None]
+            uses += group_ports(group, spec.upstream.dp_launch, path, written)
+    for instance in spec.instances:
+        if instance.server is not None:
+            continue
+        if instance.role in ("proxy", "router"):
+            kind = spec.front_spec.kind if spec.front_spec is not None else instance.role
+            uses.append(front_port(instance.path, instance.host, instance.port, _front_name(kind), instance.port))
+            if kind == "vllm-router" and instance.metrics_port is not None:
+                from deployctl.spec.rules_upstream import DEFAULT_ROUTER_METRICS_PORT
+
+                # the loaded spec holds the default filled in: told apart from a written value by its number
+                written = instance.metrics_port != DEFAULT_ROUTER_METRICS_PORT
+                uses.append(router_metrics_port(instance.path, instance.host,
+                                                instance.metrics_port if written else None, instance.metrics_port))
+        elif instance.port is not None:
+            extras = [(key, getattr(instance, key), 0) for key in ("grpc_port", "metrics_port")
+                      if getattr(instance, key) is not None]
+            uses += instance_ports(instance.path, instance.host, instance.port, extras, instance.role == "scheduler")
+    if spec.monitor is not None:
+        flavour_ascend = spec.platform == "ascend"
+        ports = [(key, getattr(spec.monitor, key)) for key, _ in EXPORTERS
+                 if getattr(spec.monitor, key) and (key != "npu_exporter_port" or flavour_ascend)]
+        uses += exporter_ports([i.host for i in spec.instances], ports)
+    return uses
+
+
+# The one check.
+
+@dataclass(frozen=True)
+class Collision:
+    """`mine` binds `ports` on its host that `other`, listed before it, binds on the same machine; or, with
+    `other` None, ports past 65535."""
+
+    mine: PortUse
+    other: Optional[PortUse]
+    ports: tuple[int, ...]
+
+
+def collisions(uses: Sequence[PortUse], machine: Callable[[str], str] = lambda host: host) -> list[Collision]:
+    """Each pair of users of a port on one machine (`machine`: the machine a host name is), said once with every
+    port they share; and each user of ports past 65535."""
+    first: dict[tuple[str, int], PortUse] = {}
+    found: dict[tuple, tuple[PortUse, Optional[PortUse], list[int]]] = {}
+    for use in uses:
+        if use.port > MAX_PORT:
+            found.setdefault((use.user, None), (use, None, []))[2].append(use.port)
+            continue
+        taken = first.setdefault((machine(use.host), use.port), use)
+        if taken.user != use.user:
+            found.setdefault((use.user, taken.user), (use, taken, []))[2].append(use.port)
+    return [Collision(mine, other, tuple(ports)) for mine, other, ports in found.values()]
+
+
+def ids(numbers: Sequence[int]) -> str:
+    from deployctl.spec.dp_groups import _ids
+
+    return _ids(numbers)
+
+
+def collision_message(collision: Collision, line: int = 0, same_machine: str = "") -> str:
+    """`port 36000 on host node1 (the proxy) is already used by prefill group 0 kv ports 36000-36007
+    (topology.prefill[0], line 16)`; `line`: the other's."""
+    mine, ports = collision.mine, collision.ports
+    shown = f"port {ports[0]}" if len(ports) == 1 else f"ports {ids(ports)}"
+    own = [p for p in (mine.name if mine.name != _dotted(mine.path) else "", mine.default) if p]
+    own_said = f" ({', '.join(own)})" if own else ""
+    if collision.other is None:
+        return f"{mine.name} on host {mine.host} go past {MAX_PORT} ({shown})"
+    verb = "is" if len(ports) == 1 else "are"
+    return f"{shown} on host {mine.host}{own_said} {verb} already used by {collision.other.said(line)}{same_machine}"
+
+
+def collision_hint(collision: Collision) -> Optional[str]:
+    if collision.other is None:
+        return "give a lower kv_port"
+    if HOST in (collision.mine.owner, collision.other.owner):
+        return ("the monitoring pack scrapes that exporter on every host of the deployment: move the server, or set "
+                "the monitor key to the port the exporter listens on (null: none)")
+    return None
