@@ -406,18 +406,23 @@ def _wave_paths(paths, replaced: set[str], front_name: str) -> tuple:
 
 
 def front_steps(spec: Spec, names: tuple[str, ...], address_of: Mapping[str, str],
-                drain_timeout: float = DEFAULT_DRAIN_TIMEOUT) -> Optional[tuple[Step, Step]]:
+                drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+                wait_requests: bool = True) -> Optional[tuple[Step, Step]]:
     """The seam for anything that restarts servers outside `up` (`deployctl watch`): (take out and drain, put back
-    and wait until listed) for the units holding the containers `names` (a DP group goes whole), on the front's
-    host; None when the spec has no front that can change its list."""
+    and wait until listed, each at most `drain_timeout`) for the units holding the containers `names` (a DP group
+    goes whole), on the front's host; None when the spec has no front that can change its list. Without
+    `wait_requests` the drain takes them out and waits for nothing (servers that cannot finish their requests)."""
     front = front_of(spec)
     if front is None or not front.changes_list:
         return None
     members = {i.name for name in names for i in _members(spec, name)}
     chosen = tuple(b for b in backends(spec, address_of) if b.name in members)
     label = ", ".join(b.name for b in chosen)
-    return (drain_step(front, chosen, f"take {label} out of the {front.kind}, wait for their requests", drain_timeout),
-            route_step(front, chosen, f"put {label} back into the {front.kind}", drain_timeout))
+    if not wait_requests:
+        out = drain_step(front, chosen, f"take {label} out of the {front.kind} (their requests cannot finish)", 0.0)
+    else:
+        out = drain_step(front, chosen, f"take {label} out of the {front.kind}, wait for their requests", drain_timeout)
+    return out, route_step(front, chosen, f"put {label} back into the {front.kind}", drain_timeout)
 
 
 def _members(spec: Spec, name: str) -> tuple[Instance, ...]:

@@ -288,9 +288,9 @@ SAME_CONTAINER = '[ "$(docker inspect --format "{{.Id}}" "$1" 2>/dev/null)" = "$
 
 
 def front_stages(spec: Spec, restart: Restart, address_of: Mapping[str, str]) -> tuple[Stage, Stage]:
-    """Take the unit out of the front and wait for its requests, then put it back once it serves (the rollout's
-    own steps, plan/rollout.py front_steps); empty stages where the front cannot change its list or the front's
-    addresses are not known."""
+    """Take the unit out of the front (no wait for its requests: they cannot finish), then put it back once it
+    serves (the rollout's own steps, plan/rollout.py front_steps); empty stages where the front cannot change its
+    list or the front's addresses are not known."""
     from deployctl.plan.front import backends
     from deployctl.plan.rollout import front_steps
 
@@ -299,7 +299,10 @@ def front_stages(spec: Spec, restart: Restart, address_of: Mapping[str, str]) ->
         # and a put-back that goes wrong would leave the list without it. It restarts listed: the front's own
         # retries meet it again once it serves.
         return Stage("drain", ()), Stage("undrain", ())
-    found = front_steps(spec, tuple(i.name for i in restart.instances), address_of) if address_of else None
+    # No wait for its requests: watch restarts a unit only when it cannot finish them (stalled, engine dead, down,
+    # unresponsive), so a drain would only wait out --drain-timeout (120 s) before the same stop cuts them.
+    found = front_steps(spec, tuple(i.name for i in restart.instances), address_of, wait_requests=False) \
+        if address_of else None
     out, back = found if found is not None else ((), ())
     return Stage("drain", (out,) if out else ()), Stage("undrain", (back,) if back else ())
 

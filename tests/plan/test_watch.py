@@ -248,7 +248,7 @@ def test_the_whole_unit_leaves_the_front_before_the_stop_and_comes_back_after():
     """The rollout's own front steps (plan/rollout.py front_steps): every rank of the stalled one's group goes out
     of vllm-ascend's proxy and is drained, and is put back once it serves."""
     from deployctl.plan.front import front_of, reach
-    from deployctl.plan.actions import Drain
+    from deployctl.plan.actions import AwaitListed, Drain
 
     spec = load_spec_text(PD_TWO_BY_TWO)
     assert front_of(spec).changes_list  # a release whose proxy has /instances/add|remove
@@ -260,6 +260,11 @@ def test_the_whole_unit_leaves_the_front_before_the_stop_and_comes_back_after():
     assert out.host == back.host == spec.front.host
     (drain,) = [a for a in out.actions if isinstance(a, Drain)]
     assert {name for name, _ in drain.servers} == everyone
+    # a stalled group's requests cannot finish: no wait for them (it waited out --drain-timeout, 120 s, first);
+    # putting it back still waits for the front to list it
+    assert drain.timeout == 0
+    (listed,) = [a for a in back.actions if isinstance(a, AwaitListed)]
+    assert listed.timeout > 0
     said = " ".join(" ".join(c.argv) for c in out.commands)
     assert "/instances/remove" in said and "/instances/add" in " ".join(" ".join(c.argv) for c in back.commands)
 
