@@ -167,10 +167,14 @@ class Queries:
         interval = duration(self.scrape_ms)
         expected = (f'label_replace(group by ({by}) ({up} offset {interval}) and on ({by}) group by ({by}) ({up}), '
                     f'"answering", "$1", "{EXPECTED}", "(.*)")')
+        # Only while the role's target list held steady over the last interval: a rewritten list (`down`) is dropped
+        # target by target, and one already gone read as a missing rank (seen: RanksMissing pending during `down`
+        # with one of two decode targets dropped); a target missing for longer still counts.
+        steady = f"count by ({by}) ({up}) == on ({by}) count by ({by}) ({up} offset {interval})"
         answering = (f'count_values by ({by}) ("answering", count by ({by}) '
                      f"((max_over_time({up}[{self.down_window}]) == 1) and {up}))")
-        return (f'label_replace({expected} unless on ({by}, answering) {answering}, '
-                f'"answering", "", "answering", ".*")')
+        return (f'label_replace(({expected} and on ({by}) ({steady})) unless on ({by}, answering) '
+                f'{answering}, "answering", "", "answering", ".*")')
 
     def front_down(self) -> str:
         """The prober reached the front and its health check failed for the whole down window."""
