@@ -154,7 +154,7 @@ class Queries:
         """No scrape of the API server succeeded over the down window, and it is still a target (a range keeps a
         removed target's last failed samples after Prometheus marked it stale: `down` removes, then stops)."""
         up = f'up{{{self.sel},job="{SERVERS_JOB}"}}'
-        return f"(max_over_time({up}[{self.down_window}]) == 0) and {up}"
+        return self._zero_all_window(up)
 
     def ranks_missing(self) -> str:
         """Fewer API servers of a role answered (a scrape in the down window) than its targets' `role_servers`
@@ -179,12 +179,17 @@ class Queries:
     def front_down(self) -> str:
         """The prober reached the front and its health check failed for the whole down window."""
         probe = f'probe_success{{{self.sel},job="{FRONT_JOB}"}}'
-        return f"(max_over_time({probe}[{self.down_window}]) == 0) and {probe}"
+        return self._zero_all_window(probe)
+
+    def _zero_all_window(self, series: str) -> str:
+        """`series` 0 at every sample of the down window, and still present now (a dropped target's last failed
+        samples do not count)."""
+        return f"(max_over_time({series}[{self.down_window}]) == 0) and {series}"
 
     def prober_down(self) -> str:
         """blackbox_exporter itself did not answer Prometheus (no probe ran: the front's health is unknown)."""
         up = f'up{{{self.sel},job="{FRONT_JOB}"}}'
-        return f"(max_over_time({up}[{self.down_window}]) == 0) and {up}"
+        return self._zero_all_window(up)
 
     def ttft_above(self, bound_ms: int) -> str:
         """The p99 time to first token of a role, over the SLO window, above the bound (no request: no value)."""
