@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import signal
 
@@ -16,6 +17,31 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"test bed unavailable: {reason}")
 
 
+def _hold_the_bed_lock() -> None:
+    """One bed per machine: a second pytest process (another run, or a second xdist worker whose bed tests lost
+    their group) fails here with the holder's pid, instead of tearing down the first bed's namespaces."""
+    from tests.testbed import layout
+
+    path = f"{layout.state_dir()}.lock"  # beside the state dir: cleanup_leftovers removes the dir, never this
+    handle = open(path, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        _unavailable(f"another process holds the test bed's lock {path} (its last pytest holder: pid {holder}); "
+                     "bed tests on two xdist workers mean their xdist group was lost")
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    _BED_LOCK.append(handle)  # held until this process exits
+
+
+_BED_LOCK: list = []
+
+
 @pytest.fixture(scope="session")
 def testbed():
     """ONE test bed for the run: DEPLOYCTL_TESTBED_HOSTS hosts (default 4), S3, images; torn down at the end."""
@@ -23,6 +49,7 @@ def testbed():
 
     if os.geteuid() != 0:
         _unavailable("needs root (network namespaces, mounts, dockerd)")
+    _hold_the_bed_lock()
     n_hosts = int(os.environ.get("DEPLOYCTL_TESTBED_HOSTS", "4"))
     bed = Testbed(n_hosts)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
@@ -57,22 +84,27 @@ def restore_profiles(testbed):
         testbed.set_ip_forward(host.name, 1)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
     """Mark every test that needs the test bed (directly or through a fixture): `-m "not testbed"` runs the rest.
-    The real engine's tests (tests/real_engine) run only when `-m` names them: its ~80 s start on 2 cores and
-    3 GB venv are no part of the default run; they share one xdist group (one engine)."""
+    Marked here, as each item is collected, so that the marks exist before any plugin's
+    pytest_collection_modifyitems reads them: xdist's worker turns `xdist_group` into the `@group` node id suffix
+    there, and under pytest 9.2 a tryfirst conftest hook no longer ran before it (the bed's tests went to both
+    workers, two beds fought over the same namespaces: CI failed every bed test)."""
+    if item.get_closest_marker("real_engine") is not None:
+        item.add_marker(pytest.mark.xdist_group("real_engine"))  # one engine for the run
+    if "testbed" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.testbed)
+        item.add_marker(pytest.mark.xdist_group("testbed"))  # one worker, one bed (pyproject's addopts)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The real engine's tests (tests/real_engine) run only when `-m` names them: its ~80 s start on 2 cores and
+    3 GB venv are no part of the default run."""
     if "real_engine" not in (config.getoption("markexpr", "") or ""):
         dropped = [item for item in items if item.get_closest_marker("real_engine") is not None]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = [item for item in items if item.get_closest_marker("real_engine") is None]
-    for item in items:
-        if item.get_closest_marker("real_engine") is not None:
-            item.add_marker(pytest.mark.xdist_group("real_engine"))
-        if "testbed" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.testbed)
-            item.add_marker(pytest.mark.xdist_group("testbed"))  # one worker, one bed (pyproject's addopts)
 
 
 def pytest_terminal_summary(terminalreporter):
