@@ -167,10 +167,13 @@ class Queries:
         interval = duration(self.scrape_ms)
         expected = (f'label_replace(group by ({by}) ({up} offset {interval}) and on ({by}) group by ({by}) ({up}), '
                     f'"answering", "$1", "{EXPECTED}", "(.*)")')
-        # Only while the role's target list held steady over the last interval: a rewritten list (`down`) is dropped
+        # Only while the role's target count held over the whole down window: a rewritten list (`down`) is dropped
         # target by target, and one already gone read as a missing rank (seen: RanksMissing pending during `down`
-        # with one of two decode targets dropped); a target missing for longer still counts.
-        steady = f"count by ({by}) ({up}) == on ({by}) count by ({by}) ({up} offset {interval})"
+        # with one of two decode targets dropped). One interval was not enough: Prometheus marks a removed target
+        # stale at its own next scrape slot, an interval after the removal (scrape/scrape.go endOfRunStaleness),
+        # so two targets of one list go stale up to two intervals apart (seen on the bed under load). A rank whose
+        # target stays but fails its scrapes is not a change of the count: it still counts at once.
+        steady = f"count by ({by}) ({up}) == on ({by}) count by ({by}) ({up} offset {self.down_window})"
         answering = (f'count_values by ({by}) ("answering", count by ({by}) '
                      f"((max_over_time({up}[{self.down_window}]) == 1) and {up}))")
         return (f'label_replace(({expected} and on ({by}) ({steady})) unless on ({by}, answering) '

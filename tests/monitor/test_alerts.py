@@ -125,11 +125,20 @@ def cases(rules: dict) -> list:
         {"name": "a server target missing from Prometheus' list (two decode servers run, one is scraped)",
          "interval": "1s",
          "input_series": HEALTHY + engine({**DECODE, "role_servers": "2"}),
-         # the expected side needs the role's targets one interval ago: true from t=1 s
-         "alert_rule_test": firing(rules, "DeployctlRanksMissing", SCRAPE_S,
+         # the expected side needs the role's target count held over the down window: true from then on
+         "alert_rule_test": firing(rules, "DeployctlRanksMissing", down,
                                    {"deployment": "demo-pd", "role": "decode", "role_servers": "2",
                                     "severity": severity["DeployctlRanksMissing"]})
          + quiet(["DeployctlRankDown"], (30,))},
+        {"name": "down: two decode targets of one list go stale two intervals apart (each at its own scrape slot)",
+         "interval": "1s",
+         "input_series": HEALTHY + engine({**DECODE, "role_servers": "2"}, up=f"1x{ok} stale")
+         + engine({**DECODE, "role_servers": "2", "rank": "1", "instance": "demo-pd-decode-1"},
+                  up=f"1x{ok + 2} stale"),
+         "alert_rule_test": quiet(["DeployctlRanksMissing"], (fails_at + 2, fails_at + 12)),
+         # never even pending: the expression itself is empty at every step while the list is dropped
+         "promql_expr_test": [{"expr": rules["DeployctlRanksMissing"]["expr"], "eval_time": f"{t}s",
+                               "exp_samples": []} for t in range(fails_at - 1, fails_at + 6)]},
         {"name": "one scrape that timed out (a busy host) is not a rank gone", "interval": "1s",
          "input_series": HEALTHY + engine(DECODE, up=f"1x{ok} 0 1x{N - fails_at - 1}"),
          "alert_rule_test": quiet(("DeployctlRankDown", "DeployctlRanksMissing"), range(fails_at, 40, 3))},
