@@ -95,7 +95,9 @@ class VllmGpu(AscendCloudVllm):
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":
         from deployctl.plan.containers import instance_container
+        from deployctl.servers.engine_ready import engine_ready_env
 
         gpus, mounts = gpu_shape(spec, instance)
+        env = self._ranktable_env(spec, instance, ranktables) + engine_ready_env(spec)
         return instance_container(spec, instance, devices=(), mounts=mounts, command=self.command(spec, instance),
-                                  env=self._ranktable_env(spec, instance, ranktables), gpus=gpus)
+                                  env=env, gpus=gpus)
