@@ -1,7 +1,8 @@
 """Rules of a `server: vllm-ascend` spec that follow what upstream refuses or silently ignores (contract: "Settled
 on 2026-11-25"): the keys a release removed, Mooncake missing from the image, the Mooncake connector's tp check,
-speculative decoding in P/D, context-parallel sizes, reduce-sampling and prefix caching with P/D, kv ports inside
-the connector's random range, and ASCEND_RT_VISIBLE_DEVICES written with host ids. Each cites its upstream source."""
+speculative decoding in P/D and its draft model, context-parallel sizes, reduce-sampling and prefix caching with
+P/D, kv ports inside the connector's random range, and ASCEND_RT_VISIBLE_DEVICES written with host ids. Each cites
+its upstream source."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
 _HYBRID = re.compile(r"qwen3[._-]?(next|[56](?!\d))", re.IGNORECASE)
 _CP_FLAGS = {"--prefill-context-parallel-size": "prefill", "-pcp": "prefill",
              "--decode-context-parallel-size": "decode", "-dcp": "decode"}
+# The speculative methods whose drafter is a model of its own, which vLLM does not find without `model`
+# (vLLM 0.33.0 vllm/config/speculative.py:1252-1295; custom_class: the proposer's module path)
+DRAFT_METHODS = ("eagle", "eagle3", "dflash", "draft_model", "custom_class")
 MOONCAKE_TP_CHECK = ("vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py:2055 (HEAD) raises "
                      "'prefill_tp_size ... must be greater than or equal to the decode_tp_size' at start")
 
@@ -80,6 +84,7 @@ def check_pd_traps(c: Context) -> Iterator[Problem]:
     """What a P/D deployment of vllm-ascend refuses at start or serves wrong (each rule cites upstream)."""
     yield from _visible_devices(c)
     yield from _kv_port_range(c)
+    yield from _draft_model(c)
     if c.mode != "disaggregated":
         return
     prefill = [u for u in c.groups if u.role == "prefill"]
@@ -151,6 +156,34 @@ def _speculative(c: Context, prefill: list, decode: list, hybrid: bool) -> Itera
         elif not hybrid and n != 1:
             yield Problem(path, f"prefill proposes {n} speculative tokens: in P/D the prefill proposes 1 and decode "
                                 f"1 or more (vllm-ascend's P/D tutorial)", hint="num_speculative_tokens: 1 on prefill")
+
+
+def _draft_model(c: Context) -> Iterator[Problem]:
+    """A drafter that is a model of its own needs `model` (vLLM 0.33.0 vllm/config/speculative.py:1252-1295: only
+    the MTP family, dspark, ngram, suffix and extract_hidden_states find theirs), and the container sees only the
+    weights' directory of the host's (plan/upstream.py mounts weights.dest)."""
+    dest = c.value(("weights", "dest"), str)
+    for unit in c.groups:
+        spec = c.value(unit.path + ("speculative",), dict)
+        if spec is None:
+            continue
+        method, model = spec.get("method"), spec.get("model")
+        if method in DRAFT_METHODS and model is None:
+            yield Problem(unit.path + ("speculative",),
+                          f"method {method} needs its draft model: vLLM refuses to start with 'num_speculative_tokens "
+                          f"was provided but without speculative model' (vllm/config/speculative.py:1294, vLLM 0.33.0)",
+                          hint=f"add model: the draft's directory under {dest or 'weights.dest'} (the one host "
+                               f"directory the container mounts), e.g. {(dest or '/mnt/weights/model').rstrip('/')}/"
+                               f"{method}")
+        elif isinstance(model, str) and model.startswith("/") and dest and not _under(model, dest):
+            yield Problem(unit.path + ("speculative", "model"),
+                          f"{model} is not inside the container: only weights.dest ({dest}) of the host's directories "
+                          f"is mounted into it", hint=f"put the draft model under {dest} and name it there")
+
+
+def _under(path: str, directory: str) -> bool:
+    parts, base = [p for p in path.split("/") if p], [p for p in directory.split("/") if p]
+    return parts[:len(base)] == base
 
 
 def _flags(c: Context, unit: Unit) -> list[str]:

@@ -91,8 +91,35 @@ def test_speculative_decoding_in_p_d_prefill_proposes_one_decode_one_or_more():
                        "(vllm-ascend's P/D tutorial)")]
     errors, _ = check(decode=mtp.replace("N", "1"))
     assert errors[0][0] == "topology.prefill[0]" and "decode group 0 uses speculative decoding" in errors[0][1]
-    errors, _ = check(prefill=mtp.replace("N", "1"), decode=mtp.replace("N", "1").replace("deepseek_mtp", "eagle3"))
+    eagle3 = mtp.replace("N", "1").replace("deepseek_mtp", "eagle3").replace("}", ", model: /mnt/weights/e3}")
+    errors, _ = check(prefill=mtp.replace("N", "1"), decode=eagle3)
     assert errors[0][0] == "topology.decode[0].speculative.method"
+
+
+def test_eagle3_takes_its_draft_model_and_enforce_eager_and_is_refused_without_one():
+    eagle3 = ", speculative: {method: eagle3, num_speculative_tokens: N, model: /mnt/weights/Qwen3-235B/eagle3"
+    decode = eagle3.replace("N", "3") + ", enforce_eager: true}"
+    assert check(prefill=eagle3.replace("N", "1") + "}", decode=decode) == ([], [])
+    # without it vLLM exits at start: "num_speculative_tokens was provided but without speculative model"
+    bare = ", speculative: {method: eagle3, num_speculative_tokens: N}"
+    text = BASE.replace("TAG", "v0.23.0-a3").replace("PTP", "8").replace("NAME", "qwen3").replace(
+        "WEIGHTS", "Qwen3-235B").replace("PREFILL", bare.replace("N", "1")).replace("DECODE", bare.replace("N", "3"))
+    _, errors, _ = check_spec_text(text, "pd.yaml")
+    assert [(p.dotted_path, p.line) for p in errors] == [("topology.prefill[0].speculative", 17),
+                                                         ("topology.decode[0].speculative", 19)]
+    assert errors[0].message.startswith("method eagle3 needs its draft model: vLLM refuses to start with "
+                                        "'num_speculative_tokens was provided but without speculative model' "
+                                        "(vllm/config/speculative.py:1294, vLLM 0.33.0)")
+    assert errors[0].hint.startswith("add model: the draft's directory under /mnt/weights/Qwen3-235B")
+    # a draft the container cannot see: only weights.dest is mounted
+    outside = ", speculative: {method: eagle3, num_speculative_tokens: 1, model: /data/eagle3}"
+    errors, _ = check(prefill=outside, decode=outside)
+    assert [path for path, _ in errors] == ["topology.prefill[0].speculative.model",
+                                            "topology.decode[0].speculative.model"]
+    assert "only weights.dest (/mnt/weights/Qwen3-235B)" in errors[0][1]
+    # the MTP family finds its drafter in the model itself (vllm/config/speculative.py:1252-1263)
+    mtp = ", speculative: {method: deepseek_mtp, num_speculative_tokens: 1}"
+    assert check(prefill=mtp, decode=mtp) == ([], [])
 
 
 def test_a_hybrid_model_proposes_as_many_on_both_roles():
