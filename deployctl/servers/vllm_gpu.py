@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Optional
 
-from deployctl.servers.ascendcloud import FAMILY, OPENAI_SERVER, AscendCloudVllm
+from deployctl.servers.ascendcloud import FAMILY, MOE, OPENAI_SERVER, AscendCloudVllm
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import VERBATIM, Flag, Refused
 from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT, shutdown_timeout
@@ -36,6 +36,7 @@ TABLE = (
     SHUTDOWN_TIMEOUT,  # where the image's vLLM has it (server_profiles.json `vllm.shutdown_timeout_from`)
     Flag("extra_args", VERBATIM),
     FAMILY,
+    MOE,
 )
 
 

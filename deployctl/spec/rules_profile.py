@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 from deployctl.errors import Problem
 from deployctl.spec.dp_groups import connector_port_range
-from deployctl.spec.profiles import SOURCE_DEFAULT, SOURCE_OVERRIDE, SOURCE_TAG, ProfileChoice, select_profile
+from deployctl.spec.profiles import (
+    SOURCE_DEFAULT, SOURCE_OVERRIDE, SOURCE_TAG, ProfileChoice, parse_version, select_profile,
+)
 
 if TYPE_CHECKING:
     from deployctl.spec.rules import Context, Unit
@@ -22,6 +24,10 @@ VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
 _HYBRID = re.compile(r"qwen3[._-]?(next|[56](?!\d))", re.IGNORECASE)
 _CP_FLAGS = {"--prefill-context-parallel-size": "prefill", "-pcp": "prefill",
              "--decode-context-parallel-size": "decode", "-dcp": "decode"}
+# vLLM's refusal of a dense model's external DP (vllm/engine/arg_utils.py:2456-2465): the release lines from it on
+DENSE_EXTERNAL_DP_REFUSED_FROM = parse_version("0.23")
+# A model name that counts its active parameters (`Qwen3-235B-A22B`, `Qwen3-30B-A3B`) or says MoE (`Mixtral-8x7B`)
+_MOE_NAME = re.compile(r"(?:^|[-_./\s])(a\d+(?:\.\d+)?b|moe|mixtral)(?=$|[-_./\s])", re.IGNORECASE)
 # The speculative methods whose drafter is a model of its own, which vLLM does not find without `model`
 # (vLLM 0.33.0 vllm/config/speculative.py:1252-1295; custom_class: the proposer's module path)
 DRAFT_METHODS = ("eagle", "eagle3", "dflash", "draft_model", "custom_class")
@@ -48,12 +54,57 @@ def check_profile(c: Context) -> Iterator[Problem]:
         yield Problem(where, choice.warning, severity="warning",
                       hint="write server_version: (e.g. 0.13) or use an image tagged with its version")
     yield from _removed_keys(c, choice)
+    yield from _dense_external_dp(c, choice)
     connector = c.value(("topology", "connector"), str)
     if c.mode == "disaggregated" and connector == "mooncake" and not choice.has_mooncake:
         yield Problem(where, f"vllm-ascend {choice.shown} images have no Mooncake, which connector mooncake needs "
                              f"(built in from v{choice.profile.mooncake_from}: vllm-ascend's Dockerfile.a3 at that "
                              f"tag)",
                       hint="use a newer image, e.g. quay.io/ascend/vllm-ascend:v0.13.0-a3")
+
+
+def _dense_external_dp(c: Context, choice: ProfileChoice) -> Iterator[Problem]:
+    """From vLLM 0.23 a dense model's `vllm serve` with --data-parallel-rank and a dp above 1 exits at start
+    (vLLM 0.33.0 vllm/engine/arg_utils.py:2456-2465; vllm-ascend #11863 hit it on v0.21.0rc1)."""
+    if (c.value(("topology", "dp_launch"), str) != "external"
+            or parse_version(choice.profile.line) < DENSE_EXTERNAL_DP_REFUSED_FROM):
+        return
+    moe, why = _model_is_moe(c)
+    if moe:
+        return
+    for unit in c.groups:
+        dp = c.value(unit.path + ("dp",), int)
+        if dp is None or dp <= 1:
+            continue
+        refusal = (f"vLLM refuses dp_launch: external with dp > 1 for a dense model from 0.23 ('Non-MoE models do "
+                   f"not support external data parallel mode': vllm/engine/arg_utils.py:2456-2465, vLLM 0.33.0)")
+        hint = "use dp_launch: internal, or groups of dp: 1 (independent servers behind the proxy)"
+        if moe is False:
+            yield Problem(unit.path + ("dp",), f"{_named(unit)} runs dp {dp} but {why}: {refusal}",
+                          hint=f"{hint} ({choice.describe()})")
+        elif c.value(unit.path + ("expert_parallel",), bool) is not True and (
+                choice.source != SOURCE_DEFAULT or c.value(("image", "name"), str)):  # as the profile's warning
+            yield Problem(unit.path + ("dp",), f"{_named(unit)} runs dp {dp} and deployctl cannot tell whether the "
+                                               f"model is a mixture of experts ({why}): {refusal}",
+                          severity="warning", hint="write model.moe: true (MoE) or false (dense); for a dense "
+                                                   f"model, {hint}")
+
+
+def _model_is_moe(c: Context) -> tuple[Optional[bool], str]:
+    """Whether the model is MoE and what says so: the weights' config.json where validate could read it, else
+    model.moe, else a name that counts its active parameters (Qwen3-235B-A22B) or says MoE; None: unknown."""
+    shape = c.model_shape
+    if shape is not None:
+        return shape.moe, (f"its config.json at weights.source has {shape.key}: {shape.experts}" if shape.moe
+                           else "its config.json at weights.source names no experts (a dense model)")
+    written = c.value(("model", "moe"), bool)
+    if written is not None:
+        return written, f"model.moe is {str(written).lower()}"
+    names = (c.value(("weights", "source"), str), c.value(("weights", "dest"), str),
+             c.value(("model", "served_name"), str))
+    if any(name and _MOE_NAME.search(name) for name in names):
+        return True, "its name says MoE"
+    return None, "no config.json readable at weights.source, no model.moe"
 
 
 def _version_path(c: Context, choice: ProfileChoice) -> tuple:
