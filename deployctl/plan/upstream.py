@@ -183,8 +183,8 @@ def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mappin
         image=spec.image.name or "",
         devices=() if proxy else tuple(f"/dev/davinci{d}" for d in instance.devices) + MANAGER_DEVICES,
         mounts=() if proxy else upstream_mounts(spec, networks.get(instance.host)),
-        env=upstream_env(instance, networks, profile, spec.env) + (() if proxy else engine_ready_env(spec, instance.env))
-        + literal,
+        env=upstream_env(instance, networks, profile, spec.env)
+        + (() if proxy else engine_ready_env(spec, instance.env)) + literal,
         env_file=env_file_path(spec, instance.name) if secret else None,
         secret_env=secret,
         labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),

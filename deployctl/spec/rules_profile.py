@@ -76,8 +76,8 @@ def _dense_external_dp(c: Context, choice: ProfileChoice) -> Iterator[Problem]:
         dp = c.value(unit.path + ("dp",), int)
         if dp is None or dp <= 1:
             continue
-        refusal = (f"vLLM refuses dp_launch: external with dp > 1 for a dense model from 0.23 ('Non-MoE models do "
-                   f"not support external data parallel mode': vllm/engine/arg_utils.py:2456-2465, vLLM 0.33.0)")
+        refusal = ("vLLM refuses dp_launch: external with dp > 1 for a dense model from 0.23 ('Non-MoE models do "
+                   "not support external data parallel mode': vllm/engine/arg_utils.py:2456-2465, vLLM 0.33.0)")
         hint = "use dp_launch: internal, or groups of dp: 1 (independent servers behind the proxy)"
         if moe is False:
             yield Problem(unit.path + ("dp",), f"{_named(unit)} runs dp {dp} but {why}: {refusal}",

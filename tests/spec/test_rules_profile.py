@@ -103,7 +103,8 @@ def test_eagle3_takes_its_draft_model_and_enforce_eager_and_is_refused_without_o
     # without it vLLM exits at start: "num_speculative_tokens was provided but without speculative model"
     bare = ", speculative: {method: eagle3, num_speculative_tokens: N}"
     text = BASE.replace("TAG", "v0.23.0-a3").replace("PTP", "8").replace("NAME", "qwen3").replace(
-        "WEIGHTS", "Qwen3-235B-A22B").replace("PREFILL", bare.replace("N", "1")).replace("DECODE", bare.replace("N", "3"))
+        "WEIGHTS", "Qwen3-235B-A22B").replace("PREFILL", bare.replace("N", "1")).replace(
+        "DECODE", bare.replace("N", "3"))
     _, errors, _ = check_spec_text(text, "pd.yaml")
     assert [(p.dotted_path, p.line) for p in errors] == [("topology.prefill[0].speculative", 17),
                                                          ("topology.decode[0].speculative", 19)]
