@@ -14,6 +14,7 @@ from deployctl.facts.model import HostFacts
 from deployctl.plan.dp_launch import (
     data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, launch_command, profile_flags, proxy_args,
 )
+from deployctl.servers.engine_ready import engine_ready_env
 from deployctl.servers.fields import model_values, render_flags
 from deployctl.servers.shutdown import shutdown_timeout
 from deployctl.servers.vllm_ascend import TABLE as VLLM_ASCEND_TABLE
@@ -182,7 +183,8 @@ def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mappin
         image=spec.image.name or "",
         devices=() if proxy else tuple(f"/dev/davinci{d}" for d in instance.devices) + MANAGER_DEVICES,
         mounts=() if proxy else upstream_mounts(spec, networks.get(instance.host)),
-        env=upstream_env(instance, networks, profile, spec.env) + literal,
+        env=upstream_env(instance, networks, profile, spec.env)
+        + (() if proxy else engine_ready_env(spec, instance.env)) + literal,
         env_file=env_file_path(spec, instance.name) if secret else None,
         secret_env=secret,
         labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),

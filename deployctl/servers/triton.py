@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
-from deployctl.servers.ascendcloud import FAMILY
+from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import Flag, Refused
@@ -79,6 +79,7 @@ TABLE = (
                           "engine arguments as keys); every other word would be dropped",
             hint="remove them, or use server: vllm", allows=_reads_only_gpu_memory),
     FAMILY,
+    MOE,
 )
 
 

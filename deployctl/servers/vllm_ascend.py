@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
-from deployctl.servers.ascendcloud import FAMILY
+from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
 from deployctl.servers.fields import POSITIONAL, VERBATIM, Flag, Refused
 from deployctl.servers.metrics import VLLM_KV_CONNECTOR
@@ -75,6 +75,7 @@ TABLE = (
     SHUTDOWN_TIMEOUT,  # where the profile's vLLM has it (shutdown_timeout_from)
     Flag("extra_args", VERBATIM),
     FAMILY,
+    MOE,
 )
 
 

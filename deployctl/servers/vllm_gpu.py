@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Optional
 
-from deployctl.servers.ascendcloud import FAMILY, OPENAI_SERVER, AscendCloudVllm
+from deployctl.servers.ascendcloud import FAMILY, MOE, OPENAI_SERVER, AscendCloudVllm
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import VERBATIM, Flag, Refused
 from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT, shutdown_timeout
@@ -36,6 +36,7 @@ TABLE = (
     SHUTDOWN_TIMEOUT,  # where the image's vLLM has it (server_profiles.json `vllm.shutdown_timeout_from`)
     Flag("extra_args", VERBATIM),
     FAMILY,
+    MOE,
 )
 
 
@@ -95,7 +96,9 @@ class VllmGpu(AscendCloudVllm):
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":
         from deployctl.plan.containers import instance_container
+        from deployctl.servers.engine_ready import engine_ready_env
 
         gpus, mounts = gpu_shape(spec, instance)
+        env = self._ranktable_env(spec, instance, ranktables) + engine_ready_env(spec)
         return instance_container(spec, instance, devices=(), mounts=mounts, command=self.command(spec, instance),
-                                  env=self._ranktable_env(spec, instance, ranktables), gpus=gpus)
+                                  env=env, gpus=gpus)

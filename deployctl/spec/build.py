@@ -194,7 +194,7 @@ def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopol
         json_args = tuple((flag, json.dumps(own[key], sort_keys=True, separators=(",", ":")))
                           for key, flag in (("additional_config", "--additional-config"),
                                             ("compilation_config", "--compilation-config")) if key in own)
-        if "speculative" in entry:  # MTP and friends: vLLM's --speculative-config (method, num_speculative_tokens)
+        if "speculative" in entry:  # vLLM's --speculative-config: method, num_speculative_tokens, model, enforce_eager
             json_args += (("--speculative-config", json.dumps(entry["speculative"], sort_keys=True,
                                                               separators=(",", ":"))),)
         group_shm = entry.get("container", {}).get("shm_size", shm_size)

@@ -56,7 +56,8 @@ def check_spec_text(
     failed |= reported
     located = [
         replace(problem, file=filename, line=line, column=column)
-        for problem in check_rules(document.data, failed, document.references, document.locate)
+        for problem in check_rules(document.data, failed, document.references, document.locate,
+                                   local_model_shape(document.data))
         for line, column in [document.locate(problem.path)]
     ]
     problems = references.scrub(document_problems + schema_problems + located, document.references,
@@ -70,6 +71,23 @@ def check_spec_text(
     if forgiven:
         spec = replace(spec, unresolved_env=tuple(dict.fromkeys(p.path[-1] for p in forgiven)))
     return spec, [], warnings
+
+
+def local_model_shape(data):
+    """The weights' config.json where weights.source is a directory on this machine (an s3:// or obs:// source is
+    not contacted): None where there is none or it cannot be read."""
+    from deployctl.facts.model_config import CONFIG_NAME, MAX_BYTES, parse_model_config
+
+    weights = data.get("weights") if isinstance(data, dict) else None
+    source = weights.get("source") if isinstance(weights, dict) else None
+    if not isinstance(source, str) or not os.path.isabs(source):
+        return None
+    try:
+        with open(os.path.join(source, CONFIG_NAME), "rb") as config:
+            blob = config.read(MAX_BYTES + 1)
+    except (OSError, ValueError):  # none there, a file where a directory should be, no permission
+        return None
+    return parse_model_config(blob.decode("utf-8", "replace")) if len(blob) <= MAX_BYTES else None
 
 
 def _forgiven(document, unresolved_env: str) -> list[Problem]:

@@ -41,6 +41,7 @@ class Context:
     def __init__(self, data: dict, failed: set, references: dict | None = None, locate=None) -> None:
         self.data, self.failed, self.references = data, failed, references or {}
         self.locate = locate  # path -> (line, column) in the file, where a message names another key's line
+        self.model_shape = None  # the weights' config.json as read (facts/model_config.py), where it could be
         self.platform = self.value(("platform",), str) or "ascend"
         self.server = self.value(("server",), str) or "vllm"
         self.cards = self.value(("requirements", "cards"), int) or DEFAULT_CARDS
@@ -125,14 +126,17 @@ class Context:
         return f": {other} and {host} {where}"
 
 
-def check_rules(data: Any, failed: set, references: dict | None = None, locate=None) -> list[Problem]:
+def check_rules(data: Any, failed: set, references: dict | None = None, locate=None,
+                model_shape=None) -> list[Problem]:
     """Every rule violation (errors and warnings), unlocated: load.py adds file/line/column.
 
-    `references`: path -> the `${VAR}` text of each string that held one (its value may not be printed).
+    `references`: path -> the `${VAR}` text of each string that held one (its value may not be printed);
+    `model_shape`: what the weights' config.json says where deployctl could read it (facts/model_config.py).
     """
     if not isinstance(data, dict):
         return []
     context = Context(data, failed, references, locate)
+    context.model_shape = model_shape
     problems: list[Problem] = []
     for rule in RULES:
         problems.extend(rule(context))

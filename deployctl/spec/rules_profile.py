@@ -1,7 +1,8 @@
 """Rules of a `server: vllm-ascend` spec that follow what upstream refuses or silently ignores (contract: "Settled
 on 2026-11-25"): the keys a release removed, Mooncake missing from the image, the Mooncake connector's tp check,
-speculative decoding in P/D, context-parallel sizes, reduce-sampling and prefix caching with P/D, kv ports inside
-the connector's random range, and ASCEND_RT_VISIBLE_DEVICES written with host ids. Each cites its upstream source."""
+speculative decoding in P/D and its draft model, context-parallel sizes, reduce-sampling and prefix caching with
+P/D, kv ports inside the connector's random range, and ASCEND_RT_VISIBLE_DEVICES written with host ids. Each cites
+its upstream source."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 from deployctl.errors import Problem
 from deployctl.spec.dp_groups import connector_port_range
-from deployctl.spec.profiles import SOURCE_DEFAULT, SOURCE_OVERRIDE, SOURCE_TAG, ProfileChoice, select_profile
+from deployctl.spec.profiles import (
+    SOURCE_DEFAULT, SOURCE_OVERRIDE, SOURCE_TAG, ProfileChoice, parse_version, select_profile,
+)
 
 if TYPE_CHECKING:
     from deployctl.spec.rules import Context, Unit
@@ -21,6 +24,13 @@ VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
 _HYBRID = re.compile(r"qwen3[._-]?(next|[56](?!\d))", re.IGNORECASE)
 _CP_FLAGS = {"--prefill-context-parallel-size": "prefill", "-pcp": "prefill",
              "--decode-context-parallel-size": "decode", "-dcp": "decode"}
+# vLLM's refusal of a dense model's external DP (vllm/engine/arg_utils.py:2456-2465): the release lines from it on
+DENSE_EXTERNAL_DP_REFUSED_FROM = parse_version("0.23")
+# A model name that counts its active parameters (`Qwen3-235B-A22B`, `Qwen3-30B-A3B`) or says MoE (`Mixtral-8x7B`)
+_MOE_NAME = re.compile(r"(?:^|[-_./\s])(a\d+(?:\.\d+)?b|moe|mixtral)(?=$|[-_./\s])", re.IGNORECASE)
+# The speculative methods whose drafter is a model of its own, which vLLM does not find without `model`
+# (vLLM 0.33.0 vllm/config/speculative.py:1252-1295; custom_class: the proposer's module path)
+DRAFT_METHODS = ("eagle", "eagle3", "dflash", "draft_model", "custom_class")
 MOONCAKE_TP_CHECK = ("vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py:2055 (HEAD) raises "
                      "'prefill_tp_size ... must be greater than or equal to the decode_tp_size' at start")
 
@@ -44,12 +54,57 @@ def check_profile(c: Context) -> Iterator[Problem]:
         yield Problem(where, choice.warning, severity="warning",
                       hint="write server_version: (e.g. 0.13) or use an image tagged with its version")
     yield from _removed_keys(c, choice)
+    yield from _dense_external_dp(c, choice)
     connector = c.value(("topology", "connector"), str)
     if c.mode == "disaggregated" and connector == "mooncake" and not choice.has_mooncake:
         yield Problem(where, f"vllm-ascend {choice.shown} images have no Mooncake, which connector mooncake needs "
                              f"(built in from v{choice.profile.mooncake_from}: vllm-ascend's Dockerfile.a3 at that "
                              f"tag)",
                       hint="use a newer image, e.g. quay.io/ascend/vllm-ascend:v0.13.0-a3")
+
+
+def _dense_external_dp(c: Context, choice: ProfileChoice) -> Iterator[Problem]:
+    """From vLLM 0.23 a dense model's `vllm serve` with --data-parallel-rank and a dp above 1 exits at start
+    (vLLM 0.33.0 vllm/engine/arg_utils.py:2456-2465; vllm-ascend #11863 hit it on v0.21.0rc1)."""
+    if (c.value(("topology", "dp_launch"), str) != "external"
+            or parse_version(choice.profile.line) < DENSE_EXTERNAL_DP_REFUSED_FROM):
+        return
+    moe, why = _model_is_moe(c)
+    if moe:
+        return
+    for unit in c.groups:
+        dp = c.value(unit.path + ("dp",), int)
+        if dp is None or dp <= 1:
+            continue
+        refusal = ("vLLM refuses dp_launch: external with dp > 1 for a dense model from 0.23 ('Non-MoE models do "
+                   "not support external data parallel mode': vllm/engine/arg_utils.py:2456-2465, vLLM 0.33.0)")
+        hint = "use dp_launch: internal, or groups of dp: 1 (independent servers behind the proxy)"
+        if moe is False:
+            yield Problem(unit.path + ("dp",), f"{_named(unit)} runs dp {dp} but {why}: {refusal}",
+                          hint=f"{hint} ({choice.describe()})")
+        elif c.value(unit.path + ("expert_parallel",), bool) is not True and (
+                choice.source != SOURCE_DEFAULT or c.value(("image", "name"), str)):  # as the profile's warning
+            yield Problem(unit.path + ("dp",), f"{_named(unit)} runs dp {dp} and deployctl cannot tell whether the "
+                                               f"model is a mixture of experts ({why}): {refusal}",
+                          severity="warning", hint="write model.moe: true (MoE) or false (dense); for a dense "
+                                                   f"model, {hint}")
+
+
+def _model_is_moe(c: Context) -> tuple[Optional[bool], str]:
+    """Whether the model is MoE and what says so: the weights' config.json where validate could read it, else
+    model.moe, else a name that counts its active parameters (Qwen3-235B-A22B) or says MoE; None: unknown."""
+    shape = c.model_shape
+    if shape is not None:
+        return shape.moe, (f"its config.json at weights.source has {shape.key}: {shape.experts}" if shape.moe
+                           else "its config.json at weights.source names no experts (a dense model)")
+    written = c.value(("model", "moe"), bool)
+    if written is not None:
+        return written, f"model.moe is {str(written).lower()}"
+    names = (c.value(("weights", "source"), str), c.value(("weights", "dest"), str),
+             c.value(("model", "served_name"), str))
+    if any(name and _MOE_NAME.search(name) for name in names):
+        return True, "its name says MoE"
+    return None, "no config.json readable at weights.source, no model.moe"
 
 
 def _version_path(c: Context, choice: ProfileChoice) -> tuple:
@@ -80,6 +135,7 @@ def check_pd_traps(c: Context) -> Iterator[Problem]:
     """What a P/D deployment of vllm-ascend refuses at start or serves wrong (each rule cites upstream)."""
     yield from _visible_devices(c)
     yield from _kv_port_range(c)
+    yield from _draft_model(c)
     if c.mode != "disaggregated":
         return
     prefill = [u for u in c.groups if u.role == "prefill"]
@@ -151,6 +207,34 @@ def _speculative(c: Context, prefill: list, decode: list, hybrid: bool) -> Itera
         elif not hybrid and n != 1:
             yield Problem(path, f"prefill proposes {n} speculative tokens: in P/D the prefill proposes 1 and decode "
                                 f"1 or more (vllm-ascend's P/D tutorial)", hint="num_speculative_tokens: 1 on prefill")
+
+
+def _draft_model(c: Context) -> Iterator[Problem]:
+    """A drafter that is a model of its own needs `model` (vLLM 0.33.0 vllm/config/speculative.py:1252-1295: only
+    the MTP family, dspark, ngram, suffix and extract_hidden_states find theirs), and the container sees only the
+    weights' directory of the host's (plan/upstream.py mounts weights.dest)."""
+    dest = c.value(("weights", "dest"), str)
+    for unit in c.groups:
+        spec = c.value(unit.path + ("speculative",), dict)
+        if spec is None:
+            continue
+        method, model = spec.get("method"), spec.get("model")
+        if method in DRAFT_METHODS and model is None:
+            yield Problem(unit.path + ("speculative",),
+                          f"method {method} needs its draft model: vLLM refuses to start with 'num_speculative_tokens "
+                          f"was provided but without speculative model' (vllm/config/speculative.py:1294, vLLM 0.33.0)",
+                          hint=f"add model: the draft's directory under {dest or 'weights.dest'} (the one host "
+                               f"directory the container mounts), e.g. {(dest or '/mnt/weights/model').rstrip('/')}/"
+                               f"{method}")
+        elif isinstance(model, str) and model.startswith("/") and dest and not _under(model, dest):
+            yield Problem(unit.path + ("speculative", "model"),
+                          f"{model} is not inside the container: only weights.dest ({dest}) of the host's directories "
+                          f"is mounted into it", hint=f"put the draft model under {dest} and name it there")
+
+
+def _under(path: str, directory: str) -> bool:
+    parts, base = [p for p in path.split("/") if p], [p for p in directory.split("/") if p]
+    return parts[:len(base)] == base
 
 
 def _flags(c: Context, unit: Unit) -> list[str]:

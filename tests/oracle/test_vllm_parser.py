@@ -41,12 +41,13 @@ def _oracle_python() -> str | None:
 
 def _specs():
     """(name, Spec) for every spec file and the test specs of the vllm-ascend shapes."""
-    from tests.spec.test_upstream_build import QWEN3
+    from tests.spec.test_upstream_build import EAGLE3, QWEN3
 
     for path in SPEC_FILES:
         yield str(path.relative_to(ROOT)), load_spec(path, environ=ENVIRON)
     for launch in ("external", "internal"):
         yield f"tests/spec/test_upstream_build.py QWEN3 ({launch})", load_spec_text(QWEN3 % launch)
+    yield "tests/spec/test_upstream_build.py EAGLE3", load_spec_text(EAGLE3)  # a drafter with its model
 
 
 def _networks(spec) -> dict[str, HostNetwork]:
@@ -99,6 +100,7 @@ def test_what_the_oracle_is_fed_covers_every_flavour_it_can_judge():
     assert any("--kv-transfer-config" in c["argv"] for c in commands)
     assert any("--headless" in c["argv"] for c in commands)
     assert any("--shutdown-timeout" in c["argv"] for c in commands)  # vLLM's graceful stop, where it has one
+    assert any('"model":"/mnt/weights/Qwen3-235B-A22B/eagle3"' in w for c in commands for w in c["argv"])
     assert engines, "the Triton playbook's engine arguments"
 
 

@@ -30,6 +30,7 @@ SCALES = "/mnt/weights/demo/kv_cache_scales.json"
 SAMPLES = {
     "served_name": ["demo-model"],
     "family": ["llama2-7b"],
+    "moe": [True, False],
     "max_model_len": [4096],
     "max_num_seqs": [7],
     "max_num_batched_tokens": [8192],

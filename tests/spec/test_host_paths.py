@@ -26,7 +26,10 @@ LOCAL_PATHS = {("image", "build", "packages"), ("image", "build", "recipe"), ("m
                ("$defs", "ssh", "identity_file"), ("$defs", "ssh", "known_hosts"), ("$defs", "host", "identity_file"),
                ("$defs", "host", "known_hosts")}
 NOT_PATHS = {("model", "served_name"), ("model", "family"),  # names whose descriptions speak of files
-             ("monitor", "prometheus_url")}  # a URL
+             ("monitor", "prometheus_url"),  # a URL
+             # the draft model as the container sees it, or a Hugging Face name (rules_profile.py checks it lies under
+             # weights.dest, the one host directory mounted there)
+             ("$defs", "dp_group", "speculative", "model")}
 BAD = {
     "relative": ("mnt/weights/m", "is not an absolute path"),
     "nul": ("/mnt/we\0ights", "contains the control character '\\x00'"),

@@ -28,7 +28,7 @@ topology:
 """
 
 
-def check(tag="v0.23.0-a3", prefill="", decode="", ptp=8, name="qwen3", weights="Qwen3-235B", head=""):
+def check(tag="v0.23.0-a3", prefill="", decode="", ptp=8, name="qwen3", weights="Qwen3-235B-A22B", head=""):
     text = head + BASE.replace("TAG", tag).replace("PREFILL", prefill).replace("DECODE", decode).replace(
         "PTP", str(ptp)).replace("NAME", name).replace("WEIGHTS", weights)
     _, errors, warnings = check_spec_text(text)
@@ -91,8 +91,36 @@ def test_speculative_decoding_in_p_d_prefill_proposes_one_decode_one_or_more():
                        "(vllm-ascend's P/D tutorial)")]
     errors, _ = check(decode=mtp.replace("N", "1"))
     assert errors[0][0] == "topology.prefill[0]" and "decode group 0 uses speculative decoding" in errors[0][1]
-    errors, _ = check(prefill=mtp.replace("N", "1"), decode=mtp.replace("N", "1").replace("deepseek_mtp", "eagle3"))
+    eagle3 = mtp.replace("N", "1").replace("deepseek_mtp", "eagle3").replace("}", ", model: /mnt/weights/e3}")
+    errors, _ = check(prefill=mtp.replace("N", "1"), decode=eagle3)
     assert errors[0][0] == "topology.decode[0].speculative.method"
+
+
+def test_eagle3_takes_its_draft_model_and_enforce_eager_and_is_refused_without_one():
+    eagle3 = ", speculative: {method: eagle3, num_speculative_tokens: N, model: /mnt/weights/Qwen3-235B-A22B/eagle3"
+    decode = eagle3.replace("N", "3") + ", enforce_eager: true}"
+    assert check(prefill=eagle3.replace("N", "1") + "}", decode=decode) == ([], [])
+    # without it vLLM exits at start: "num_speculative_tokens was provided but without speculative model"
+    bare = ", speculative: {method: eagle3, num_speculative_tokens: N}"
+    text = BASE.replace("TAG", "v0.23.0-a3").replace("PTP", "8").replace("NAME", "qwen3").replace(
+        "WEIGHTS", "Qwen3-235B-A22B").replace("PREFILL", bare.replace("N", "1")).replace(
+        "DECODE", bare.replace("N", "3"))
+    _, errors, _ = check_spec_text(text, "pd.yaml")
+    assert [(p.dotted_path, p.line) for p in errors] == [("topology.prefill[0].speculative", 17),
+                                                         ("topology.decode[0].speculative", 19)]
+    assert errors[0].message.startswith("method eagle3 needs its draft model: vLLM refuses to start with "
+                                        "'num_speculative_tokens was provided but without speculative model' "
+                                        "(vllm/config/speculative.py:1294, vLLM 0.33.0)")
+    assert errors[0].hint.startswith("add model: the draft's directory under /mnt/weights/Qwen3-235B-A22B")
+    # a draft the container cannot see: only weights.dest is mounted
+    outside = ", speculative: {method: eagle3, num_speculative_tokens: 1, model: /data/eagle3}"
+    errors, _ = check(prefill=outside, decode=outside)
+    assert [path for path, _ in errors] == ["topology.prefill[0].speculative.model",
+                                            "topology.decode[0].speculative.model"]
+    assert "only weights.dest (/mnt/weights/Qwen3-235B-A22B)" in errors[0][1]
+    # the MTP family finds its drafter in the model itself (vllm/config/speculative.py:1252-1263)
+    mtp = ", speculative: {method: deepseek_mtp, num_speculative_tokens: 1}"
+    assert check(prefill=mtp, decode=mtp) == ([], [])
 
 
 def test_a_hybrid_model_proposes_as_many_on_both_roles():
@@ -162,3 +190,52 @@ def test_cpu_and_memory_are_kubernetes_quantities():
     errors, _ = check(head="container: {cpu: 2 cores}\n", decode=", container: {memory: 1.5TB}")
     assert errors == [("container.cpu", "'2 cores' is not a Kubernetes CPU quantity"),
                       ("topology.decode[0].container.memory", "'1.5TB' is not a Kubernetes memory quantity")]
+
+
+QWEN3_32B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "num_hidden_layers": 64,
+             "num_attention_heads": 64, "hidden_size": 5120}  # a dense model's config.json: no experts
+QWEN3_235B = {**QWEN3_32B, "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 128,
+              "num_experts_per_tok": 8}
+
+
+def dense_check(tmp_path, tag="v0.23.0-a3", config=QWEN3_32B, model="", weights=None):
+    """The base spec serving Qwen3-32B; its weights.source a directory here holding `config` (None: s3)."""
+    import json
+
+    if config is not None:
+        (tmp_path / "config.json").write_text(json.dumps(config))
+    source = weights or (str(tmp_path) if config is not None else "s3://models/Qwen3-32B/")
+    text = BASE.replace("TAG", tag).replace("PTP", "8").replace("NAME", "qwen3-32b").replace(
+        "PREFILL", "").replace("DECODE", "").replace("weights: {dest: /mnt/weights/WEIGHTS}",
+                                                     f"weights: {{source: {source}, dest: /mnt/weights/Qwen3-32B}}")
+    text = text.replace("max_model_len: 4096}", f"max_model_len: 4096{model}}}")
+    _, errors, warnings = check_spec_text(text, "pd.yaml")
+    return errors, warnings
+
+
+def test_a_dense_model_with_external_dp_is_refused_from_the_0_23_profile_on(tmp_path):
+    for tag in ("v0.23.0-a3", "v0.25.1rc1-a3"):
+        errors, _ = dense_check(tmp_path, tag)
+        assert [(p.dotted_path, p.line) for p in errors] == [("topology.prefill[0].dp", 17),
+                                                             ("topology.decode[0].dp", 19)], tag
+        assert errors[0].message == (
+            "prefill group 0 runs dp 2 but its config.json at weights.source names no experts (a dense model): vLLM "
+            "refuses dp_launch: external with dp > 1 for a dense model from 0.23 ('Non-MoE models do not support "
+            "external data parallel mode': vllm/engine/arg_utils.py:2456-2465, vLLM 0.33.0)")
+        assert errors[0].hint.startswith("use dp_launch: internal, or groups of dp: 1")
+    assert dense_check(tmp_path, "v0.18.0") == ([], [])  # the 0.18 profile's vLLM starts it
+    assert dense_check(tmp_path, config=QWEN3_235B) == ([], [])  # a MoE model's config.json names its experts
+
+
+def test_without_a_readable_config_json_model_moe_says_and_else_it_is_a_warning(tmp_path):
+    errors, _ = dense_check(tmp_path, config=None, model=", moe: false")
+    assert [p.dotted_path for p in errors] == ["topology.prefill[0].dp", "topology.decode[0].dp"]
+    assert "but model.moe is false: vLLM refuses" in errors[0].message
+    assert dense_check(tmp_path, config=None, model=", moe: true") == ([], [])
+    errors, warnings = dense_check(tmp_path, config=None)
+    assert errors == [] and [p.dotted_path for p in warnings] == ["topology.prefill[0].dp", "topology.decode[0].dp"]
+    assert "cannot tell whether the model is a mixture of experts" in warnings[0].message
+    assert warnings[0].hint.startswith("write model.moe: true (MoE) or false (dense)")
+    # config.json holds over model.moe: it is what vLLM reads
+    errors, _ = dense_check(tmp_path, model=", moe: true")
+    assert len(errors) == 2 and "config.json" in errors[0].message

@@ -54,3 +54,18 @@ def test_internal_launch_is_one_instance_per_host_the_later_ones_headless():
     assert [(i.name, i.port, len(i.devices)) for i in decode] == [
         ("qwen3-decode0-node2", 9100, 16), ("qwen3-decode0-node3", None, 16)]
     assert [i.name for i in spec.api_servers] == ["qwen3-prefill0-node1", "qwen3-decode0-node2", "qwen3-proxy"]
+
+
+DRAFT = "{method: eagle3, num_speculative_tokens: N, model: /mnt/weights/Qwen3-235B-A22B/eagle3, enforce_eager: true}"
+# QWEN3 with an EAGLE-3 drafter on both roles (prefill proposes 1 token, decode 3)
+EAGLE3 = (QWEN3 % "external").replace("port: 9100, env:", f"port: 9100, speculative: {DRAFT.replace('N', '1')}, env:"
+                                      ).replace("      port: 9100\n",
+                                                f"      port: 9100\n      speculative: {DRAFT.replace('N', '3')}\n")
+
+
+def test_an_eagle3_drafter_reaches_the_speculative_config_with_its_model_and_enforce_eager():
+    spec = load_spec_text(EAGLE3)
+    decode = spec.role("decode")[0]
+    assert dict(decode.json_args)["--speculative-config"] == (
+        '{"enforce_eager":true,"method":"eagle3","model":"/mnt/weights/Qwen3-235B-A22B/eagle3",'
+        '"num_speculative_tokens":3}')
