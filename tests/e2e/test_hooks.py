@@ -6,6 +6,7 @@ no log, history or output."""
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import time
@@ -130,49 +131,63 @@ def test_a_failed_pre_hook_changes_nothing_a_failed_post_hook_marks_the_result_a
         deployctl("down", write({}), "--yes")
 
 
+def argv_of_every_process() -> list[bytes]:
+    """Every process's argv on this machine; the bed's hosts share its PID namespace, so theirs too."""
+    words = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            words.append(Path(cmdline).read_bytes())
+        except OSError:
+            pass  # it ended meanwhile
+    return words
+
+
+def wait_until(ready, child, what: str) -> None:
+    """Until the hook says it runs (`ready()`: the file it touched is the event), at most 120 s."""
+    deadline = time.monotonic() + 120
+    while not ready() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready(), f"the {what} hook never started"
+
+
 def test_a_hook_secret_is_in_no_process_list_and_no_log(bed, deployctl):
     ready, go = deployctl.tmp_path / "ready", deployctl.tmp_path / "go"
     digest = deployctl.tmp_path / "digest"
-    on_host = "/tmp/e2e-hooks-secret"
+    on_host, host_ready, host_go = "/tmp/e2e-hooks-secret", "/tmp/e2e-hooks-ready", "/tmp/e2e-hooks-go"
     wait = f'touch {ready}; while [ ! -e {go} ]; do sleep 0.05; done; printf %s "$TOKEN" | sha256sum > {digest}'
+    wait_on_host = (f'touch {host_ready}; while [ ! -e {host_go} ]; do sleep 0.05; done; '
+                    f'printf %s "$TOKEN" | sha256sum > {on_host}; echo token=$TOKEN')
     hooks = {"pre_up": {"command": ["sh", "-c", wait], "env": {"TOKEN": "${%s}" % VAR}},
-             "post_up": {"command": ["sh", "-c", f'printf %s "$TOKEN" | sha256sum > {on_host}; echo token=$TOKEN'],
-                         "on": "hosts", "env": {"TOKEN": "${%s}" % VAR}}}
+             "post_up": {"command": ["sh", "-c", wait_on_host], "on": "hosts", "env": {"TOKEN": "${%s}" % VAR}}}
     path = deployctl.write(bed.spec_yaml("e2e-hooks", MIXED, hosts_used=["tb3"], extra=MODEL + hooks_yaml(hooks)))
+    bed.run_on("tb3", ["rm", "-f", on_host, host_ready, host_go], check=False)
     child = deployctl_child("up", path, "--skip", "weights", "--verbose", env={**os.environ, VAR: SECRET})
     try:
-        deadline = time.monotonic() + 120
-        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # the hook says when it runs: the file is the event
-        assert ready.exists(), "the pre_up hook never started"
-        # while the hook runs: every process's argv on this machine and on the host (the hook is among them)
-        words = []
-        for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
-            try:
-                words.append(Path(cmdline).read_bytes())
-            except OSError:
-                pass  # it ended meanwhile
-        assert any(b"while [ ! -e" in w for w in words), "the hook is not among the processes read"
+        wait_until(ready.exists, child, "pre_up")
+        words = argv_of_every_process()  # while the control machine's hook runs
+        assert any(str(go).encode() in w for w in words), "the hook is not among the processes read"
         assert not any(SECRET.encode() in w for w in words)
-        assert SECRET not in bed.run_on("tb3", ["sh", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '"],
-                                        check=False).stdout
         go.touch()
+        wait_until(lambda: bed.run_on("tb3", ["test", "-e", host_ready], check=False).returncode == 0, child,
+                   "post_up (on tb3)")
+        words = argv_of_every_process()  # while the host's hook runs, over SSH
+        assert any(host_go.encode() in w for w in words), "the host's hook is not among the processes read"
+        assert not any(SECRET.encode() in w for w in words)
+        bed.run_on("tb3", ["touch", host_go])
         code, out, err = child.finish(timeout=600)
         assert code == 0, err
-        import hashlib
-
         expected = hashlib.sha256(SECRET.encode()).hexdigest()
         assert digest.read_text().split()[0] == expected  # the hook got the value, through its environment
         assert bed.run_on("tb3", ["cat", on_host]).stdout.split()[0] == expected  # the host-side hook too
         assert SECRET not in out + err  # --verbose prints every step's work
         assert "${%s}" % VAR in err  # shown by its name
         record = history(bed, "e2e-hooks")[-1]
-        assert SECRET not in json.dumps(record) and record["hooks"][1]["result"] == "ok"
-        assert SECRET not in bed.run_on("tb3", ["sh", "-c", "cat /var/lib/deployctl/e2e-hooks/history.jsonl"]).stdout
+        assert [h["result"] for h in record["hooks"]] == ["ok", "ok"]
+        assert SECRET not in bed.run_on("tb3", ["cat", "/var/lib/deployctl/e2e-hooks/history.jsonl"]).stdout
     finally:
         child.kill()
         deployctl("down", path, "--yes", "--skip", "hooks")
-        bed.run_on("tb3", ["rm", "-f", on_host], check=False)
+        bed.run_on("tb3", ["rm", "-f", on_host, host_ready, host_go], check=False)
 
 
 ROUTED = """image: {name: deployctl/standin-vllm:latest}
