@@ -189,10 +189,11 @@ class HookFailed(HostError):
     failed pre_* refused the action before any change (exit 3, as a failed check); any other marks the result."""
 
     def __init__(self, point: str, host: str, message: str, *, exit_code: int | None = None, output_tail: str = "",
-                 command: str | None = None, refused: bool = False) -> None:
+                 command: str | None = None, refused: bool = False, wave: int = 0) -> None:
         hint = ("nothing was changed: fix the hook (or run with --skip hooks) and run it again" if refused else
                 "the hook's own command failed; deployctl's work above stands as it is said")
-        super().__init__(host, f"{point} hook {message}", command=command, exit_code=exit_code,
+        super().__init__(host, f"{point} hook{f' of wave {wave}' if wave else ''} {message}", command=command,
+                         exit_code=exit_code,
                          stderr_tail=output_tail, hint=hint)
         self.point = point
         self.exit_status = ExitStatus.CHECKS if refused else ExitStatus.FAILED

@@ -111,7 +111,9 @@ def run(args, ui) -> int:
                     if report.interrupted:
                         raise KeyboardInterrupt
                     error = report.error or HostError(spec.first_host.name, "deploy failed")
-                    if report.wave_failed:
+                    if getattr(error, "point", "") == "post_wave":  # its wave stays done; the rollout stops there
+                        result = "post_wave failed"
+                    elif report.wave_failed:
                         from deployctl.errors import RolloutFailed
 
                         error = RolloutFailed(error, report.waves, report.waves_done, report.wave_failed)

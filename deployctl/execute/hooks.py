@@ -46,7 +46,7 @@ def run_hook(transport, hook: RunHook, host: str) -> tuple[dict, Optional[HookFa
     except HostError as error:  # the connection was lost, or the transport's own bound passed
         record.update(result="failed", seconds=round(time.monotonic() - began, 3))
         return record, HookFailed(hook.point, host, f"did not finish: {error.message}", command=shown,
-                                  refused=hook.point in PRE)
+                                  refused=hook.point in PRE, wave=hook.wave)
     record.update(seconds=round(time.monotonic() - began, 3), exit_code=result.exit_code)
     said = [line for line in result.stderr.splitlines() if line.startswith(MARK)]
     tail = _scrubbed((result.stdout + "".join(line + "\n" for line in result.stderr.splitlines()
@@ -64,7 +64,7 @@ def run_hook(transport, hook: RunHook, host: str) -> tuple[dict, Optional[HookFa
         record["result"] = "failed"
         message = f"failed with exit code {result.exit_code}"
     return record, HookFailed(hook.point, host, message, exit_code=result.exit_code, output_tail=tail,
-                              command=shown, refused=hook.point in PRE)
+                              command=shown, refused=hook.point in PRE, wave=hook.wave)
 
 
 def _text(value) -> str:
