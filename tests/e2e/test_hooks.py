@@ -185,6 +185,8 @@ def test_a_hook_secret_is_in_no_process_list_and_no_log(bed, deployctl):
         assert [h["result"] for h in record["hooks"]] == ["ok", "ok"]
         assert SECRET not in bed.run_on("tb3", ["cat", "/var/lib/deployctl/e2e-hooks/history.jsonl"]).stdout
     finally:
+        go.touch()  # a hook left waiting (the test failed before) ends now, not at its timeout
+        bed.run_on("tb3", ["touch", host_go], check=False)
         child.kill()
         deployctl("down", path, "--yes", "--skip", "hooks")
         bed.run_on("tb3", ["rm", "-f", on_host, host_ready, host_go], check=False)
