@@ -159,9 +159,9 @@ class RunHook:
     def display(self) -> str:
         import shlex
 
-        names = " ".join(v.name if v.name.startswith("DEPLOYCTL_") else f"{v.name}={shlex.quote(v.display)}"
-                         for v in self.env)
-        return f"hook {self.point}: {shlex.join(self.argv)}  # timeout {self.timeout} s; env: {names}"
+        own = [f"{v.name}={shlex.quote(v.display)}" for v in self.env if not v.name.startswith("DEPLOYCTL_")]
+        return (f"hook {self.point}: {shlex.join(self.argv)}  # timeout {self.timeout} s; env: "
+                + " ".join(own + ["DEPLOYCTL_* (the deployment's facts)"]))
 
     def to_json(self) -> dict:
         return {"type": "hook", "hook": self.point, "argv": list(self.argv), "timeout_s": self.timeout,
