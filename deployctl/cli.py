@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     _host_key_flag(p)
     p.add_argument("--skip", default="", metavar="STAGE,...",
                    help="plan as `up --skip` would run: stages to leave out: checks, image, weights, contract, "
-                        "answers (comma separated; default: none)")
+                        "answers, hooks (comma separated; default: none)")
     _answer_tokens_flag(p)
     _rollout_flags(p)
 
@@ -139,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", "-y", action="store_true", help="replace or remove running containers without asking")
     p.add_argument("--skip", default="", metavar="STAGE,...",
                    help="stages to skip: checks, image, weights, contract (the check from inside each new "
-                        "container), answers (the all-pairs answer check) (comma separated; default: none)")
+                        "container), answers (the all-pairs answer check), hooks (the spec's hooks) (comma "
+                        "separated; default: none)")
     _answer_tokens_flag(p)
     _rollout_flags(p)
     p.add_argument("--lock-wait", type=number("--lock-wait"), default=0.0, metavar="SECONDS",
@@ -158,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_arg(p)
     p.add_argument("--yes", "-y", action="store_true", help="do not ask")
     p.add_argument("--dry-run", action="store_true", help="print what down would remove, each command as argv")
+    p.add_argument("--skip", default="", metavar="hooks",
+                   help="hooks: leave out the spec's pre_down, post_down and on_failure hooks (default: none)")
     _shutdown_flag(p, "a running server")
     _host_key_flag(p)
 

@@ -184,6 +184,21 @@ class ChecksFailed(DeployctlError):
     exit_status = ExitStatus.CHECKS
 
 
+class HookFailed(HostError):
+    """The user's hook failed, timed out or could not start: named with its point, host and its output's tail. A
+    failed pre_* refused the action before any change (exit 3, as a failed check); any other marks the result."""
+
+    def __init__(self, point: str, host: str, message: str, *, exit_code: int | None = None, output_tail: str = "",
+                 command: str | None = None, refused: bool = False, wave: int = 0) -> None:
+        hint = ("nothing was changed: fix the hook (or run with --skip hooks) and run it again" if refused else
+                "the hook's own command failed; deployctl's work above stands as it is said")
+        super().__init__(host, f"{point} hook{f' of wave {wave}' if wave else ''} {message}", command=command,
+                         exit_code=exit_code,
+                         stderr_tail=output_tail, hint=hint)
+        self.point = point
+        self.exit_status = ExitStatus.CHECKS if refused else ExitStatus.FAILED
+
+
 class RolloutFailed(HostError):
     """A drain rollout stopped at a wave: that wave was rolled back (its previous containers restored and back in
     the front); the waves before it stay done. The cause is the first error of the failed wave."""

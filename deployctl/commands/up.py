@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 from deployctl.errors import ExitStatus, HostError, UsageError
 
-STAGES = ("checks", "image", "weights", "contract", "answers")
+STAGES = ("checks", "image", "weights", "contract", "answers", "hooks")
 PREPARE_STAGES = ("image", "ship", "weights")  # what runs before a re-plan when image identities were pending
 
 
@@ -75,7 +76,7 @@ def run(args, ui) -> int:
             return ExitStatus.OK
         first = transports[spec.first_host.name]
         with DeployLock(first, spec.remote_state_dir, "up", wait=args.lock_wait) as lock:
-            result, ledger, document, changed = "failed", None, None, None
+            result, ledger, document, changed, hooks, after = "failed", None, None, None, [], None
             try:
                 for stage in sorted(skip):
                     ui.info(f"skipped stage: {stage} (--skip)")
@@ -86,11 +87,19 @@ def run(args, ui) -> int:
                     _checks(spec, transports, ui)  # any FAIL stops here, before a change
                     recorder.span("checks", checked)
                 confirm(prepared.plan, args)
+                from deployctl.plan.hooks import after_failure, split
+
+                before, body, post = split(prepared.plan)
+                refused = run_hooks(before, transports, ui, recorder, hooks, "pre_up", raise_error=False)
+                if refused is not None:  # nothing changed: exit 3, as a failed check
+                    result = "pre_up failed"
+                    raise refused
                 from deployctl.commands.monitor import regenerate
 
                 # `monitor:`: what is about to stop leaves the target lists first (listed again once it serves)
                 regenerate(spec, transports, ui, leave_out=restarting(spec, prepared.plan), quiet=True)
-                report, plan = _execute(spec, prepared, transports, skip, args, ui, recorder)
+                report, plan = _execute(spec, replace(prepared, plan=body), transports, skip, args, ui, recorder)
+                hooks += report.hooks
                 result = "ok" if not report.failed else ("interrupted" if report.interrupted else "rolled back")
                 rows = _status(spec, transports) if report.executed else _rows(spec, prepared.facts)
                 recorder.note(report)
@@ -102,20 +111,36 @@ def run(args, ui) -> int:
                     if report.interrupted:
                         raise KeyboardInterrupt
                     error = report.error or HostError(spec.first_host.name, "deploy failed")
-                    if report.wave_failed:
+                    if getattr(error, "point", "") == "post_wave":  # its wave stays done; the rollout stops there
+                        result = "post_wave failed"
+                    elif report.wave_failed:
                         from deployctl.errors import RolloutFailed
 
                         error = RolloutFailed(error, report.waves, report.waves_done, report.wave_failed)
+                    if prepared.plan.on_failure:  # the user's on_failure hook, told what happened
+                        failed_hook = run_hooks(after_failure(prepared.plan, result, error.message), transports, ui,
+                                                recorder, hooks, "on_failure", raise_error=False)
+                        if failed_hook is not None:  # said; the deploy's own error below is the news
+                            from deployctl.ui import render_warning
+
+                            render_warning(ui, failed_hook)
                     from deployctl.commands.diagnose import bundle_after_failure
 
                     bundle_after_failure(spec, transports, error, ui)  # never raises: the error below is the news
                     raise error
                 regenerate(spec, transports, ui)  # `monitor:`: the targets follow what runs now
+                after = run_hooks(post, transports, ui, recorder, hooks, "post_up", raise_error=False)
+                if after is not None:  # deployed, but the user's post_up failed: the result says so, exit 1
+                    result = "post_up failed"
+                if post.stages:
+                    ledger = recorder.ledger().to_json()  # the post_up hook's time too
                 document = _finish(spec, plan, report, rows, ui, ledger)
             finally:
                 lock.history = {"action": "up", "spec_digest": spec.digest, "result": result,
                                 **({"changed": changed} if changed is not None else {}),  # status --timeline
-                                **({"time_to_serve": ledger} if ledger else {})}
+                                **({"time_to_serve": ledger} if ledger else {}), **({"hooks": hooks} if hooks else {})}
+        if after is not None:
+            raise after
         if document is not None:  # the JSON's ledger ends after the history line and the lock's release
             document["time_to_serve"] = recorder.ledger().to_json()
             ui.emit_json(document)
@@ -127,6 +152,27 @@ def run(args, ui) -> int:
 
         return bench_after_up(spec, endpoint_url(spec), ui) or code
     return code
+
+
+def run_hooks(plan, transports, ui, recorder, ran: list, point: str, raise_error: bool = True):
+    """A plan of hooks alone (pre_*, post_*, on_failure); each run's record goes to `ran`. A failure is raised
+    (`raise_error`) or said and returned; Ctrl-C is raised."""
+    if not plan.stages:
+        return None
+    from deployctl.execute import Executor
+    from deployctl.ui.events import up_events
+
+    with up_events(ui) as on_event:
+        report = Executor(transports, on_event=recorder.wrap(on_event) if recorder else on_event).execute(plan)
+    ran += report.hooks
+    if report.interrupted:
+        raise KeyboardInterrupt
+    if not report.failed:
+        return None
+    error = report.error or HostError("", f"{point} hook failed")
+    if raise_error:
+        raise error
+    return error
 
 
 def _checks(spec, transports, ui) -> None:
@@ -159,9 +205,11 @@ def _execute(spec, prepared, transports, skip, args, ui, recorder):
             report = executor.execute(first)
             if report.failed:
                 return report, plan
-            plan = prepare(spec, transports, skip=skip | {"image", "weights"},
-                           stages=frozenset({"image", "ranktables", "containers"}),
-                           **plan_options(args)).plan
+            from deployctl.plan.hooks import split
+
+            plan = split(prepare(spec, transports, skip=skip | {"image", "weights"},  # its hooks: the first plan's
+                                 stages=frozenset({"image", "ranktables", "containers"}),
+                                 **plan_options(args)).plan)[1]
             later = executor.execute(plan)
             later.outcomes[:0] = report.outcomes
             return later, plan

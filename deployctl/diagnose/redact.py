@@ -43,7 +43,7 @@ def secret_values(spec: Spec, environ: Mapping[str, str] = {}, extra: Iterable[s
     MIN_SECRET_LENGTH.
     The values are revealed here only to be looked for and replaced, never to be shown."""
     found: list[str] = []
-    for var in list(spec.env) + [v for i in spec.instances for v in i.env]:
+    for var in list(spec.env) + [v for i in spec.instances for v in i.env] + [v for h in spec.hooks for v in h.env]:
         if isinstance(var.value, Secret):
             value = var.value.reveal()
             found.append(value.decode(errors="replace") if isinstance(value, bytes) else value)

@@ -15,9 +15,9 @@ from typing import Callable, Mapping, Optional
 from deployctl.core import Command
 from deployctl.errors import DeployctlError, HostError
 from deployctl.execute.health import Cancelled, wait_healthy
-from deployctl.plan.actions import AnswerCheck, AwaitListed, Build, Drain, Fetch, Ship
+from deployctl.plan.actions import AnswerCheck, AwaitListed, Build, Drain, Fetch, RunHook, Ship
 from deployctl.plan.compile_cache import CacheCopy
-from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
+from deployctl.plan.model import CONTROL_HOST, HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.transport import Result, Transport
 
 # (kind, step, message); kinds: start, progress, transfer (a fetcher's progress line), done, failed, undo,
@@ -37,6 +37,7 @@ class StepOutcome:
     copies: dict[str, dict] = field(default_factory=dict)  # compile caches: target -> seconds, bytes, path taken
     left_in_flight: str = ""  # a drain's: what was still in flight at its deadline, stopped gracefully anyway
     drain_left: dict[str, Optional[float]] = field(default_factory=dict)  # the same per server (None: not known)
+    hook: dict = field(default_factory=dict)  # a hook's run, as the history keeps it (execute/hooks.py)
 
 
 @dataclass
@@ -61,6 +62,11 @@ class Report:
     def drain_counts(self) -> dict[str, Optional[float]]:
         """Requests each drained server still held at its drain's deadline (None: its /metrics did not answer)."""
         return {name: n for o in self.outcomes for name, n in o.drain_left.items()}
+
+    @property
+    def hooks(self) -> list[dict]:
+        """Every hook that ran: point, host, result, exit code, start and seconds."""
+        return [o.hook for o in self.outcomes if o.hook]
 
     def results_of(self, stage: str) -> list[StepOutcome]:
         return [o for o in self.outcomes if o.step.stage == stage]
@@ -88,6 +94,10 @@ class Executor:
     def __init__(self, transports: Mapping[str, Transport], *, on_event: Optional[Event] = None,
                  health_timeout: float = 1200.0, poll_interval: float = 0.5, presign=None) -> None:
         self.transports = transports
+        if CONTROL_HOST not in transports:  # hooks `on: control` run here, through the local host's transport
+            from deployctl.transport.local import LocalTransport
+
+            self.transports = {**transports, CONTROL_HOST: LocalTransport(CONTROL_HOST)}
         self.on_event = on_event or (lambda kind, step, message: None)
         self.health_timeout = health_timeout
         self.poll_interval = poll_interval
@@ -258,6 +268,12 @@ class Executor:
             from deployctl.execute.answers import run_answer_check
 
             run_answer_check(transport, item)
+        elif isinstance(item, RunHook):
+            from deployctl.execute.hooks import run_hook
+
+            outcome.hook, failure = run_hook(transport, item, step.host)
+            if failure is not None:
+                raise failure
         else:  # a planner and this dispatch out of step: a bug, never user input
             raise TypeError(f"no executor for {type(item).__name__}")
 

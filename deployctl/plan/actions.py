@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Union
 
 if TYPE_CHECKING:
     from deployctl.core import Command
+    from deployctl.spec.model import EnvVar
     from deployctl.image.inputs import BuildInputs
     from deployctl.plan.answers import AnswerPath
     from deployctl.weights.manifest import SourceObject
@@ -143,4 +144,28 @@ class AwaitListed:
                 "timeout_s": self.timeout}
 
 
-Action = Union[Build, Ship, Fetch, AnswerCheck, Drain, AwaitListed]
+@dataclass(frozen=True)
+class RunHook:
+    """Run the user's hook command on the step's host (the control machine, or a host of the spec), its `env` (the
+    deployment's DEPLOYCTL_* facts, then the hook's own, a ${VAR} value a Secret) given through stdin, never argv;
+    stopped after `timeout` seconds (execute/hooks.py)."""
+
+    point: str  # spec.model.HOOK_POINTS
+    argv: tuple[str, ...]
+    timeout: int
+    env: tuple[EnvVar, ...] = ()
+    wave: int = 0
+
+    def display(self) -> str:
+        import shlex
+
+        own = [f"{v.name}={shlex.quote(v.display)}" for v in self.env if not v.name.startswith("DEPLOYCTL_")]
+        return (f"hook {self.point}: {shlex.join(self.argv)}  # timeout {self.timeout} s; env: "
+                + " ".join(own + ["DEPLOYCTL_* (the deployment's facts)"]))
+
+    def to_json(self) -> dict:
+        return {"type": "hook", "hook": self.point, "argv": list(self.argv), "timeout_s": self.timeout,
+                "env": {v.name: v.display for v in self.env}}
+
+
+Action = Union[Build, Ship, Fetch, AnswerCheck, Drain, AwaitListed, RunHook]

@@ -9,6 +9,7 @@ from typing import Mapping, Optional
 from deployctl.core import Command
 from deployctl.facts.deployed import DeployedState
 from deployctl.facts.model import HostFacts
+from deployctl.plan.hooks import with_hooks
 from deployctl.plan.model import Plan, Stage, Step
 from deployctl.plan.probes import deployment_files
 from deployctl.plan.up import owned_containers
@@ -18,10 +19,12 @@ from deployctl.spec.model import Spec
 RM_WORDS = ("rm", "-rf", "--")
 
 
-def plan_down(spec: Spec, facts: Mapping[str, HostFacts], shutdown_timeout: Optional[int] = None) -> Plan:
+def plan_down(spec: Spec, facts: Mapping[str, HostFacts], shutdown_timeout: Optional[int] = None,
+              skip: frozenset[str] = frozenset()) -> Plan:
     """Containers first (stage `down`), then the deployment's files (stage `files`), on every host of the spec. A
     running server gets its own --shutdown-timeout, at least `shutdown_timeout` (None: docker's default), to end
-    what it serves before it is removed: `docker rm --force` alone is a SIGKILL."""
+    what it serves before it is removed: `docker rm --force` alone is a SIGKILL. The spec's pre_down and post_down
+    hooks go around them unless `skip` holds "hooks"."""
     extra_args = {i.name: i.extra_args for i in spec.instances}
     containers, files = [], []
     for host in spec.hosts:
@@ -36,7 +39,8 @@ def plan_down(spec: Spec, facts: Mapping[str, HostFacts], shutdown_timeout: Opti
         step = files_step(spec, host.name, host_facts.deployment_files if host_facts else None)
         if step is not None:
             files.append(step)
-    return Plan(spec.name, (Stage("down", tuple(containers)), Stage("files", tuple(files))))
+    plan = Plan(spec.name, (Stage("down", tuple(containers)), Stage("files", tuple(files))))
+    return plan if "hooks" in skip else with_hooks(spec, plan, "down")
 
 
 def files_step(spec: Spec, host: str, existing: tuple[str, ...] | None) -> Step | None:

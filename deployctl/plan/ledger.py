@@ -15,7 +15,7 @@ from deployctl.facts.startup_log import StartupMilestones
 
 # The phases in the order they happen, each with its name on screen (ui/timeline.py); `other` last. A ledger lists
 # those it saw, in this order.
-PHASE_LABELS = {"prepare": "prepare", "checks": "checks", "image_build": "image build", "image_pull": "image pull",
+PHASE_LABELS = {"prepare": "prepare", "checks": "checks", "hooks": "hooks", "image_build": "image build", "image_pull": "image pull",
                 "image_ship": "image ship", "weights_sync": "weights sync", "compile_cache": "compile cache",
                 "files": "files", "ports": "reserve ports", "stop": "stop old", "container_start": "container start",
                 "weights_loaded": "weights loaded", "graph_compiled": "graph compiled", "server_ready": "server ready",
@@ -23,7 +23,7 @@ PHASE_LABELS = {"prepare": "prepare", "checks": "checks", "image_build": "image 
                 "report": "report", "other": "other"}
 PHASES = tuple(PHASE_LABELS)
 SERVER_PHASES = ("weights_loaded", "graph_compiled", "server_ready")  # from the server's own log, in order
-_STAGE_PHASE = {"checks": "checks", "ship": "image_ship", "weights": "weights_sync", "cache": "compile_cache",
+_STAGE_PHASE = {"checks": "checks", "hooks": "hooks", "ship": "image_ship", "weights": "weights_sync", "cache": "compile_cache",
                 "files": "files", "ports": "ports",
                 "stop": "stop", "contract": "contract", "scheduler": "front_start", "proxy": "front_start",
                 "answers": "first_token", "verify": "first_token"}
@@ -86,6 +86,17 @@ def server_split(seconds: float, milestones: Optional[StartupMilestones]) -> dic
     return {"container_start": seconds - used, **split}
 
 
+def _covered(spans: list[StepSpan]) -> float:
+    """Seconds covered by at least one of the spans (parallel ones count once, the gaps between them not at all)."""
+    total, reach = 0.0, None
+    for span in sorted(spans, key=lambda s: s.start):
+        if reach is None or span.start > reach:
+            total, reach = total + (span.end - span.start), span.end
+        elif span.end > reach:
+            total, reach = total + (span.end - reach), span.end
+    return total
+
+
 def build_ledger(t0: float, t_end: float, spans: list[StepSpan],
                  milestones: Mapping[str, StartupMilestones], instance_hosts: Mapping[str, str],
                  cache_copies: Optional[Mapping[str, dict]] = None) -> Ledger:
@@ -111,6 +122,8 @@ def build_ledger(t0: float, t_end: float, spans: list[StepSpan],
             split["container_start"] += slowest.start - begin
             for name, seconds in split.items():
                 add(name, seconds)
+        elif stage == "hooks":  # hooks run at several points (pre_up, each wave, post_up): their own time only
+            add("hooks", _covered(members))
         elif stage == "image":
             slowest = max(members, key=lambda s: s.end)
             add(phase_of(slowest), end - begin)

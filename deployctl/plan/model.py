@@ -36,6 +36,9 @@ class HealthCheck:
         return f"wait until GET http://127.0.0.1:{self.port}{self.path} answers 200 ({self.container})"
 
 
+# The host of a step that runs on the machine deployctl runs on (a hook `on: control`): no host name can be it.
+CONTROL_HOST = "(control)"
+
 # Every Step.action a planner writes (tests/test_ui.py renders each, and finds each in the planners' source)
 ACTIONS = ("create", "replace", "keep", "remove", "run", "put", "skip", "check", "build", "ship", "fetch", "drain",
            "add", "restart", "stage")
@@ -82,6 +85,7 @@ class Stage:
     wave: int = 0  # a drain rollout's wave (1, 2, ...); 0: not part of one
     # a rollout wave ends here: what ran so far is kept (finalized) even if a later wave fails
     commit: bool = False
+    hook: str = ""  # a hook's stage: its point (pre_up, post_wave, ...)
 
     def summary_after(self, moved: int) -> str:
         if not self.counts_bytes:
@@ -98,6 +102,7 @@ class Plan:
     pending: tuple[str, ...] = ()
     profile: Optional[str] = None  # vllm-ascend: which server profile applies, and why
     rollout: Optional[dict] = None  # how the serving containers are replaced: strategy, waves, gap (plan/rollout.py)
+    on_failure: tuple[Stage, ...] = ()  # the on_failure hook: run only after a rollback (or a failed `down`)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -109,24 +114,10 @@ class Plan:
 
     def to_json(self) -> dict:
         """The contract's `plan` document: one entry per command or file, in execution order."""
-        entries = []
-        for step in self.steps:
-            base = {"host": step.host, "stage": step.stage, "action": step.action, "reason": step.reason}
-            if step.wave:
-                base["wave"] = step.wave
-            if step.container:
-                base["container"] = step.container
-            if not step.puts and not step.commands and not step.actions:
-                entries.append({**base, "argv": []})
-            for put in step.puts:
-                entries.append({**base, "argv": [], "put": put.path, "mode": f"{put.mode:o}"})
-            for command in step.commands:
-                entries.append({**base, "argv": list(command.argv)})
-            for action in step.actions:
-                entries.append({**base, "argv": [], **action.to_json()})
-        return {"deployment": self.deployment, "changed": self.changed, "steps": entries,
+        failure = [entry for stage in self.on_failure for entry in _entries(stage.steps)]
+        return {"deployment": self.deployment, "changed": self.changed, "steps": _entries(self.steps),
                 "moves": self.moves(), **({"server_profile": self.profile} if self.profile else {}),
-                **({"rollout": self.rollout} if self.rollout else {})}
+                **({"rollout": self.rollout} if self.rollout else {}), **({"on_failure": failure} if failure else {})}
 
     def moves(self) -> list[dict]:
         """Bytes each host receives: image builds' contexts and ships, weight transfers (None: known later)."""
@@ -148,3 +139,23 @@ class Plan:
                 elif isinstance(action, Fetch):
                     add(step.host, "weight_bytes", action.bytes)
         return list(totals.values())
+
+
+def _entries(steps) -> list[dict]:
+    """One entry per file, command or typed action of each step, in execution order."""
+    entries = []
+    for step in steps:
+        base = {"host": step.host, "stage": step.stage, "action": step.action, "reason": step.reason}
+        if step.wave:
+            base["wave"] = step.wave
+        if step.container:
+            base["container"] = step.container
+        if not step.puts and not step.commands and not step.actions:
+            entries.append({**base, "argv": []})
+        for put in step.puts:
+            entries.append({**base, "argv": [], "put": put.path, "mode": f"{put.mode:o}"})
+        for command in step.commands:
+            entries.append({**base, "argv": list(command.argv)})
+        for action in step.actions:
+            entries.append({**base, "argv": [], **action.to_json()})
+    return entries

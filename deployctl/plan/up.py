@@ -340,6 +340,10 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
             plan_answers(spec, reach_addresses(spec, networks), inputs.answer_tokens),)
         plan = Plan(spec.name, checks + plan.stages + answers + (plan_verify(spec),), pending=pending, profile=profile,
                     rollout=rollout)
+    if "containers" in stages and "hooks" not in skip:
+        from deployctl.plan.hooks import with_hooks
+
+        plan = with_hooks(spec, plan, "up")
     return plan
 
 

@@ -13,7 +13,7 @@ from deployctl.core import Secret
 from deployctl.spec.locate import Document
 from deployctl.spec.references import is_env_value
 from deployctl.spec.model import (
-    DEFAULT_COMPILE_CACHE_DIR, CacheSpec, EnvVar, FrontSpec, Host, ImageBuild, ImageSpec, Instance, ModelArgs,
+    DEFAULT_COMPILE_CACHE_DIR, DEFAULT_HOOK_TIMEOUT, HOOK_POINTS, CacheSpec, EnvVar, FrontSpec, Hook, Host, ImageBuild, ImageSpec, Instance, ModelArgs,
     MonitorSpec, Requirements, Rollout, Spec, SshSettings, UpstreamTopology, WeightsSpec,
 )
 from deployctl.spec.dp_groups import dp_group, servers_of
@@ -72,7 +72,15 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         startup_timeout=data.get("health", {}).get("startup_timeout"),
         profile=select_profile(data.get("server_version"), data.get("image", {}).get("name")) if upstream else None,
         monitor=_monitor(data["monitor"], base_dir) if "monitor" in data else None,
+        hooks=_hooks(data.get("hooks", {}), document.references),
     )
+
+
+def _hooks(data: dict, references: dict) -> tuple[Hook, ...]:
+    return tuple(Hook(point, tuple(entry["command"]), entry.get("on", "control"),
+                      entry.get("timeout", DEFAULT_HOOK_TIMEOUT),
+                      _env(entry.get("env", {}), references, ("hooks", point, "env")), ("hooks", point))
+                 for point in HOOK_POINTS for entry in [data.get(point)] if entry is not None)
 
 
 def _monitor(data: dict, base_dir: Optional[Path]) -> MonitorSpec:

@@ -182,6 +182,22 @@ class Rollout:
     max_surge: int = 0  # replacements started on free cards before the old one is drained
 
 
+HOOK_POINTS = ("pre_up", "post_up", "pre_down", "post_down", "pre_wave", "post_wave", "on_failure")
+DEFAULT_HOOK_TIMEOUT = 300  # seconds; the schema bounds a spec's own to 1..86400 (a day, as cli_numbers.DAY_S)
+
+
+@dataclass(frozen=True)
+class Hook:
+    """`hooks.<point>`: the user's command (argv words), where it runs, its time limit and its own env."""
+
+    point: str  # one of HOOK_POINTS
+    command: tuple[str, ...]
+    on: str = "control"  # control: the machine deployctl runs on | hosts: each host of the spec
+    timeout: int = DEFAULT_HOOK_TIMEOUT
+    env: tuple["EnvVar", ...] = ()  # a ${VAR} value is a Secret, as in the spec's `env:`
+    path: tuple = ()  # ("hooks", point)
+
+
 @dataclass(frozen=True)
 class Spec:
     version: int
@@ -211,6 +227,10 @@ class Spec:
     front_spec: Optional[FrontSpec] = None  # topology.front (or vllm-ascend's proxy as kind proxy)
     rollout: Rollout = field(default_factory=Rollout)
     monitor: Optional[MonitorSpec] = None  # `monitor:` (None: absent; `up`/`down` then write no monitoring pack)
+    hooks: tuple[Hook, ...] = ()  # `hooks:`, in HOOK_POINTS order
+
+    def hook(self, point: str) -> Optional[Hook]:
+        return next((h for h in self.hooks if h.point == point), None)
 
     def host(self, name: str) -> Host:
         for host in self.hosts:

@@ -20,14 +20,17 @@ _LOCATIONS = {("image", "name"), ("image", "build", "base"), ("image", "build", 
               ("weights", "source"), ("weights", "endpoint"), ("weights", "dest")}
 MIN_SCRUBBED = 4
 _VARIABLE = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-ALLOWED_TEXT = ("env values (kept secret; the spec's and each DP group's), hosts.*/ssh address, user, identity_file, known_hosts and jump, "
+ALLOWED_TEXT = ("env values (kept secret; the spec's, each DP group's and each hook's), hosts.*/ssh address, user, identity_file, known_hosts and jump, "
                 "image.name, image.build.base/packages, weights.source/endpoint/dest")
 
 
 def is_env_value(path: tuple) -> bool:
-    """A value of an `env:` mapping: the spec's (`env.NAME`) or a DP group's (`topology.prefill[0].env.NAME`)."""
+    """A value of an `env:` mapping: the spec's (`env.NAME`), a DP group's (`topology.prefill[0].env.NAME`) or a
+    hook's (`hooks.pre_up.env.NAME`)."""
     if len(path) == 2:
         return path[0] == "env"
+    if len(path) == 4 and path[0] == "hooks" and path[2] == "env":  # a hook's env reaches it as a container's does
+        return True
     return (len(path) == 5 and path[0] == "topology" and path[1] in GROUP_LISTS and isinstance(path[2], int)
             and path[3] == "env")
 

@@ -277,7 +277,8 @@ from deployctl.spec.rules_model import (  # noqa: E402 (they use Context, define
 from deployctl.spec.rules_cache import check_cache  # noqa: E402
 from deployctl.spec.rules_front import check_front, check_rollout  # noqa: E402
 from deployctl.spec.rules_monitor import check_monitor  # noqa: E402
+from deployctl.spec.rules_hooks import check_hooks  # noqa: E402
 
 RULES = (check_host_references, check_devices, check_ports, check_topology, check_batched_tokens,
          check_kv_cache, check_platform, check_model_fields, check_model_table, check_env, check_flavour,
-         check_features, check_front, check_rollout, check_cache, check_monitor)
+         check_features, check_front, check_rollout, check_cache, check_monitor, check_hooks)

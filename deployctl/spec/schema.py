@@ -285,8 +285,12 @@ def _type_message(value, expected, path: Path) -> tuple[str, str | None]:
     hint = None
     if "string" in names and isinstance(value, (int, float)) and not isinstance(value, bool):
         hint = f'quote it: "{value}"'
+    elif "string" in names and isinstance(value, bool):
+        hint = f'quote it: "{str(value).lower()}"'
     elif "integer" in names and isinstance(value, str) and value.strip().lstrip("-").isdigit():
         hint = f"write it without quotes: {value.strip()}"
+    elif len(path) == 2 and path[0] == "hooks" and isinstance(value, list):
+        hint = f"a hook is a mapping: {path[1]}: {{command: [{', '.join(map(str, value[:3]))}]}}"
     return message, hint
 
 

@@ -92,6 +92,17 @@ def render_error(ui: UI, error: Exception) -> None:
         console.print(f"[bold red]error:[/] {escape(str(error))}")
 
 
+def render_warning(ui: UI, error) -> None:
+    """A failure that does not decide the exit (an on_failure hook's), said on stderr even with --quiet."""
+    from rich.markup import escape
+
+    console = ui.console(stderr=True)
+    lines = error.lines()
+    console.print(f"[bold yellow]warning:[/] {escape(lines[0])}")
+    for line in lines[1:]:
+        console.print(escape(line))
+
+
 def error_document(error: Exception) -> dict:
     """`--output json` on failure: one document a script can read instead of an empty stdout."""
     from deployctl.errors import DeployctlError, HostError
@@ -147,6 +158,8 @@ def render_plan(ui: UI, plan) -> None:
     if ui.json:
         ui.emit_json(plan.to_json())
         return
+    from dataclasses import replace
+
     from rich.markup import escape
 
     console = ui.console()
@@ -155,7 +168,8 @@ def render_plan(ui: UI, plan) -> None:
         console.print(escape(plan.profile))
     for line in rollout_lines(getattr(plan, "rollout", None)):
         console.print(escape(line))
-    for stage in plan.stages:
+    failure = tuple(replace(s, name=f"{s.name}: on_failure, only after a rollback") for s in plan.on_failure)
+    for stage in plan.stages + failure:
         if not stage.steps:
             continue
         console.print(f"\n[bold]{stage.name}[/]" + (f" [dim](wave {stage.wave})[/]" if stage.wave else ""))
