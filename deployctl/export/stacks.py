@@ -10,7 +10,8 @@ STACK_NAMES = ("mindcluster", "cce", "plain")
 # What the README recommends: MindCluster (Ascend Device Plugin + Ascend Docker Runtime + Volcano) is the stack
 # Ascend documents for serving vLLM on Kubernetes (mind-cluster docs/en/scheduling/usage/vllm_best_practice/
 # 01_deploying_vllm_inference_job.md; in Chinese docs/zh/scheduling/04_usage/08_vllm_best_practice/, the pages that
-# replaced the single vllm_best_practice page under docs/zh/usage when the docs were reorganized, mind-cluster commit 7e9260f5).
+# replaced the single vllm_best_practice page under docs/zh/usage when the docs were reorganized, mind-cluster
+# commit 7e9260f5).
 DEFAULT_STACK = "mindcluster"
 ASCEND_RESOURCE = "huawei.com/Ascend910"
 
@@ -216,7 +217,7 @@ def place(bodies: list[dict], stack: NpuStack, resource: str, cards: int, node_t
                 pod["nodeSelector"] = {ACCELERATOR_TYPE: chosen.label}
                 if chosen.superpod:
                     metadata.setdefault("annotations", {}).update({
-                        SCHEDULE_POLICY: chosen.superpod_policy, SP_BLOCK: str(size * max(asks))})
+                        SCHEDULE_POLICY: chosen.superpod_policy, SP_BLOCK: str(size * chosen.cards)})
 
 
 def _visible_devices(container: dict, resource: Optional[str]) -> None:
