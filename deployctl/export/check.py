@@ -180,7 +180,8 @@ def _updates(spec: Spec, options: ExportOptions, bodies: list[dict]) -> list[Rul
         elif b["kind"] == "LeaderWorkerSet":
             strategy = b["spec"].get("rolloutStrategy", {}).get("rollingUpdateConfiguration", {})
             if strategy.get("maxUnavailable") != 0:
-                rolling.append(f"LeaderWorkerSet {b['metadata']['name']}: maxUnavailable {strategy.get('maxUnavailable')}")
+                rolling.append(f"LeaderWorkerSet {b['metadata']['name']}: maxUnavailable "
+                               f"{strategy.get('maxUnavailable')}")
     out.append(_rule("rolling", rolling, "a rolling update that starts the new pod before the old one drains"))
     budget = startup_budget(spec).seconds
     late = []

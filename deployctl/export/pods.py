@@ -94,8 +94,8 @@ def k8s_container(spec: Spec, container: Container, options: ExportOptions, name
     if mounts:
         out["volumeMounts"] = mounts
     if instance.port is not None:
-        out.update(_probes(health_path(spec, instance), port_name(local),
-                           PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else startup_probe_budget(spec, container),
+        budget = PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else startup_probe_budget(spec, container)
+        out.update(_probes(health_path(spec, instance), port_name(local), budget,
                            flavour_of(spec).readiness_command(instance, tuple(command or container.command))))
         drain = pre_stop(spec, instance)
         if drain:

@@ -119,7 +119,8 @@ STACKS = {
     # `ring-controller.atlas: ascend-910b` names the product to the Volcano NPU plugin, A2 and A3 alike
     # (component/ascend-for-volcano/common/util/type.go JobKindKey, constants.go JobKind910BValue); the node label
     # accelerator-type says the node type (NODE_TYPES; --node-type, else module-910b-8 for 8 NPUs a node and
-    # module-a3-16 for 16): without it the plugin takes its old 8-NPU handler and a 16-NPU pod is never placed. The Ascend Device Plugin's resource is huawei.com/Ascend910 (mind-cluster
+    # module-a3-16 for 16): without it the plugin takes its old 8-NPU handler and a 16-NPU pod is never placed.
+    # The Ascend Device Plugin's resource is huawei.com/Ascend910 (mind-cluster
     # component/ascend-device-plugin; vllm-ascend docs/source/user_guide/deployment_guide/using_volcano_kthena.md).
     # One NPU container per pod: in Volcano mode the device plugin accepts a container only when the pod's
     # annotation device list matches that container's request (mind-cluster
