@@ -326,6 +326,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "ring-controller.atlas, the nodeSelector accelerator-type from requirements.cards), cce "
                         "(Huawei Cloud CCE's huawei.com/ascend-1980) or plain (the device plugin and the default "
                         "scheduler) (default %(default)s)")
+    p.add_argument("--node-type", metavar="TYPE",
+                   help="with --npu-stack mindcluster: the NPU nodes' accelerator-type label (module-910b-8, "
+                        "module-910b-16, module-a3-16, module-a3-16-super-pod, module-a3-8-super-pod, ...; a SuperPoD "
+                        "type adds sp-block and huawei.com/schedule_policy) (default: from requirements.cards, "
+                        "module-910b-8 for 8 and module-a3-16 for 16)")
+    p.add_argument("--check", action="store_true",
+                   help="report every rule of the target and NPU stack (MindCluster's, the drain on update, the "
+                        "start-up budget) as met or not, with its source, instead of printing the manifests "
+                        "(exit 1 when one is not met)")
     p.add_argument("--npu-resource", metavar="NAME",
                    help="the device plugin's resource name, over the stack's (mindcluster and plain: "
                         "huawei.com/Ascend910; cce: huawei.com/ascend-1980)")

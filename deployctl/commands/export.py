@@ -21,10 +21,17 @@ def run(args, ui) -> int:
     options = ExportOptions(target=args.to, namespace=args.namespace, weights_pvc=args.weights_pvc,
                             weights_hostpath=args.weights_hostpath, secret=args.secret, nic=args.nic,
                             image=args.image, npu_resource=args.npu_resource,
-                            npu_stack=args.npu_stack)
+                            npu_stack=args.npu_stack, node_type=args.node_type)
     check_flags(options)  # before the spec is read: a bad flag is bad whatever the spec says
     # ${VAR} values are never needed: a secret becomes a secretKeyRef, so an unset one is no error here
     spec = load_spec(args.spec, unresolved_env="allow")
+    if getattr(args, "check", False):
+        from deployctl.export.check import check, passed
+        from deployctl.ui.export import render_check
+
+        rules = check(spec, options)
+        render_check(ui, options, rules)
+        return 0 if passed(rules) else 1
     try:
         manifests = export(spec, options)
     except ExportError as error:

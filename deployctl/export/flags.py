@@ -9,7 +9,7 @@ from typing import Callable, Optional
 from deployctl.errors import FlagError
 from deployctl.export import k8s_names
 from deployctl.export.options import ExportOptions
-from deployctl.export.stacks import stack_name
+from deployctl.export.stacks import node_type_name, stack_name
 from deployctl.spec.show import quoted
 
 # (flag, ExportOptions field, the rule of what it becomes in the manifests)
@@ -22,6 +22,7 @@ RULES: tuple[tuple[str, str, Callable[[str], Optional[str]]], ...] = (
     ("--image", "image", k8s_names.image),  # containers[].image
     ("--npu-resource", "npu_resource", k8s_names.extended_resource_name),  # resources.limits key
     ("--npu-stack", "npu_stack", stack_name),  # the scheduler, labels, selector and resource of NPU pods
+    ("--node-type", "node_type", node_type_name),  # the accelerator-type nodeSelector (and SuperPoD annotations)
 )
 
 
@@ -48,6 +49,9 @@ def bad_flags(options: ExportOptions) -> list[BadFlag]:
         if value is None:
             continue
         broken = rule(value)
+        if not broken and field == "node_type" and not options.stack.accelerator_types:
+            broken = (f"places NPU pods by MindCluster's node label accelerator-type, which --npu-stack "
+                      f"{options.npu_stack} does not use: export with --npu-stack mindcluster, or leave it out")
         if broken:
             out.append(BadFlag(flag, value, broken))
     return out

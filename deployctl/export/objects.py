@@ -59,11 +59,16 @@ def endpoint_service(spec: Spec, front: Optional[Instance], first: tuple[Gang, d
     return service(spec.name, labels(spec, gang.role), container_ports(leader_spec), options, spec)
 
 
+ROLLING = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+
+
 def deployment(spec: Spec, name: str, pod_labels_: dict, pod_spec: dict, options: ExportOptions) -> dict:
-    """One pod that Kubernetes keeps running; Recreate, as `up` stops a container before its replacement takes
-    the same NPUs (a rolling update would need the devices twice)."""
+    """One pod that Kubernetes keeps running. An update surges: the new pod starts beside the old one, which is
+    drained and stopped only once the new one is ready (maxUnavailable 0), so no request is dropped; where the
+    cluster has no free node for the new pod it waits Pending while the old one serves on (`kubectl rollout
+    status` says so). Recreate would stop every instance of the deployment at once."""
     selector = {k: pod_labels_[k] for k in (LABEL_DEPLOYMENT, LABEL_INSTANCE)}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": metadata(name, labels(spec, pod_labels_.get(LABEL_ROLE), name), options),
-            "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
+            "spec": {"replicas": 1, "strategy": ROLLING, "selector": {"matchLabels": selector},
                      "template": {"metadata": {"labels": pod_labels_}, "spec": pod_spec}}}

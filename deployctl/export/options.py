@@ -33,6 +33,7 @@ class ExportOptions:
     image: Optional[str] = None  # the pushed image, when the spec builds its own (image.build)
     npu_resource: Optional[str] = None  # --npu-resource: over the stack's resource name
     npu_stack: str = DEFAULT_STACK  # --npu-stack: mindcluster | cce | plain (stacks.py)
+    node_type: Optional[str] = None  # --node-type: the nodes' accelerator-type label (stacks.NODE_TYPES)
 
     @property
     def stack(self) -> NpuStack:

@@ -12,14 +12,48 @@ from deployctl.export.options import (CARDLESS_CPU, CARDLESS_MEMORY, CPU_PER_CAR
 from deployctl.plan.containers import Container, Mount
 from deployctl.plan.contract import FILE_TARGETS
 from deployctl.plan.probes import health_path
+from deployctl.plan.rollout import DEFAULT_DRAIN_TIMEOUT
 from deployctl.servers import flavour_of
 from deployctl.servers.shutdown import stop_grace
-from deployctl.spec.model import Spec
+from deployctl.spec.model import Instance, Spec
 from deployctl.spec.startup import startup_budget
 
 POD_IP = "POD_IP"
 PERIOD_S = 10
 K8S_GRACE_S = 30  # terminationGracePeriodSeconds' default
+# The drain on update, as `up` drains (plan/actions.py Drain, facts/in_flight.py): a deleted pod leaves its
+# Services' endpoints as it turns Terminating, at the same moment its preStop hook starts
+# (kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination); the hook gives kube-proxy and the
+# front ENDPOINT_SETTLE_S to stop sending, then waits until the server runs and queues no request (vLLM's
+# vllm:num_requests_running + vllm:num_requests_waiting on its own /metrics = 0), at most DRAIN_S (`up`'s
+# --drain-timeout default). The kubelet counts the hook inside terminationGracePeriodSeconds, then sends SIGTERM:
+# the grace is the settle, the drain, the server's own graceful stop (servers/shutdown.py) and a margin.
+ENDPOINT_SETTLE_S = 5
+DRAIN_S = int(DEFAULT_DRAIN_TIMEOUT)
+GRACE_MARGIN_S = 15
+# A deleted pod's requests end where its /metrics stops answering too (the server is gone): then the hook ends.
+PRESTOP_SCRIPT = (
+    "import os, re, sys, time, urllib.request\n"
+    "url, settle, drain, gauges = sys.argv[1].format(**os.environ), float(sys.argv[2]), float(sys.argv[3]), "
+    "sys.argv[4:]\n"
+    "time.sleep(settle)\n"
+    "line = re.compile('^(' + '|'.join(map(re.escape, gauges)) + r')[{ ]')\n"
+    "end = time.monotonic() + drain\n"
+    "while time.monotonic() < end:\n"
+    "    try:\n"
+    "        page = urllib.request.urlopen(url, timeout=2).read().decode()\n"
+    "    except Exception:\n"
+    "        break\n"
+    "    if sum(float(l.split()[-1]) for l in page.splitlines() if line.match(l)) == 0:\n"
+    "        break\n"
+    "    time.sleep(1)\n"
+)
+# A start-up probe fails a container only after the server's own start-up deadline has passed: vLLM gives up
+# waiting for its engines after VLLM_ENGINE_READY_TIMEOUT_S (vllm/envs.py; 600 s unless set) and says why in its
+# log; the probe's budget is that (or `up`'s health budget) plus STARTUP_MARGIN_S for the API server
+# to answer once the engines are up.
+STARTUP_MARGIN_S = 60
+ENGINE_READY_ENV = "VLLM_ENGINE_READY_TIMEOUT_S"
 SHM_VOLUME = "dshm"  # an in-memory /dev/shm of the size `up` gives docker's --shm-size (contract: shared memory)
 _SHM_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 # The device plugin picks the NPUs and the runtime shows them as 0..n-1: a physical id list would be wrong.
@@ -60,10 +94,42 @@ def k8s_container(spec: Spec, container: Container, options: ExportOptions, name
     if mounts:
         out["volumeMounts"] = mounts
     if instance.port is not None:
-        out.update(_probes(health_path(spec, instance), port_name(local),
-                           PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else startup_budget(spec).seconds,
+        budget = PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else startup_probe_budget(spec, container)
+        out.update(_probes(health_path(spec, instance), port_name(local), budget,
                            flavour_of(spec).readiness_command(instance, tuple(command or container.command))))
+        drain = pre_stop(spec, instance)
+        if drain:
+            out["lifecycle"] = {"preStop": {"exec": {"command": list(drain)}}}
     return out
+
+
+def startup_probe_budget(spec: Spec, container: Container) -> int:
+    """Seconds a server's start-up probe allows: its start-up deadline (the container's
+    VLLM_ENGINE_READY_TIMEOUT_S where set, else `up`'s health budget) plus STARTUP_MARGIN_S."""
+    budget = startup_budget(spec).seconds
+    for var in container.env:
+        if var.name == ENGINE_READY_ENV and str(var.value).isdigit():
+            budget = max(budget, int(var.value))
+    return budget + STARTUP_MARGIN_S
+
+
+def pre_stop(spec: Spec, instance: Instance, host: str = "127.0.0.1") -> Optional[tuple[str, ...]]:
+    """The preStop hook that drains the server `instance` (PRESTOP_SCRIPT) at `host` (`{VAR}`: from the pod's
+    environment, a worker's leader), None for one without vLLM's request gauges on a /metrics (the proxy)."""
+    flavour = flavour_of(spec)
+    endpoint = flavour.metrics_endpoint(instance)
+    gauges = tuple(g for g in (flavour.metrics.running, flavour.metrics.waiting) if g)
+    if endpoint is None or not gauges:
+        return None
+    port, path = endpoint
+    return ("python3", "-c", PRESTOP_SCRIPT, f"http://{host}:{port}{path}", str(ENDPOINT_SETTLE_S), str(DRAIN_S),
+            *gauges)
+
+
+def drain_grace(words) -> int:
+    """terminationGracePeriodSeconds of a pod whose server drains: the hook's settle and drain, then the server's
+    own graceful stop, and a margin."""
+    return ENDPOINT_SETTLE_S + DRAIN_S + stop_grace(words, K8S_GRACE_S) + GRACE_MARGIN_S
 
 
 def pod_spec(spec: Spec, containers: list[tuple[Container, dict]], options: ExportOptions) -> dict:
@@ -79,7 +145,8 @@ def pod_spec(spec: Spec, containers: list[tuple[Container, dict]], options: Expo
     # The kubelet kills a pod's containers terminationGracePeriodSeconds (default 30) after SIGTERM
     # (kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination): a server that drains longer
     # (its own --shutdown-timeout) gets as long.
-    grace = max((stop_grace(c.command, K8S_GRACE_S) for c, _ in containers), default=K8S_GRACE_S)
+    grace = max((drain_grace(c.command) if "lifecycle" in entry else stop_grace(c.command, K8S_GRACE_S)
+                 for c, entry in containers), default=K8S_GRACE_S)
     if grace > K8S_GRACE_S:
         out["terminationGracePeriodSeconds"] = grace
     if volumes:

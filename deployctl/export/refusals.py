@@ -9,6 +9,7 @@ from deployctl.export import k8s_names
 from deployctl.export.gangs import Gang, gangs
 from deployctl.export.objects import pod_labels
 from deployctl.export.options import ExportOptions
+from deployctl.export.stacks import NODE_TYPES
 from deployctl.plan.containers import LABEL_INSTANCE
 from deployctl.servers import flavour_of
 from deployctl.servers.features import spec_refusals
@@ -58,14 +59,33 @@ def _name(spec: Spec) -> Iterator[Problem]:
 
 
 def _stack(spec: Spec, options: ExportOptions) -> Iterator[Problem]:
-    """A stack that places NPU pods by node type must know the spec's: no guessed accelerator-type."""
+    """A stack that places NPU pods by node type must know the spec's: no guessed accelerator-type, and a
+    --node-type whose nodes have requirements.cards NPUs and that vLLM runs on."""
     stack = options.stack
-    if spec.platform == "ascend" and stack.refuses(spec.requirements.cards):
-        known = ", ".join(f"{cards} ({name})" for cards, name in stack.accelerator_types)
-        yield Problem(("requirements", "cards"), f"{spec.requirements.cards} NPUs a node: --npu-stack {stack.name} "
-                                                 f"places NPU pods by the node label accelerator-type, known for "
-                                                 f"{known} NPUs a node only",
-                      hint="set requirements.cards to the nodes' NPU count, or export with --npu-stack plain or cce")
+    if spec.platform != "ascend" or not stack.accelerator_types:
+        return
+    cards = spec.requirements.cards
+    if options.node_type is None:
+        if stack.refuses(cards):
+            known = ", ".join(f"{n} ({name})" for n, name in stack.accelerator_types)
+            yield Problem(("requirements", "cards"), f"{cards} NPUs a node: --npu-stack {stack.name} places NPU pods "
+                                                     f"by the node label accelerator-type, known for {known} NPUs a "
+                                                     f"node only",
+                          hint="set requirements.cards to the nodes' NPU count, pass --node-type, or export with "
+                               "--npu-stack plain or cce")
+        return
+    chosen = NODE_TYPES[options.node_type]
+    if chosen.unsupported:
+        yield Problem(("requirements", "cards"), f"--node-type {chosen.label} is {chosen.unsupported}",
+                      hint="export for the nodes vLLM runs on: " + ", ".join(
+                          f"{t.label} ({t.cards} NPUs)" for t in NODE_TYPES.values() if not t.unsupported))
+    elif chosen.cards != cards:
+        fits = [t.label for t in NODE_TYPES.values() if t.cards == cards and not t.unsupported]
+        yield Problem(("requirements", "cards"), f"requirements.cards is {cards}, and a --node-type {chosen.label} "
+                                                 f"node ({chosen.hardware}) has {chosen.cards} NPUs: its pods would "
+                                                 f"ask for NPUs the node does not have, or leave some idle",
+                      hint=(f"use --node-type {' or '.join(fits)}" if fits else "no documented node type has "
+                            f"{cards} NPUs") + f", or set requirements.cards to {chosen.cards}")
 
 
 def _image(spec: Spec, options: ExportOptions) -> Iterator[Problem]:

@@ -42,7 +42,7 @@ def export(spec: Spec, options: ExportOptions) -> tuple[Manifest, ...]:
         raise ExportError([replace(p, file=source) for p in found], options.target)
     bodies = BUILDERS[options.target](spec, options)
     if spec.platform == "ascend":
-        place(bodies, options.stack, options.device_resource, spec.requirements.cards)
+        place(bodies, options.stack, options.device_resource, spec.requirements.cards, options.node_type)
     return tuple(Manifest(body["kind"], body["metadata"]["name"], body) for body in bodies)
 
 

@@ -17,6 +17,10 @@ from deployctl.servers import flavour_of
 from deployctl.spec.model import Spec
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
+# As a Deployment's (objects.ROLLING): a new group starts beside the old one, which drains once the new one is
+# ready (the CRD's defaults, maxUnavailable 1 and maxSurge 0, take the only group down first: the LWS CRD schema,
+# rollingUpdateConfiguration; kubernetes-sigs/lws site/content/en/docs/concepts/leaderworkerset/rollout-strategy).
+LWS_ROLLING = {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxUnavailable": 0, "maxSurge": 1}}
 KTHENA_API = "workload.serving.volcano.sh/v1alpha1"
 
 
@@ -44,7 +48,7 @@ def lws(spec: Spec, options: ExportOptions) -> list[dict]:
             shape["workerTemplate"] = template(spec, gang, gang.leader, leader_spec)
         out.append({"apiVersion": LWS_API, "kind": "LeaderWorkerSet",
                     "metadata": metadata(gang.name, labels(spec, gang.role), options),
-                    "spec": {"replicas": 1, "leaderWorkerTemplate": shape}})
+                    "spec": {"replicas": 1, "leaderWorkerTemplate": shape, "rolloutStrategy": LWS_ROLLING}})
     return out + _front(spec, options, served, _lws_address(spec), backends=False)
 
 

@@ -25,3 +25,26 @@ def render_export(ui, target: str, manifests, written) -> None:
     for manifest in manifests:
         console.print(f"{escape(str(written / manifest.file))}  [dim]{manifest.kind} {escape(manifest.name)}[/]")
     ui.info(f"{len(manifests)} objects for --to {target} in {written}")
+
+
+def render_check(ui, options, rules) -> None:
+    """`export --check`: one line per rule, its status and what was seen, then its source."""
+    from deployctl.export.check import MET, NOT_MET
+
+    if ui.json:
+        ui.emit_json({"target": options.target, "npu_stack": options.npu_stack, "node_type": options.node_type,
+                      "rules": [r.to_json() for r in rules]})
+        return
+    from rich.markup import escape
+
+    console = ui.console()
+    colour = {MET: "green", NOT_MET: "red"}
+    for rule in rules:
+        console.print(f"[{colour.get(rule.status, 'yellow')}]{rule.status:>14}[/]  [bold]{rule.name}[/]: "
+                      f"{escape(rule.detail)}")
+        console.print(f"{'':>16}[dim]source: {escape(rule.source)}[/]")
+    failed = sum(1 for r in rules if r.status == NOT_MET)
+    said = f"--to {options.target} --npu-stack {options.npu_stack}" + (
+        f" --node-type {options.node_type}" if options.node_type else "")
+    ui.info(f"{len(rules) - failed} of {len(rules)} rules met or for the cluster ({said})" if not failed
+            else f"{failed} of {len(rules)} rules not met ({said})")

@@ -82,7 +82,8 @@ def test_probes_give_the_model_ups_health_budget():
         if container["name"] == "proxy":  # ready once its backends are: test_proxy_readiness.py
             assert startup["httpGet"]["path"] == "/healthcheck" and budget == 120
         else:
-            assert startup["httpGet"] == {"path": "/health", "port": "http"} and budget == 1200
+            # up's 1200 s, then STARTUP_MARGIN_S: the server's own deadline ends first and says why
+            assert startup["httpGet"] == {"path": "/health", "port": "http"} and budget == 1200 + 60
             assert container["readinessProbe"]["httpGet"] == startup["httpGet"]
 
 
@@ -180,7 +181,7 @@ def test_the_start_up_probe_covers_the_specs_budget_and_up_waits_as_long():
     spec = load_spec_text(text, environ=ENVIRON)
     manifests = export(spec, ExportOptions(target="lws", weights_pvc="w", secret="s"))
     budgets = {c["name"]: _probe_budget(c) for c in containers(manifests)}
-    assert budgets["server"] == 3610 and budgets["proxy"] == 120  # whole periods, never short of it
+    assert budgets["server"] == 3670 and budgets["proxy"] == 120  # + 60 s margin, whole periods, never short
     assert health_timeout(spec, Namespace(health_timeout=None)) == 3605
     assert health_timeout(spec, Namespace(health_timeout=60.0)) == 60.0  # the flag over the spec
 
@@ -188,8 +189,8 @@ def test_the_start_up_probe_covers_the_specs_budget_and_up_waits_as_long():
 def test_without_the_spec_saying_the_default_scales_with_the_weights():
     text = (ROOT / PD).read_text().replace("Qwen3-30B-A3B", "DeepSeek-R1-671B")
     manifests = export(load_spec_text(text, environ=ENVIRON), ExportOptions(target="k8s", weights_pvc="w", secret="s"))
-    # 600 + 2 x 1342 GB, in whole periods
-    assert {_probe_budget(c) for c in containers(manifests) if c["name"] == "server"} == {3290}
+    # 600 + 2 x 1342 GB + the 60 s margin, in whole periods
+    assert {_probe_budget(c) for c in containers(manifests) if c["name"] == "server"} == {3350}
 
 
 def test_a_server_that_drains_longer_than_30_s_gets_as_long_a_grace_period(tmp_path):
@@ -208,8 +209,11 @@ def test_a_server_that_drains_longer_than_30_s_gets_as_long_a_grace_period(tmp_p
         return any("--shutdown-timeout=300" in word for c in template["spec"]["containers"]
                    for word in c.get("command", []) + c.get("args", []))
 
+    # a drained server's grace: the preStop's 5 s settle and 120 s drain, its own stop, a 15 s margin
     for target in ("k8s", "lws", "kthena"):
-        assert not any("terminationGracePeriodSeconds" in t["spec"] for t in templates(exported(PD, target)))
+        assert {t["spec"].get("terminationGracePeriodSeconds") for t in templates(exported(PD, target))} == {
+            5 + 120 + 30 + 15, None}  # None: the proxy, which drains nothing
         pods = list(templates(export(longer, options(PD, target))))
         assert any(drains(t) for t in pods) and not all(drains(t) for t in pods)  # the proxy does not
-        assert all(t["spec"].get("terminationGracePeriodSeconds") == (300 if drains(t) else None) for t in pods)
+        assert all(t["spec"].get("terminationGracePeriodSeconds") == (5 + 120 + 300 + 15 if drains(t) else None)
+                   for t in pods)
