@@ -90,11 +90,13 @@ def pytest_itemcollected(item):
     pytest_collection_modifyitems reads them: xdist's worker turns `xdist_group` into the `@group` node id suffix
     there, and under pytest 9.2 a tryfirst conftest hook no longer ran before it (the bed's tests went to both
     workers, two beds fought over the same namespaces: CI failed every bed test)."""
-    if item.get_closest_marker("real_engine") is not None:
-        item.add_marker(pytest.mark.xdist_group("real_engine"))  # one engine for the run
-    if "testbed" in getattr(item, "fixturenames", ()):
+    uses_bed = "testbed" in getattr(item, "fixturenames", ())
+    if uses_bed:
         item.add_marker(pytest.mark.testbed)
-        item.add_marker(pytest.mark.xdist_group("testbed"))  # one worker, one bed (pyproject's addopts)
+    if uses_bed or item.get_closest_marker("real_engine") is not None:
+        # One worker, one bed (pyproject's addopts). The real engine's tests join it: one engine at a time on
+        # 2 cores, and one group name (an item with two groups gets a third, joined name in xdist).
+        item.add_marker(pytest.mark.xdist_group("testbed"))
 
 
 def pytest_collection_modifyitems(config, items):

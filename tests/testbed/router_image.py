@@ -68,9 +68,10 @@ def content_hash(base: str) -> Optional[str]:
     return hashlib.sha256(f"{base}\0{RECIPE}\0{VERSION}\0{DOCKERFILE}\0{LAUNCHER}".encode()).hexdigest()[:16]
 
 
-def _libraries(site: Path, base_libraries: list) -> list[Path]:
-    """Host libraries the wheels' shared objects load that the base image lacks (libstdc++, libgcc_s)."""
-    objects = [str(p) for p in site.rglob("*.so*") if p.is_file()]
+def shared_libraries(site: Path, base_libraries: list, extra: tuple = ()) -> list[Path]:
+    """Host libraries the shared objects under `site` (and the `extra` programs) load that the base image lacks
+    (libstdc++, libgcc_s)."""
+    objects = [str(p) for p in site.rglob("*.so*") if p.is_file()] + list(extra)
     found = set()
     for start in range(0, len(objects), 200):
         ldd = subprocess.run(["ldd", *objects[start:start + 200]], capture_output=True, text=True).stdout
@@ -101,7 +102,7 @@ def context(base_libraries: list) -> bytes:
         info = tarfile.TarInfo("lib")
         info.type, info.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(info)
-        for library in _libraries(site, base_libraries):
+        for library in shared_libraries(site, base_libraries):
             tar.add(os.path.realpath(library), arcname=f"lib/{library.name}")
     return buffer.getvalue()
 

@@ -1,0 +1,78 @@
+"""`deployctl up` deploying the real vLLM engine (its CPU build, in an image on a bed host) as a user deploys vLLM on
+a GPU host: weights from S3, the health barrier, the smoke request and the all-pairs temperature-0 answer check
+against vLLM itself, a re-run that changes nothing, status, down."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.e2e.conftest import container_ids
+from tests.real_engine.conftest import HOST, MODEL_PREFIX
+
+pytestmark = pytest.mark.real_engine
+
+ADDRESS = "10.200.0.11"
+PORTS = (8600, 8601)
+NAME = "re-up"
+
+
+def spec_yaml(bed) -> str:
+    instances = "".join(f"    - {{host: {HOST}, devices: [{i}], port: {port}}}\n" for i, port in enumerate(PORTS))
+    extra = (
+        "platform: gpu\nserver: vllm\n"
+        "requirements: {driver: '550.54.15', cards: 2, gpu_memory_gb: 80, ip_forward: true, free_disk_gb: 1}\n"
+        "image: {name: 'deployctl/testbed-vllm-cpu:0.32.0'}\n"
+        f"weights: {{source: 's3://{bed.s3.bucket}/{MODEL_PREFIX}', endpoint: '{bed.s3.endpoint}', "
+        "dest: /srv/weights/tiny-llama}\n"
+        # float32: vLLM's CPU backend on a machine without AVX512-BF16; 512 tokens, 8 sequences: a 2-core host
+        "model: {served_name: tiny, max_model_len: 512, max_num_seqs: 8, max_num_batched_tokens: 512,\n"
+        # --enforce-eager: vLLM's CPU build compiles its graphs with torch inductor, which needs a C++ compiler
+        # (torch/_inductor/cpp_builder.py cpp_compiler_search); the bed's image has none
+        "        extra_args: ['--dtype', 'float32', '--enforce-eager']}\n"
+        # vllm/envs.py: the CPU KV cache in GiB (default 4), and no OpenMP thread pinning on a shared machine
+        "env: {VLLM_CPU_KVCACHE_SPACE: '1', VLLM_CPU_OMP_THREADS_BIND: nobind}\n"
+    )
+    return bed.spec_yaml(NAME, f"topology:\n  mode: mixed\n  instances:\n{instances}", hosts_used=[HOST], extra=extra)
+
+
+def completion(bed, port: int) -> dict:
+    body = json.dumps({"model": "tiny", "prompt": "Say hello", "max_tokens": 4, "temperature": 0})
+    out = bed.run_on(HOST, ["curl", "--silent", "--max-time", "60", "-H", "Content-Type: application/json",
+                            "-d", body, f"http://127.0.0.1:{port}/v1/completions"]).stdout
+    return json.loads(out)
+
+
+def test_up_serves_the_real_engine_rerun_changes_nothing_status_and_down(real_bed, deployctl):
+    bed = real_bed
+    path = deployctl.write(spec_yaml(bed), name=f"{NAME}.yaml")
+    try:
+        code, doc = deployctl.json("up", path, "--yes")
+        assert code == 0 and doc["changed"] is True, deployctl.failed
+        assert doc["endpoint"] == f"http://{ADDRESS}:{PORTS[0]}"
+        assert set(doc["smoke"]) == {f"{NAME}-mixed-0", f"{NAME}-mixed-1"}
+        assert [(i["state"], i["healthy"]) for i in doc["instances"]] == [("running", True)] * 2
+
+        # The server is vLLM itself: its fingerprint in every answer, its engine core process in the container
+        # (vllm/v1/engine/core.py names it VLLM::EngineCore; a process's comm holds 15 characters).
+        for port in PORTS:
+            answer = completion(bed, port)
+            assert re.fullmatch(r"vllm-0\.32\.0-[0-9a-f]{8}", answer["system_fingerprint"]), answer
+            assert answer["usage"]["completion_tokens"] == 4
+        for name in (f"{NAME}-mixed-0", f"{NAME}-mixed-1"):
+            comms = bed.docker_on(HOST, "exec", name, "sh", "-c", "cat /proc/[0-9]*/comm").stdout
+            assert "VLLM::EngineCor" in comms.split("\n"), comms
+        before = container_ids(bed, HOST, NAME)
+
+        code, doc = deployctl.json("up", path, "--yes")
+        assert code == 0 and doc["changed"] is False
+        assert container_ids(bed, HOST, NAME) == before
+
+        code, doc = deployctl.json("status", path)
+        assert code == 0 and [i["healthy"] for i in doc["instances"]] == [True, True]
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0, err
+        assert container_ids(bed, HOST, NAME) == {}
