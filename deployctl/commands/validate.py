@@ -59,7 +59,8 @@ def validation_document(spec, errors: list[Problem], warnings: list[Problem]) ->
 def profile_document(choice) -> dict:
     """Which server profile a vllm-ascend spec renders with, and why (`source`: server_version, probed, image
     tag or default)."""
-    return {"line": choice.profile.line, "releases": choice.profile.releases, "vllm": choice.profile.vllm,
+    return {"line": choice.profile.line, "releases": choice.profile.releases, "vllm": choice.vllm,
+            "vllm_range": choice.profile.vllm_range,
             "source": choice.source, "version": choice.shown or None, "warning": choice.warning}
 
 

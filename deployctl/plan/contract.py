@@ -37,7 +37,8 @@ CONTRACT_SCRIPT = (
 )
 # Not ASCEND_RT_VISIBLE_DEVICES: which NPUs the process sees is what the container mounts (the device check above:
 # the runtime numbers those /dev/davinciN from 0), never the variable, which deployctl leaves unset (contract:
-# "Settled on 2026-11-25"; vllm-ascend PR #12959); a value the user writes is linted by validate.
+# "Settled on 2026-11-25" and "2026-11-28": CANN's numbering, reports such as vllm-ascend #2238; PR #12959 was closed
+# unmerged and concerned A5 only); a value the user writes is linted by validate.
 CHECKED_ENV = ("HCCL_IF_IP", "GLOBAL_RANK_TABLE_FILE_PATH", "RANK_TABLE_FILE_PATH", "NODE_PORTS")
 # mount targets that are files on a host (the rest are directories: the driver, the weights, cgroups, logs)
 FILE_TARGETS = frozenset({"/etc/hccn.conf", "/etc/ascend_install.info", "/etc/localtime", "/usr/local/bin/npu-smi",

@@ -82,18 +82,24 @@ def host_env(address: str, interface: str) -> dict[str, str]:
     return {"HCCL_IF_IP": address, **{name: interface for name in SOCKET_IFNAME_VARS}}
 
 
-def launch_command(profile: ServerProfile, argv: Sequence[str]) -> tuple[str, ...]:
+def launch_command(profile: ServerProfile, argv: Sequence[str], preload: Sequence[str] = ()) -> tuple[str, ...]:
     """`argv` (`vllm serve ...`) started as upstream's own launcher starts it, through the image's entrypoint: the
     image's set_env.sh scripts sourced where present, the profile's library paths (Mooncake's among them) put
-    before LD_LIBRARY_PATH, then exec (vllm-ascend HEAD:tests/e2e/nightly/multi_node/scripts/run.sh:26-57). The
-    images append these to ~/.bashrc (v0.18.0:Dockerfile.a3:98-99), which no non-interactive shell reads, and
-    `--entrypoint vllm` skipped them: `ascend_transport.so` not found (vllm-ascend #6949). The scripts are
-    sourced inside a function so that they never see, or shift, the server's arguments."""
+    before LD_LIBRARY_PATH, the image's LD_PRELOAD (jemalloc: `preload`, the first path that exists), then exec
+    (vllm-ascend HEAD:tests/e2e/nightly/multi_node/scripts/run.sh:26-57). The images append these to ~/.bashrc
+    (v0.18.0:Dockerfile.a3:98-99), which no non-interactive shell reads (vllm-ascend #12059), and `--entrypoint
+    vllm` skipped them: `ascend_transport.so` not found (#6949); Mooncake aborted without jemalloc (#5609). The
+    scripts are sourced inside a function so that they never see, or shift, the server's arguments."""
     scripts = " ".join(shlex.quote(path) for path in profile.set_env)
     prelude = f'setup() {{ for f in {scripts}; do if [ -f "$f" ]; then . "$f"; fi; done; }}; setup; ' if scripts else ""
     if profile.library_path:
         paths = ":".join(profile.library_path)
         prelude += f'export LD_LIBRARY_PATH={shlex.quote(paths)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"; '
+    if preload:
+        # one image is Ubuntu (/usr/lib/<arch>-linux-gnu) or openEuler (/usr/lib64): the path that exists is its own
+        candidates = " ".join(shlex.quote(path) for path in preload)
+        prelude += (f'for f in {candidates}; do if [ -f "$f" ]; then '
+                    f'export LD_PRELOAD="$f${{LD_PRELOAD:+:$LD_PRELOAD}}"; break; fi; done; ')
     return ("sh", "-c", LAUNCH_SHELL, prelude + 'exec "$0" "$@"', *argv)
 
 

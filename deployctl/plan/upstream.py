@@ -152,7 +152,7 @@ def upstream_env(instance: Instance, networks: Mapping[str, HostNetwork], profil
     """The host's network and the profile's defaults for the role, then the group's literal env (the group's and
     the spec's env override them; the group's secrets go through the env file, upstream_container). No
     ASCEND_RT_VISIBLE_DEVICES: the container mounts exactly its own NPUs, which the runtime numbers from 0
-    (vllm-ascend PR #12959 asks for it unset in this mode)."""
+    (reports such as vllm-ascend #2238; PR #12959, closed unmerged, concerned A5 only)."""
     derived: dict[str, str] = {}
     if instance.server is not None:
         network = networks[instance.host]
@@ -189,7 +189,7 @@ def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mappin
         secret_env=secret,
         labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),
         command=proxy_command(spec, instance, networks) if proxy
-        else launch_command(profile, serve_command(spec, instance, networks)),
+        else launch_command(profile, serve_command(spec, instance, networks), choice_of(spec).preload),
         shm_size=None if proxy else instance.shm_size or spec.shm_size or profile.shm_size,
         image_entrypoint=True,
         identity_command=proxy_identity(spec, instance) if proxy else None,

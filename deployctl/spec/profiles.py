@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 # `0.13`, `v0.13.0rc1`, `0.11.0.post1`; an image tag may carry a suffix (`v0.13.0rc1-a3`, `v0.23.0-openeuler`)
@@ -75,6 +75,10 @@ class ServerProfile:
     renamed_additional_config: Mapping[str, str]  # old key -> new key
     set_env: tuple[str, ...]  # the image's set-up scripts the server's shell sources, where present
     library_path: tuple[str, ...]  # put before the image's LD_LIBRARY_PATH (Mooncake's libraries among them)
+    # the image's LD_PRELOAD (jemalloc), set in ~/.bashrc only: the first of these paths that exists is carried,
+    # from release `preload_from` on (None: the line's images preload nothing)
+    preload: tuple[str, ...]
+    preload_from: Optional[str]
     env: Mapping[str, Mapping[str, str]]  # role -> default env
     flags: Mapping[str, tuple[str, ...]]  # role -> default `vllm serve` flags
     shm_size: str
@@ -87,6 +91,10 @@ class ServerProfile:
     requires: Mapping[str, Optional[str]]  # cann, torch, torch_npu, python, driver
     sources: Mapping[str, str]
     startup: Optional["StartupProfile"] = None  # its log lines for the time-to-serve ledger, its compile caches
+    # first release -> the vLLM its tags pair with from there on (a line spans several vLLM releases)
+    vllm_pairs: Mapping[str, str] = field(default_factory=dict)
+    # first release -> the connector's module from there on, where it moved inside the line (#5719)
+    module_by_release: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def first(self) -> Version:
@@ -105,6 +113,30 @@ class ServerProfile:
             return False
         return version is None or version >= parse_version(self.proxy_instances_api_from)
 
+    def preload_for(self, version: Optional[Version]) -> tuple[str, ...]:
+        """The LD_PRELOAD candidates this version's image relies on (unknown version: the line's last)."""
+        if self.preload_from is None or not _from(self.preload_from, version):
+            return ()
+        return self.preload
+
+    def vllm_for(self, version: Optional[Version]) -> str:
+        """The vLLM this version's image is built on (unknown version: the line's last, `vllm`)."""
+        return _by_release(self.vllm_pairs, version) or self.vllm
+
+    def connector_module_for(self, version: Optional[Version]) -> str:
+        return _by_release(self.module_by_release, version) or self.connector_module
+
+    @property
+    def vllm_range(self) -> str:
+        """`0.12.0 - 0.14.1`: every vLLM the line's tags pair with (one where there is one)."""
+        paired = list(self.vllm_pairs.values()) or [self.vllm]
+        return paired[0] if len(set(paired)) == 1 else f"{paired[0]} - {paired[-1]}"
+
+    @property
+    def last(self) -> Optional[Version]:
+        """The newest release of the line this table knows (`v0.12.0rc1 - v0.14.0rc1` -> 0.14.0rc1)."""
+        return parse_version(self.releases.split()[-1])
+
     def has_shutdown_timeout(self, version: Optional[Version]) -> bool:
         """Whether this version's vLLM takes --shutdown-timeout (unknown version: the line's last)."""
         if self.shutdown_timeout_from is None:
@@ -118,7 +150,20 @@ class ServerProfile:
         return self.env.get(role, {})
 
     def describe(self) -> str:
-        return f"vllm-ascend {self.line} ({self.releases}; vLLM {self.vllm})"
+        return f"vllm-ascend {self.line} ({self.releases}; vLLM {self.vllm_range})"
+
+
+def _from(first: str, version: Optional[Version]) -> bool:
+    return version is None or version >= parse_version(first)
+
+
+def _by_release(table: Mapping[str, str], version: Optional[Version]) -> Optional[str]:
+    """The value of the newest entry at or before `version` (None: no table; unknown version: the last entry)."""
+    found = None
+    for first, value in sorted(table.items(), key=lambda item: parse_version(item[0])):
+        if _from(first, version):
+            found = value
+    return found
 
 
 def parse_profiles(text: str) -> tuple[ServerProfile, ...]:
@@ -130,6 +175,9 @@ def parse_profiles(text: str) -> tuple[ServerProfile, ...]:
             line=row["line"], releases=row["releases"], vllm=row["vllm"], mooncake_from=row.get("mooncake_from"),
             kv_connector=connector["kv_connector"], connector_module=connector["module"],
             kv_connector_module_path=connector.get("kv_connector_module_path"),
+            module_by_release=dict(connector.get("module_by_release", {})),
+            vllm_pairs=dict(row.get("vllm_pairs", {})),
+            preload=tuple(row.get("preload", {}).get("paths", ())), preload_from=row.get("preload", {}).get("from"),
             removed_additional_config=dict(row.get("removed_additional_config", {})),
             renamed_additional_config=dict(row.get("renamed_additional_config", {})),
             set_env=tuple(row.get("set_env", ())), library_path=tuple(row.get("library_path", ())),
@@ -205,19 +253,23 @@ def newest(rows: Optional[tuple[ServerProfile, ...]] = None) -> ServerProfile:
 
 
 def profile_for(version: Version, rows: Optional[tuple[ServerProfile, ...]] = None) -> tuple[ServerProfile, str]:
-    """The line a version belongs to, and a note when it lies outside the table ("" otherwise)."""
+    """The line a version belongs to, and a note when it lies outside the releases the table names ("" otherwise):
+    a release newer than the newest named is one nobody has checked here, never silently the newest line's."""
     rows = rows or profiles()
     known = [row for row in rows if row.first.line <= version.line]
-    if not known:
+    if not known or version < rows[0].first:
         return rows[0], f"older than every profile; the oldest ({rows[0].line}) applies"
-    if version.line > _last_line(rows[-1]):
-        return rows[-1], f"newer than every profile; the newest ({rows[-1].line}) applies"
-    return known[-1], ""
+    row = known[-1]
+    last = row.last or row.first
+    if version > last:
+        newest = "every release the profiles name" if row is rows[-1] else f"every release of the {row.line} line"
+        return row, f"newer than {newest} (the newest is v{_shown(last)}); the {row.line} profile applies unchecked"
+    return row, ""
 
 
-def _last_line(row: ServerProfile) -> tuple[int, int]:
-    last = parse_version(row.releases.split()[-1])
-    return last.line if last is not None else row.first.line
+def _shown(version: Version) -> str:
+    kind = {0: "rc", 1: "", 2: ".post"}[version.kind]
+    return f"{version.major}.{version.minor}.{version.micro}{kind}{version.number if version.kind != 1 else ''}"
 
 
 @dataclass(frozen=True)
@@ -246,6 +298,15 @@ class ProfileChoice:
         return self.profile.has_shutdown_timeout(self.version)
 
     @property
+    def vllm(self) -> str:
+        """The vLLM under this version (`v0.14.0rc1` -> 0.14.1; unknown: the line's last)."""
+        return self.profile.vllm_for(self.version)
+
+    @property
+    def preload(self) -> tuple[str, ...]:
+        return self.profile.preload_for(self.version)
+
+    @property
     def warning(self) -> Optional[str]:
         """Said when deployctl guesses: an unknown version, or one outside the table."""
         if self.source == SOURCE_DEFAULT:
@@ -260,7 +321,10 @@ class ProfileChoice:
         why = {SOURCE_OVERRIDE: f"from server_version {self.shown}",
                SOURCE_PROBED: f"probed in the image: {self.shown}",
                SOURCE_TAG: f"from the image tag {self.shown}", SOURCE_DEFAULT: "by default (version unknown)"}
-        return f"server profile {self.profile.describe()}, {why[self.source]}"
+        line = self.profile.describe()
+        if self.version is not None and self.profile.vllm_range != self.vllm:  # a line spans several vLLM releases
+            line = line[:-1] + f": {self.vllm} here)"
+        return f"server profile {line}, {why[self.source]}"
 
 
 def select_profile(server_version: Optional[str] = None, image: Optional[str] = None,

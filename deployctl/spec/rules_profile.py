@@ -282,7 +282,9 @@ def _servers_devices(c: Context, unit: Unit) -> Optional[int]:
 
 def _visible_devices(c: Context) -> Iterator[Problem]:
     """A container mounts exactly its own NPUs and the runtime numbers them 0..n-1: a written value must name
-    those (vllm-ascend PR #12959 asks for it unset in this mode)."""
+    those. The evidence for leaving it unset is CANN's numbering of the mounted devices and reports such as
+    vllm-ascend #2238 (two containers, each mounting four of eight NPUs); PR #12959, once cited here, was closed
+    unmerged and concerned A5 endpoint files only (contract: "Settled on 2026-11-28")."""
     spec_value = c.value(("env", VISIBLE), (str, int))
     for unit in c.groups:
         own = c.value(unit.path + ("env", VISIBLE), (str, int))
@@ -297,7 +299,8 @@ def _visible_devices(c: Context) -> Iterator[Problem]:
         shown = c.references.get(path, value)  # a ${VAR} is named, never its value
         yield Problem(path, f"{VISIBLE}={shown} but each container of {_named(unit)} mounts exactly its own {count} "
                             f"NPU(s), which the runtime numbers 0-{count - 1}: host ids never go in this variable",
-                      hint="leave it unset (vllm-ascend PR #12959): deployctl mounts exactly each server's devices")
+                      hint="leave it unset: deployctl mounts exactly each server's devices, which CANN numbers from 0 "
+                           "(reports such as vllm-ascend #2238)")
 
 
 def _kv_port_range(c: Context) -> Iterator[Problem]:

@@ -300,3 +300,24 @@ def test_host_outside_the_spec_is_a_usage_error(bed, deployctl):
     path = write_spec(bed, deployctl, "doc-usage", mixed("tb1"), ["tb1"])
     code, out, err = deployctl("doctor", path, "--host", "tb9")
     assert code == 2 and "not a host of doc-usage" in err
+
+
+def test_a_driver_below_the_vllm_ascend_lines_floor_fails_server_profile_on_that_host_only(bed, deployctl,
+                                                                                         restore_profiles):
+    """Issue 41 item 5: the v0.26.0rc1 image runs CANN 9.1.0, which runs on Ascend HDK 25.5.X and later (CANN 9.1.0's
+    release notes): the host whose npu-smi reports 23.0.6 FAILs, the one on 25.5.1 passes."""
+    from tests.e2e.test_vllm_ascend import MIXED_ONE_HOST, spec
+    from tests.testbed import layout
+
+    bed.set_profile("tb3", driver="25.5.1")
+    group = MIXED_ONE_HOST.splitlines()[-1]
+    topology = MIXED_ONE_HOST.replace("tb1", "tb3") + group.replace("tb1", "tb4").replace("8310", "8320") + "\n"
+    path = deployctl.write(spec(bed, "doc-va-drv", topology, ["tb3", "tb4"], cards=8,
+                                image=layout.standin_image("v0.26.0rc1")))
+    code, doc = deployctl.json("doctor", path)
+    assert code == 3 and doc["ok"] is False
+    row = {h["host"]: next(c for c in h["checks"] if c["name"] == "server_profile") for h in doc["hosts"]}
+    assert ("tb4", "server_profile", None) in failing(doc) and row["tb3"]["status"] == "PASS"
+    assert row["tb4"]["observed"].endswith("from the image tag v0.26.0rc1; driver 23.0.6")
+    assert row["tb4"]["expected"].endswith("NPU driver >= 25.5")
+    assert row["tb4"]["fix"].startswith("install Ascend HDK 25.5 or later (CANN 9.1.0 runs on")

@@ -47,6 +47,19 @@ def usage_error(proc) -> str:
 
 # --- versions -------------------------------------------------------------------------------------------------
 
+def test_the_stand_in_plays_the_newest_profile_rows_with_the_vllm_each_pairs_with():
+    """Issue 41: a v0.26 row exists and the stand-in plays it (and 0.25), each on the vLLM its Dockerfile.a3 names,
+    whose `vllm serve` flag set the stand-in knows; every profile line from 0.18 has a release the bed runs."""
+    from deployctl.spec.profiles import profiles, select_profile
+
+    for name, vllm in (("v0.25.1rc1", "0.25.1"), ("v0.26.0rc1", "0.26.0")):
+        played = versions.emulated({"STANDIN_VLLM_ASCEND_VERSION": name})
+        assert played.vllm == vllm == select_profile(name).vllm and "--shutdown-timeout" in serve_flags.options(vllm)
+        assert played.release.registry["MooncakeConnectorV1"] == (NEW_MODULE, "MooncakeConnector")
+    played_lines = {select_profile(name).profile.line for name in versions.RELEASES}
+    assert {p.line for p in profiles()} == played_lines
+
+
 def test_the_release_played_comes_from_the_environment_and_defaults_to_the_newest():
     assert versions.emulated({}).release.name == versions.NEWEST == "v0.23.0"
     played = versions.emulated({"STANDIN_VLLM_ASCEND_VERSION": "v0.11.0"})

@@ -122,3 +122,20 @@ def test_launch_sources_the_images_set_up_puts_the_profiles_libraries_first_and_
     assert out.stdout.strip() == "yes|/opt/mc:/l:/img|a b c"
     plain = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
     assert plain.stdout.strip() == "yes|/opt/mc:/l|a b c"
+
+
+def test_launch_preloads_the_first_jemalloc_the_image_has_as_its_bashrc_would(tmp_path):
+    """The images put jemalloc in LD_PRELOAD through ~/.bashrc only (v0.23.0:Dockerfile.a3:77; openEuler:
+    /usr/lib64, Dockerfile.a3.openEuler:72), which a non-interactive start never reads (vllm-ascend #12059):
+    the launch carries it, the path that exists in this image first, before any the user set."""
+    missing, present = tmp_path / "lib" / "libjemalloc.so.2", tmp_path / "lib64" / "libjemalloc.so.2"
+    present.parent.mkdir()
+    present.write_bytes(b"")  # only tested with -f; the echo below never loads it
+    argv = launch_command(profiles()[-1], ("sh", "-c", 'echo "$LD_PRELOAD"'), (str(missing), str(present)))
+    out = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(present)
+    kept = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": "/u.so"})
+    assert kept.stdout.strip() == f"{present}:/u.so"
+    none = launch_command(profiles()[-1], ("sh", "-c", 'echo "[$LD_PRELOAD]"'), (str(missing),))
+    assert subprocess.run(none, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout.strip() == "[]"

@@ -230,8 +230,8 @@ def test_a_version_probed_in_the_image_picks_the_profile_the_plan_names_unless_s
     spec = load_spec_text((QWEN3 % "external").replace("v0.23.0-a3", "latest"))
     probed = {h: HostFacts(**{**vars(f), "image_version": "v0.13.0"}) for h, f in facts(spec).items()}
     plan = plan_up(spec, probed)
-    assert plan.profile == ("server profile vllm-ascend 0.13 (v0.12.0rc1 - v0.14.0rc1; vLLM 0.13.0), probed in the "
-                            "image: v0.13.0") and plan.to_json()["server_profile"] == plan.profile
+    assert plan.profile == ("server profile vllm-ascend 0.13 (v0.12.0rc1 - v0.14.0rc1; vLLM 0.12.0 - 0.14.1: 0.13.0 "
+                            "here), probed in the image: v0.13.0") and plan.to_json()["server_profile"] == plan.profile
     assert plan_up(spec, facts(spec)).profile.endswith("by default (version unknown)")
     pinned = load_spec_text('server_version: "0.18"\n' + (QWEN3 % "external").replace("v0.23.0-a3", "latest"))
     assert "0.18" in plan_up(pinned, probed).profile and "from server_version" in plan_up(pinned, probed).profile
@@ -247,3 +247,15 @@ def test_the_users_env_and_shm_size_win_over_the_profiles():
     assert [w for w in prefill if w.startswith("TASK_QUEUE_ENABLE=")] == ["TASK_QUEUE_ENABLE=2"]
     assert [w for w in decode if w.startswith("HCCL_OP_EXPANSION_MODE=")] == ["HCCL_OP_EXPANSION_MODE=HOST"]
     assert "--shm-size" not in argv_of(plan, "qwen3-proxy")
+
+
+@pytest.mark.parametrize("tag, preloads", [("v0.23.0-a3", True), ("v0.26.0rc1-a3", True), ("v0.12.0rc1", False),
+                                           ("v0.11.0", False)])
+def test_every_rank_carries_the_images_jemalloc_preload_where_its_release_sets_one(tag, preloads):
+    """vllm-ascend's images from v0.13.0rc1 (#5127) set LD_PRELOAD=libjemalloc.so.2 in ~/.bashrc only (#12059)."""
+    spec = load_spec_text((QWEN3 % "external").replace("v0.23.0-a3", tag))
+    shell = argv_of(plan_up(spec, facts(spec)), "qwen3-prefill0-r0")
+    prelude = next(word for word in shell if "exec \"$0\"" in word and "LD_LIBRARY_PATH" in word)
+    assert ("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 "
+            "/usr/lib64/libjemalloc.so.2; do" in prelude) is preloads
+    assert ("export LD_PRELOAD=" in prelude) is preloads

@@ -69,7 +69,7 @@ def test_every_profile_row_says_where_its_shutdown_timeout_comes_from():
         "shutdown_timeout_from"]
     for row in doc["vllm_ascend"]:
         assert "shutdown_timeout_from" in row and row["sources"]["shutdown_timeout_from"], row["line"]
-    assert [p.shutdown_timeout_from for p in profiles()] == [None, None, "0.18.0rc1", "0.18.0rc1", "0.18.0rc1"]
+    assert [p.shutdown_timeout_from for p in profiles()] == [None, None] + ["0.18.0rc1"] * 4
     assert select_profile(image="quay.io/ascend/vllm-ascend:latest").has_shutdown_timeout  # unknown: the newest
     assert not select_profile(server_version="0.16.0rc1").has_shutdown_timeout
 

@@ -31,6 +31,7 @@ def test_the_image_tag_is_the_offline_hint(image, tag, line):
     choice = select_profile(image=image)
     assert (choice.source, choice.shown, choice.profile.line, choice.warning) == (SOURCE_TAG, tag, line, None)
     assert choice.describe().endswith(f"from the image tag {tag}")
+    assert f"; vLLM {choice.profile.vllm_range}" in choice.describe()
 
 
 @pytest.mark.parametrize("image", ["quay.io/ascend/vllm-ascend:latest", "quay.io/ascend/vllm-ascend:main-a3",
@@ -56,7 +57,63 @@ def test_versions_outside_the_table_take_the_nearest_line_with_a_warning():
     old = select_profile("0.9.1")
     assert old.profile is profiles()[0] and "older than every profile" in old.warning
     new = select_profile("0.99.0")
-    assert new.profile is profiles()[-1] and "newer than every profile" in new.warning
+    assert new.profile is profiles()[-1] and "newer than every release the profiles name" in new.warning
+
+
+@pytest.mark.parametrize("image, line, newest", [
+    # newer than every release named: the newest row applies, and says it is unchecked (#14757: an unlisted
+    # release is "not ready for production")
+    ("quay.io/ascend/vllm-ascend:v0.26.0rc2", "0.26", "every release the profiles name (the newest is v0.26.0rc1)"),
+    ("quay.io/ascend/vllm-ascend:v0.27.1rc1-a3", "0.26", "every release the profiles name"),
+    # past the last release of an older line: that line's row, never silently
+    ("quay.io/ascend/vllm-ascend:v0.25.2rc1", "0.25", "every release of the 0.25 line (the newest is v0.25.1rc1)"),
+])
+def test_a_version_past_every_release_named_is_never_taken_silently(image, line, newest):
+    choice = select_profile(image=image)
+    assert choice.profile.line == line and f"newer than {newest}" in choice.warning
+    assert "applies unchecked" in choice.warning
+
+
+def test_v0_26_0rc1_has_its_own_row_and_no_warning():
+    choice = select_profile(image="quay.io/ascend/vllm-ascend:v0.26.0rc1-a3")
+    assert (choice.profile.line, choice.vllm, choice.warning) == ("0.26", "0.26.0", None)
+    needs = choice.profile.requires
+    assert (needs["cann"], needs["torch_npu"], needs["driver"]) == ("9.1.0", "2.10.0.post4", "25.5")
+    assert choice.has_mooncake and choice.has_shutdown_timeout and choice.has_proxy_instances_api
+
+
+@pytest.mark.parametrize("version, vllm, module", [
+    # v0.23.0:docs/source/community/versioning_policy.md: the 0.13 line's tags pair with vLLM 0.12.0 - 0.14.1
+    ("0.12.0rc1", "0.12.0", "vllm_ascend.distributed.mooncake_connector"),
+    ("0.13.0", "0.13.0", "vllm_ascend.distributed.mooncake_connector"),
+    # vllm-ascend #5719 (first in v0.14.0rc1) moved the connector under kv_transfer/kv_p2p
+    ("0.14.0rc1", "0.14.1", "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"),
+    ("0.20.2rc1", "0.20.2", "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"),
+])
+def test_a_line_names_the_vllm_and_connector_module_of_each_release(version, vllm, module):
+    choice = select_profile(version)
+    assert choice.vllm == vllm and choice.profile.connector_module_for(choice.version) == module
+    assert f"{vllm} here" in choice.describe() or choice.profile.vllm_range == vllm
+
+
+def test_validate_prints_the_vllm_under_the_version_it_read():
+    from deployctl.commands.validate import profile_document
+
+    doc = profile_document(select_profile(image="quay.io/ascend/vllm-ascend:v0.14.0rc1"))
+    assert (doc["line"], doc["vllm"], doc["vllm_range"]) == ("0.13", "0.14.1", "0.12.0 - 0.14.1")
+    assert profile_document(select_profile(image="x/vllm-ascend:v0.12.0rc1"))["vllm"] == "0.12.0"
+
+
+@pytest.mark.parametrize("version, preload", [
+    ("0.11.0", ()),  # v0.11.0:Dockerfile.a3 installs no jemalloc
+    ("0.12.0rc1", ()),  # nor does v0.12.0rc1 (#5609); #5127 added it, first tagged v0.13.0rc1
+    ("0.13.0rc1", ("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+                   "/usr/lib64/libjemalloc.so.2")),
+    ("0.26.0rc1", ("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+                   "/usr/lib64/libjemalloc.so.2")),
+])
+def test_the_profile_says_which_library_the_image_preloads(version, preload):
+    assert select_profile(version).preload == preload
 
 
 def test_mooncake_is_in_the_image_from_v0_11_0rc3():
@@ -67,11 +124,13 @@ def test_mooncake_is_in_the_image_from_v0_11_0rc3():
 
 def test_the_table_has_every_line_the_issue_names_and_the_newest_upstream_tag():
     lines = [p.line for p in profiles()]
-    assert lines == ["0.11", "0.13", "0.18", "0.23", "0.25"]  # newest tag in the mirror: v0.25.1rc1
+    assert lines == ["0.11", "0.13", "0.18", "0.23", "0.25", "0.26"]  # v0.26.0rc1: releases/v0.26.0rc, 2026-08-22
     for profile in profiles():
         assert profile.kv_connector == "MooncakeConnectorV1" and profile.kv_connector_module_path is None
         assert "/usr/local/lib" in profile.library_path and profile.shm_size == "16g"
         assert set(profile.requires) >= {"cann", "torch", "torch_npu"} and profile.sources
+        # every line from 0.13 names the oldest driver its CANN runs on, with its source (doctor FAILs below it)
+        assert profile.line == "0.11" or (profile.requires["driver"] and "driver" in profile.sources)
         assert not profile.start_rank_on_head_is_hybrid_lb  # every line pairs with a vLLM before 0.28
     removed = {p.line: set(p.removed_additional_config) for p in profiles()}
     assert removed["0.11"] == set() and all(

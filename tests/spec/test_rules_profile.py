@@ -60,8 +60,8 @@ def test_mooncake_p_d_needs_an_image_that_has_mooncake():
 def test_a_version_deployctl_cannot_tell_is_a_warning_naming_the_profile_used():
     _, warnings = check(tag="latest")
     assert warnings == [("image.name", "the vllm-ascend version is unknown (no server_version, and the image tag "
-                                       "names none): the newest profile, vllm-ascend 0.25 (v0.24.0rc1 - v0.25.1rc1; "
-                                       "vLLM 0.25.1), applies")]
+                                       "names none): the newest profile, vllm-ascend 0.26 (v0.26.0rc1 - v0.26.0rc1; "
+                                       "vLLM 0.26.0), applies")]
     assert check(tag="latest", head='server_version: "0.23"\n') == ([], [])
     errors, _ = check(head='server_version: 0.13\n')
     assert errors == [("server_version", "0.13 should be a string, not a number")]
@@ -176,6 +176,17 @@ def test_ascend_rt_visible_devices_must_name_the_containers_own_devices():
         "PREFILL", "").replace("DECODE", "").replace("PTP", "8").replace("NAME", "q").replace("WEIGHTS", "w")
     _, errors, _ = check_spec_text(text, environ={"DEVS": "8,9,10,11,12,13,14,15"})
     assert [p.message for p in errors if "8,9" in p.message] == [] and any("${DEVS}" in p.message for p in errors)
+
+
+def test_the_visible_devices_hint_cites_evidence_for_leaving_it_unset_not_the_unmerged_a5_pr():
+    """vllm-ascend PR #12959 was closed unmerged and concerned A5 endpoint files only (contract: "Settled on
+    2026-11-28"): the hint rests on CANN's numbering of mounted devices and reports such as #2238."""
+    text = BASE.replace("TAG", "v0.23.0").replace("PREFILL", "").replace(
+        "DECODE", ", env: {ASCEND_RT_VISIBLE_DEVICES: '4,5,6,7'}").replace("PTP", "8").replace(
+        "NAME", "q").replace("WEIGHTS", "w")
+    _, errors, _ = check_spec_text(text)
+    hints = [p.hint for p in errors if "ASCEND_RT_VISIBLE_DEVICES" in p.message]
+    assert len(hints) == 1 and "#2238" in hints[0] and "12959" not in hints[0]
 
 
 def test_shm_size_is_a_size_docker_takes():

@@ -93,7 +93,7 @@ def if_address(name: str) -> str:
 def _visible(env: Mapping[str, str], seen: Tuple[str, ...], wanted: int, problems: List[str]) -> Tuple[int, ...]:
     """The devices the process uses (their physical ids, the davinciN names), as the CANN runtime numbers them:
     a container that mounts n davinci nodes sees logical devices 0..n-1 in node order, whatever the host numbers
-    them (vllm-ascend PR #12959 asks for ASCEND_RT_VISIBLE_DEVICES unset in this mode); the variable, when set,
+    them (reports such as vllm-ascend #2238; PR #12959, closed unmerged, concerned A5 only); the variable, when set,
     selects among those logical ids. Ids outside 0..n-1 are dropped (vllm-ascend PR #10227); when none is left,
     aclrtGetDeviceCount fails with CANN's EE1001 (the text as torch_npu prints it, gpustack #3352). Fewer devices
     than tp x local ranks: the first rank without one fails in torch.npu.set_device ("open device N failed,

@@ -85,10 +85,16 @@ RELEASES: Dict[str, Release] = {r.name: r for r in (
     _old_layout(True, "v0.13.0", "0.13.0", REMOVED_ADDITIONAL_CONFIG),
     _new_layout("v0.18.0", "0.18.0", hybrid_connector=False),
     _new_layout("v0.23.0", "0.23.0", hybrid_connector=True),
+    # v0.25.1rc1 and v0.26.0rc1 (releases/v0.26.0rc at cf0baa38df, 2026-08-22: the mirror has no v0.26.0rc1 tag)
+    # keep v0.23.0's registrations (vllm_ascend/distributed/kv_transfer/__init__.py:29-37 at both) and Mooncake
+    # path in ~/.bashrc only (Dockerfile.a3:78 at v0.25.1rc1, :81 at the branch); vLLM under them: Dockerfile.a3
+    # `ARG VLLM_TAG` v0.25.1 (:44) and v0.26.0 (:47), whose flag sets are in data/vllm_flags.json.
+    _new_layout("v0.25.1rc1", "0.25.1", hybrid_connector=True),
+    _new_layout("v0.26.0rc1", "0.26.0", hybrid_connector=True),
 )}
 NEWEST = "v0.23.0"
 # vLLM versions whose `vllm serve` flag set is in data/vllm_flags.json (images/standin/tools/vllm_flags.py)
-KNOWN_VLLM = ("0.11.0", "0.13.0", "0.18.0", "0.23.0", "0.33.0")
+KNOWN_VLLM = ("0.11.0", "0.13.0", "0.18.0", "0.23.0", "0.25.1", "0.26.0", "0.33.0")
 
 
 def parse_version(text: str) -> VersionTuple:
