@@ -70,3 +70,31 @@ def deployctl(capsys, tmp_path, monkeypatch, real_bed):
     for key, value in real_bed.s3.env().items():  # the S3 credentials, as a user exports them
         monkeypatch.setenv(key, value)
     return Deployctl(capsys, tmp_path)
+
+
+def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port: int | None = None,
+              strategy: str | None = None) -> str:
+    """A GPU spec deploying the real engine image on tb1: one instance per port (GPU i for the i-th), optionally
+    behind the real vllm-router, with a rollout strategy."""
+    from tests.testbed import router_image
+
+    instances = "".join(f"    - {{host: {HOST}, devices: [{i}], port: {port}}}\n" for i, port in enumerate(ports))
+    front = (f"  front: {{kind: vllm-router, host: {HOST}, port: {front_port}, image: '{router_image.IMAGE}', "
+             "policy: round_robin}\n") if front_port else ""
+    extra = (
+        "platform: gpu\nserver: vllm\n"
+        "requirements: {driver: '550.54.15', cards: 2, gpu_memory_gb: 80, ip_forward: true, free_disk_gb: 1}\n"
+        f"image: {{name: '{real_engine.IMAGE}'}}\n"
+        f"weights: {{source: 's3://{bed.s3.bucket}/{MODEL_PREFIX}', endpoint: '{bed.s3.endpoint}', "
+        "dest: /srv/weights/tiny-llama}\n"
+        # float32: vLLM's CPU backend on a machine without AVX512-BF16; 512 tokens: a 2-core host.
+        # --enforce-eager: vLLM's CPU build compiles its graphs with torch inductor, which needs a C++ compiler
+        # (torch/_inductor/cpp_builder.py cpp_compiler_search); the bed's image has none
+        f"model: {{served_name: tiny, max_model_len: 512, max_num_seqs: {max_num_seqs}, "
+        "max_num_batched_tokens: 512,\n        extra_args: ['--dtype', 'float32', '--enforce-eager']}\n"
+        # vllm/envs.py: the CPU KV cache in GiB (default 4), and no OpenMP thread pinning on a shared machine
+        "env: {VLLM_CPU_KVCACHE_SPACE: '1', VLLM_CPU_OMP_THREADS_BIND: nobind}\n"
+        + (f"rollout: {{strategy: {strategy}}}\n" if strategy else "")
+    )
+    topology = f"topology:\n  mode: mixed\n{front}  instances:\n{instances}"
+    return bed.spec_yaml(name, topology, hosts_used=[HOST], extra=extra)

@@ -10,32 +10,13 @@ import re
 import pytest
 
 from tests.e2e.conftest import container_ids
-from tests.real_engine.conftest import HOST, MODEL_PREFIX
+from tests.real_engine.conftest import HOST, real_spec
 
 pytestmark = pytest.mark.real_engine
 
 ADDRESS = "10.200.0.11"
 PORTS = (8600, 8601)
 NAME = "re-up"
-
-
-def spec_yaml(bed) -> str:
-    instances = "".join(f"    - {{host: {HOST}, devices: [{i}], port: {port}}}\n" for i, port in enumerate(PORTS))
-    extra = (
-        "platform: gpu\nserver: vllm\n"
-        "requirements: {driver: '550.54.15', cards: 2, gpu_memory_gb: 80, ip_forward: true, free_disk_gb: 1}\n"
-        "image: {name: 'deployctl/testbed-vllm-cpu:0.32.0'}\n"
-        f"weights: {{source: 's3://{bed.s3.bucket}/{MODEL_PREFIX}', endpoint: '{bed.s3.endpoint}', "
-        "dest: /srv/weights/tiny-llama}\n"
-        # float32: vLLM's CPU backend on a machine without AVX512-BF16; 512 tokens, 8 sequences: a 2-core host
-        "model: {served_name: tiny, max_model_len: 512, max_num_seqs: 8, max_num_batched_tokens: 512,\n"
-        # --enforce-eager: vLLM's CPU build compiles its graphs with torch inductor, which needs a C++ compiler
-        # (torch/_inductor/cpp_builder.py cpp_compiler_search); the bed's image has none
-        "        extra_args: ['--dtype', 'float32', '--enforce-eager']}\n"
-        # vllm/envs.py: the CPU KV cache in GiB (default 4), and no OpenMP thread pinning on a shared machine
-        "env: {VLLM_CPU_KVCACHE_SPACE: '1', VLLM_CPU_OMP_THREADS_BIND: nobind}\n"
-    )
-    return bed.spec_yaml(NAME, f"topology:\n  mode: mixed\n  instances:\n{instances}", hosts_used=[HOST], extra=extra)
 
 
 def completion(bed, port: int) -> dict:
@@ -47,7 +28,7 @@ def completion(bed, port: int) -> dict:
 
 def test_up_serves_the_real_engine_rerun_changes_nothing_status_and_down(real_bed, deployctl):
     bed = real_bed
-    path = deployctl.write(spec_yaml(bed), name=f"{NAME}.yaml")
+    path = deployctl.write(real_spec(bed, NAME, PORTS), name=f"{NAME}.yaml")
     try:
         code, doc = deployctl.json("up", path, "--yes")
         assert code == 0 and doc["changed"] is True, deployctl.failed
