@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -30,7 +31,9 @@ def test_up_serves_the_real_engine_rerun_changes_nothing_status_and_down(real_be
     bed = real_bed
     path = deployctl.write(real_spec(bed, NAME, PORTS), name=f"{NAME}.yaml")
     try:
+        began = time.monotonic()
         code, doc = deployctl.json("up", path, "--yes")
+        wall = time.monotonic() - began
         assert code == 0 and doc["changed"] is True, deployctl.failed
         assert doc["endpoint"] == f"http://{ADDRESS}:{PORTS[0]}"
         assert set(doc["smoke"]) == {f"{NAME}-mixed-0", f"{NAME}-mixed-1"}
@@ -45,6 +48,16 @@ def test_up_serves_the_real_engine_rerun_changes_nothing_status_and_down(real_be
         for name in (f"{NAME}-mixed-0", f"{NAME}-mixed-1"):
             comms = bed.docker_on(HOST, "exec", name, "sh", "-c", "cat /proc/[0-9]*/comm").stdout
             assert "VLLM::EngineCor" in comms.split("\n"), comms
+        # The time-to-serve ledger from vLLM's own start-up lines (the profile's patterns: "Loading weights took",
+        # uvicorn's "Application startup complete"): its phases add up to the wall time, and the named ones explain
+        # it. No graph is compiled (--enforce-eager), so that phase is absent.
+        ledger = doc["time_to_serve"]
+        assert abs(sum(ledger["phases"].values()) - wall) <= 0.05 * wall, (ledger, wall)
+        assert ledger["phases"]["other"] <= 0.05 * wall, ledger
+        for name in (f"{NAME}-mixed-0", f"{NAME}-mixed-1"):
+            server = ledger["instances"][name]
+            assert server["source"] == "server log", server
+            assert {"weights_loaded_s", "server_ready_s"} <= set(server), server
         before = container_ids(bed, HOST, NAME)
 
         code, doc = deployctl.json("up", path, "--yes")
