@@ -62,15 +62,22 @@ NO_GPU_SURGE = ("rollout.max_surge starts each replacement on spare cards first,
 OFFICIAL_IMAGE = "vllm-openai"  # vLLM's own image (docker.io/vllm/vllm-openai), tagged with its vLLM version
 
 
-def image_has_shutdown_timeout(image: Optional[str]) -> bool:
-    """Whether the image is vLLM's own, tagged with a vLLM that takes --shutdown-timeout (vllm/vllm-openai:v0.18.0
+def image_has_shutdown_timeout(image: Optional[str], server_version: Optional[str] = None) -> bool:
+    """Whether the image's vLLM takes --shutdown-timeout (vLLM 0.18.0 on): the spec's `server_version` says which
+    vLLM a custom or mirrored image runs; else only vLLM's own image counts, by its tag (vllm/vllm-openai:v0.18.0
     on). Any other image gets no such flag: its tag may count otherwise (NGC's `25.09-py3`), and an older vLLM
     exits 2 on it."""
-    from deployctl.spec.profiles import version_from_image, vllm_shutdown_timeout_from
+    from deployctl.spec.profiles import parse_version, version_from_image, vllm_shutdown_timeout_from
 
+    first = vllm_shutdown_timeout_from()
+    if first is None:
+        return False
+    if server_version:
+        declared = parse_version(server_version)
+        return declared is not None and declared >= first
     repository = (image or "").split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
-    tagged, first = version_from_image(image), vllm_shutdown_timeout_from()
-    return repository == OFFICIAL_IMAGE and tagged is not None and first is not None and tagged[1] >= first
+    tagged = version_from_image(image)
+    return repository == OFFICIAL_IMAGE and tagged is not None and tagged[1] >= first
 
 
 class VllmGpu(AscendCloudVllm):
@@ -78,7 +85,9 @@ class VllmGpu(AscendCloudVllm):
 
     platform, server, title = "gpu", "vllm", "vLLM on GPU"
     table = TABLE
-    unsupported = {**AscendCloudVllm.unsupported, Feature.SURGE: NO_GPU_SURGE}
+    # server_version here is the vLLM version the image runs (no profile table: it decides --shutdown-timeout)
+    unsupported = {**{f: r for f, r in AscendCloudVllm.unsupported.items() if f != Feature.VERSION_PROFILES},
+                   Feature.SURGE: NO_GPU_SURGE}
 
     def command(self, spec: "Spec", instance: "Instance") -> tuple[str, ...]:
         """vLLM's OpenAI server, with --shutdown-timeout where the image's vLLM has it (mixed only: a P/D server
@@ -89,7 +98,8 @@ class VllmGpu(AscendCloudVllm):
         if spec.mode == "disaggregated":
             return server_command(spec, instance, self.table)
         values = model_values(spec, instance)
-        values["@shutdown_timeout"] = shutdown_timeout(image_has_shutdown_timeout(spec.image.name),
+        values["@shutdown_timeout"] = shutdown_timeout(image_has_shutdown_timeout(spec.image.name,
+                                                                              spec.server_version),
                                                        instance.extra_args)
         return VLLM_OPENAI + render_flags(self.table, values)
 

@@ -218,7 +218,7 @@ _PATTERNS = {
                             "e.g. s3://bucket/models/llama2-13b/, obs://bucket/models/llama2-13b/ or /data/llama2-13b"),
     ("image", "build", "packages"): ("is not a local path, s3:// or obs://",
                                      "the AscendCloud zip: a path (relative to the spec file) or an s3:// / obs:// URL"),
-    ("server_version",): ("is not a vllm-ascend version", "e.g. 0.13, v0.13.0rc1 or 0.11.0.post1"),
+    ("server_version",): ("is not a vllm-ascend or vLLM version", "e.g. 0.13, v0.13.0rc1, 0.11.0.post1 or 0.32.0"),
     ("model", "served_name"): ("is not a valid served name: use up to 128 letters, digits, '.', '_', ':' and '-', "
                                "starting with a letter or digit",
                                "it is an argv word and a directory name (Triton's model repository)"),

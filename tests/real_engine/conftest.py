@@ -73,7 +73,7 @@ def deployctl(capsys, tmp_path, monkeypatch, real_bed):
 
 
 def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port: int | None = None,
-              strategy: str | None = None) -> str:
+              strategy: str | None = None, server_version: str | None = None) -> str:
     """A GPU spec deploying the real engine image on tb1: one instance per port (GPU i for the i-th), optionally
     behind the real vllm-router, with a rollout strategy."""
     from tests.testbed import router_image
@@ -83,7 +83,8 @@ def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port
              "policy: round_robin}\n") if front_port else ""
     extra = (
         "platform: gpu\nserver: vllm\n"
-        "requirements: {driver: '550.54.15', cards: 2, gpu_memory_gb: 80, ip_forward: true, free_disk_gb: 1}\n"
+        + (f"server_version: '{server_version}'\n" if server_version else "")
+        + "requirements: {driver: '550.54.15', cards: 2, gpu_memory_gb: 80, ip_forward: true, free_disk_gb: 1}\n"
         f"image: {{name: '{real_engine.IMAGE}'}}\n"
         f"weights: {{source: 's3://{bed.s3.bucket}/{MODEL_PREFIX}', endpoint: '{bed.s3.endpoint}', "
         "dest: /srv/weights/tiny-llama}\n"

@@ -63,6 +63,23 @@ def test_vllm_on_gpu_renders_it_only_for_vllms_own_image_from_0_18():
         assert timeout_in(argv_of(spec)) == expected, image
 
 
+def test_vllm_on_gpu_takes_the_vllm_a_custom_image_runs_from_server_version():
+    """A mirrored or custom image (registry.corp/vllm:prod, the bed's deployctl/testbed-vllm-cpu) says its vLLM with
+    server_version: the flag from 0.18.0 on, never before; validate takes the key on GPU and still refuses it where
+    it would pick nothing (AscendCloud's vLLM)."""
+    from deployctl.spec.load import check_spec_text
+
+    gpu = TRITON.replace("server: triton", "server: vllm").replace(
+        "nvcr.io/nvidia/tritonserver:24.08-vllm-python-py3", "registry.corp/vllm:prod")
+    assert timeout_in(argv_of(load_spec_text(gpu))) is None
+    for version, expected in (("0.32.0", str(DEFAULT_SHUTDOWN_TIMEOUT)), ("v0.18.0", str(DEFAULT_SHUTDOWN_TIMEOUT)),
+                              ("0.17.1", None)):
+        spec = load_spec_text(gpu.replace("server: vllm", f"server: vllm\nserver_version: '{version}'"))
+        assert timeout_in(argv_of(spec)) == expected, version
+        _, errors, _ = check_spec_text(gpu.replace("server: vllm", f"server: vllm\nserver_version: '{version}'"))
+        assert errors == [], [p.render() for p in errors]
+
+
 def test_every_profile_row_says_where_its_shutdown_timeout_comes_from():
     doc = json.loads(resources.files("deployctl").joinpath("data/server_profiles.json").read_text("utf-8"))
     assert vllm_shutdown_timeout_from() == parse_version("0.18.0") and "#36666" in doc["vllm"]["sources"][
