@@ -84,25 +84,43 @@ class DeployLock:
 
 
 def holder_is_dead(holder_text: str) -> bool:
-    """True when the holder ran on this machine and its process no longer exists."""
+    """True when the holder ran on this machine and its process no longer exists. A damaged note is never judged
+    dead: whoever wrote it may still be deploying."""
+    holder = _holder(holder_text)
+    if holder is None or holder["host"] != socket.gethostname():
+        return False
     try:
-        holder = json.loads(holder_text)
-        if holder["host"] != socket.gethostname():
-            return False
-        os.kill(int(holder["pid"]), 0)
+        os.kill(holder["pid"], 0)
     except ProcessLookupError:
         return True
-    except (ValueError, KeyError, TypeError, PermissionError, OSError):
+    except OSError:  # PermissionError: it lives, as another user
         return False
     return False
 
 
-def _describe(holder_text: str) -> str:
+_NOTE_TEXT = ("user", "host", "action", "since")
+
+
+def _holder(holder_text: str) -> dict | None:
+    """The holder's note as holder_note wrote it, or None when it is damaged (cut, not an object, a field missing or
+    of another type, a pid no process can have: a negative one would name a process group to os.kill)."""
     try:
         holder = json.loads(holder_text)
-        return f"{holder['action']} by {holder['user']}@{holder['host']} (pid {holder['pid']}) since {holder['since']}"
-    except (ValueError, KeyError, TypeError):
-        return "holder unknown"
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(holder, dict) or not all(isinstance(holder.get(k), str) for k in _NOTE_TEXT):
+        return None
+    pid = holder.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2 ** 31:
+        return None
+    return holder
+
+
+def _describe(holder_text: str) -> str:
+    holder = _holder(holder_text)
+    if holder is None:
+        return "holder unknown (its note is damaged)"
+    return f"{holder['action']} by {holder['user']}@{holder['host']} (pid {holder['pid']}) since {holder['since']}"
 
 
 def history_line(record: dict) -> bytes:

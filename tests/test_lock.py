@@ -88,3 +88,24 @@ def test_two_deploys_taking_over_the_same_dead_holder_leave_exactly_one_holding(
         refused = [o for o in outcomes if "deployment is locked by another deploy: up by" in o]
         assert len(held) == 1 and len(refused) == 1, outcomes
         assert not (state / "lock").exists()
+
+
+@pytest.mark.parametrize("note", [
+    '{"user": "alice", "host": "HERE", "pid": ',  # cut
+    '[1, 2]', '"HERE"', "[" * 100000,  # not an object, nested past the parser's depth
+    '{"user": "alice", "host": "HERE", "action": "up", "since": "x"}',  # no pid
+    '{"user": "alice", "host": "HERE", "pid": 1e400, "action": "up", "since": "x"}',  # inf
+    '{"user": "alice", "host": "HERE", "pid": 18446744073709551616, "action": "up", "since": "x"}',  # past a C int
+    '{"user": "alice", "host": "HERE", "pid": -4206942, "action": "up", "since": "x"}',  # a process group
+    '{"user": "alice", "host": "HERE", "pid": "12", "action": "up", "since": "x"}',  # a string
+    '{"user": ["alice"], "host": "HERE", "pid": 4206942, "action": "up", "since": "x"}',  # a list
+], ids=["cut", "list", "string", "nested", "no-pid", "inf", "huge", "negative", "pid-string", "user-list"])
+def test_a_damaged_holder_note_is_refused_with_a_clear_error_never_taken_over(tmp_path, note):
+    """The holder note is read back from the host: damaged, it ended in a traceback (OverflowError, RecursionError),
+    or a negative pid — os.kill of a process group no one runs — judged the holder dead and took the lock over."""
+    (tmp_path / "lock").mkdir()
+    (tmp_path / "lock" / "holder").write_text(note.replace("HERE", socket.gethostname()))
+    with pytest.raises(HostError, match=r"locked by another deploy: holder unknown \(its note is damaged\)") as caught:
+        DeployLock(LocalTransport(), str(tmp_path), "up").__enter__()
+    assert f"remove {tmp_path}/lock" in caught.value.hint
+    assert (tmp_path / "lock" / "holder").read_text() == note.replace("HERE", socket.gethostname())

@@ -6,7 +6,7 @@ written now, and a oneshot unit enabled for every boot."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
@@ -17,6 +17,7 @@ from deployctl.plan.findings import FAIL
 from deployctl.core import Command
 from deployctl.execute.executor import StepOutcome
 from deployctl.plan.model import Plan, PutFile, Stage, Step
+from deployctl.redaction import redact
 from deployctl.transport import Transport
 
 # "zz-" sorts after every numbered file, Debian's 99-sysctl.conf (a link to /etc/sysctl.conf) included.
@@ -118,7 +119,12 @@ def plan_fix(repairs: Mapping[str, tuple[str, ...]]) -> tuple[Plan, tuple[str, .
 
 
 def fix_outcome(outcome: StepOutcome, check: str = "ip_forward") -> FixOutcome:
-    """What one host's fix step did, from its results (pure)."""
+    """What one host's fix step did, from its results (pure); its error quotes the host's words, redacted."""
+    found = _fix_outcome(outcome, check)
+    return replace(found, error=redact(found.error)) if found.error else found
+
+
+def _fix_outcome(outcome: StepOutcome, check: str) -> FixOutcome:
     name, results, error = outcome.step.host, outcome.results, outcome.error
     said = error.message if isinstance(error, DeployctlError) else str(error)
     now = " ".join(outcome.step.commands[0].argv) if outcome.step.commands else ""

@@ -13,6 +13,7 @@ from deployctl.plan.checks_ports import check_ports
 from deployctl.plan.checks_profile import check_server_profile
 from deployctl.plan.checks_tuning import check_tuning
 from deployctl.plan.findings import FAIL, Finding
+from deployctl.redaction import redact
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,14 @@ def host_reports(plan: DoctorPlan, facts: Mapping[str, HostFacts],
             findings += check_tuning(host_facts) if plan.tuning else ()
             findings += (check_server_profile(plan.profile, host_facts),) if plan.profile is not None else ()
             findings += check_hccl_env(host_facts, target.hccl_env)
-        reports.append(HostChecks(name, target.host.address, host_facts.reachable, findings))
+        reports.append(HostChecks(name, target.host.address, host_facts.reachable, _redacted(findings)))
     return tuple(reports)
+
+
+def _redacted(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    """A finding quotes a host's words (npu-smi's process names and errors, hccn_tool's, a driver file's): every
+    place doctor's findings reach (table, JSON, up's refusal) shows them through the one redaction."""
+    return tuple(replace(f, observed=redact(f.observed), fix=f.fix and redact(f.fix)) for f in findings)
 
 
 def document(reports: tuple[HostChecks, ...], fixes: Optional[list] = None) -> dict:

@@ -56,13 +56,22 @@ def parse_image_state(text: str) -> HostImage:
         image_id, _, rest = image_line.partition(" ")
         size_text, _, label_text = rest.partition(" ")
         size = int(size_text) if size_text.isdigit() else None
-        try:
-            labels = json.loads(label_text) or {}
-        except ValueError:
-            labels = {}
+        labels = _labels(label_text)
     return HostImage(image_id=image_id or None, inputs=labels.get(LABEL_INPUTS), size=size,
                      base_id=sections.get("base", "").strip() or None,
                      driver=_driver(sections.get("board", ""), sections.get("version", "")))
+
+
+def _labels(text: str) -> dict:
+    """The image's labels: a JSON object of strings (Docker's `map[string]string`). A damaged answer (cut, not an
+    object, a value not a string) reads as no labels: the image is rebuilt as one deployctl did not build."""
+    try:
+        labels = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(labels, dict):
+        return {}
+    return {key: value for key, value in labels.items() if isinstance(value, str)}
 
 
 def _driver(board: str, version: str) -> Optional[str]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from deployctl.doctor import sysctl_persist as persist
 from deployctl.doctor.fix import SYSCTL_CONTENT, SYSCTL_FILE, fix_ip_forward, hosts_to_fix, persist_program
@@ -175,3 +178,43 @@ def test_fix_plan_has_one_step_per_repair_and_host():
                                                            "serving tuning\nvm.swappiness = 0\n")
     assert steps[2].puts[0].path == GOVERNOR_UNIT and steps[3].host == "n2"
     assert steps[3].commands[0].argv == ("sysctl", "-w", "kernel.numa_balancing=0")
+
+
+SECRET = "hf_dOcToR0123456789abc"  # the spec's ${HF_TOKEN}: at most 24 characters, npu-smi's process name column
+
+
+@pytest.fixture
+def known_secret(monkeypatch):
+    """The spec's secret values as `know` leaves them once doctor has loaded the spec (deployctl/redaction.py)."""
+    from deployctl import redaction
+
+    monkeypatch.setattr(redaction, "_known", (SECRET,))
+
+
+def test_npu_smis_process_names_are_quoted_redacted(known_secret):
+    """The fake npu-smi's own `info` table (tests/testbed/fakes.py), a process on NPU 0 named by the secret: the
+    FAIL that quotes it shows `<redacted>` in the table's rows, the JSON document and up's refusal lines."""
+    from tests.testbed import fakes
+
+    profile = fakes.with_defaults({"processes": {"0": [{"pid": 4242, "name": SECRET, "memory_mb": 100}]}})
+    stdout, _, code = fakes.render_npu_smi_info(profile)
+    reports = host_reports(plan(), {"n1": facts_with(npu_info=ProbeOutput(code, stdout))})
+    held = reports[0].finding("npu_free")
+    assert (held.name, held.observed) == ("npu_free", "NPU 0 used by pid 4242 (<redacted>, 100 MB)")
+    assert SECRET not in json.dumps(document(reports)) and SECRET not in "\n".join(failure_lines(reports))
+
+
+def test_a_vendor_tools_error_is_quoted_redacted(known_secret):
+    """`npu-smi info -t board` failing with the secret, or a `NAME=value` whose name says secret, in its last line:
+    the `npu-smi failed: ...` finding quotes it redacted."""
+    for said, quoted in ((f"dcmi get board info failed, token {SECRET}", "token <redacted>"),
+                         ("dcmi get board info failed, ASCEND_PASSWORD=s3cr3tpw", "ASCEND_PASSWORD=<redacted>")):
+        facts = facts_with(**{"board:0": ProbeOutput(1, "", said + "\n")})
+        (report,) = host_reports(plan(), {"n1": facts})
+        assert report.finding("firmware").observed == f"npu-smi failed: dcmi get board info failed, {quoted}"
+
+
+def test_a_fix_outcome_quotes_the_hosts_words_redacted(known_secret):
+    broken = Result(("python3",), 1, "", f"PermissionError: /etc/sysctl.conf {SECRET}\n")
+    outcome = fix_ip_forward(FakeTransport("n1", {r"^python3 -c": broken}))
+    assert outcome.error == "set for now, but not persisted across a reboot: PermissionError: /etc/sysctl.conf <redacted>"

@@ -30,6 +30,38 @@ class Sent:
     done: bool = False
 
 
+def stream(host: str, port: int, model: str, tokens: int, record: Sent, on_chunk=None) -> None:
+    """One streamed /v1/completions; `record` says when it ended and its error (None: answered in full);
+    `on_chunk` is called at each chunk."""
+    body = json.dumps({"model": model, "prompt": "hello " * 16, "max_tokens": tokens, "temperature": 0,
+                       "stream": True})
+    connection = http.client.HTTPConnection(host, port, timeout=READ_TIMEOUT_S)
+    try:
+        connection.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        if response.status != 200:
+            record.error = f"HTTP {response.status}: {response.read(300)!r}"
+            return
+        finished, done = False, False
+        for line in response:
+            line = line.strip()
+            if line == b"data: [DONE]":
+                done = True
+                break
+            if line.startswith(b"data: "):
+                chunk = json.loads(line[6:])
+                if on_chunk:
+                    on_chunk()
+                finished = finished or any(c.get("finish_reason") for c in chunk.get("choices", ()))
+        if not (finished and done):
+            record.error = f"stream ended without {'[DONE]' if finished else 'a finish_reason'}"
+    except (OSError, http.client.HTTPException, ValueError) as error:
+        record.error = f"{type(error).__name__}: {error}"
+    finally:
+        connection.close()
+        record.done = True
+
+
 class SteadyLoad:
     """`rate` streamed requests a second through `url` until `stop()`; `summary(began, ended)` judges them."""
 
@@ -68,33 +100,9 @@ class SteadyLoad:
             self._stopping.wait(max(0.0, next_at - time.monotonic()))
 
     def _one(self, record: Sent) -> None:
-        body = json.dumps({"model": self.model, "prompt": "hello " * 16, "max_tokens": self.tokens,
-                           "temperature": 0, "stream": True})
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=READ_TIMEOUT_S)
-        try:
-            connection.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
-            response = connection.getresponse()
-            if response.status != 200:
-                record.error = f"HTTP {response.status}: {response.read(300)!r}"
-                return
-            finished, done = False, False
-            for line in response:
-                line = line.strip()
-                if line == b"data: [DONE]":
-                    done = True
-                    break
-                if line.startswith(b"data: "):
-                    chunk = json.loads(line[6:])
-                    finished = finished or any(c.get("finish_reason") for c in chunk.get("choices", ()))
-            if not (finished and done):
-                record.error = f"stream ended without {'[DONE]' if finished else 'a finish_reason'}"
-        except (OSError, http.client.HTTPException, ValueError) as error:
-            record.error = f"{type(error).__name__}: {error}"
-        finally:
-            connection.close()
-            record.done = True
-            if record.error is None:
-                self._first.set()
+        stream(self.host, self.port, self.model, self.tokens, record)
+        if record.error is None:
+            self._first.set()
 
     def stop(self) -> None:
         """Send no more, and wait (bounded) for every request in flight to end."""
@@ -118,3 +126,35 @@ class SteadyLoad:
         assert all(record.done for record in sent), "requests still in flight after stop()"
         return {"requests": len(sent), "failed": sum(record.error is not None for record in sent),
                 "during": sum(began <= record.at <= ended for record in sent), "errors": self.errors()}
+
+
+class HeldRequest:
+    """One streamed completion of `tokens` tokens sent straight to a server: entering waits for its first chunk (it
+    is in flight then, counted by the server's `vllm:num_requests_running`); `cut` says how it ended (None while
+    it runs; the error when it ended without a finish_reason and `[DONE]`, "" when answered in full)."""
+
+    def __init__(self, url: str, tokens: int, model: str = "tiny") -> None:
+        parts = urlsplit(url)
+        self._where = (parts.hostname, parts.port or 80, model, tokens)
+        self._record = Sent(time.monotonic())
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "HeldRequest":
+        self._thread.start()
+        if not self._started.wait(120) or self._record.done:
+            raise AssertionError(f"the held request never streamed: {self._record.error}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._thread.join(timeout=READ_TIMEOUT_S + 5)
+
+    def _run(self) -> None:
+        stream(*self._where, self._record, on_chunk=self._started.set)
+        self._started.set()
+
+    @property
+    def cut(self) -> Optional[str]:
+        if not self._record.done:
+            return None
+        return self._record.error or ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tarfile
 
 from tests.e2e.conftest import MODEL, container_ids
@@ -112,6 +113,22 @@ def test_card_alarm_fails_npu_health_naming_the_card(bed, deployctl, restore_pro
     assert failing(doc) == [("tb1", "npu_health", 5)]
     health = [c for c in checks(doc, "tb1") if c["name"] == "npu_health"][0]
     assert health["observed"] == "NPU 5 health Alarm" and health["npu"] == 5
+
+
+def test_a_process_named_by_the_specs_secret_is_quoted_redacted(bed, deployctl, restore_profiles, monkeypatch):
+    """The host's npu-smi lists a process whose name is the spec's ${HF_TOKEN} value: doctor's npu_free FAIL quotes
+    it `<redacted>` in its table and JSON (deployctl/redaction.py, as every other quote of a host's text)."""
+    token = "hf_bEdDoCtOr0123456789"
+    monkeypatch.setenv("E2E_DOCTOR_TOKEN", token)
+    bed.set_profile("tb1", processes={"0": [{"pid": 4242, "name": token, "memory_mb": 100}]})
+    path = deployctl.write(bed.spec_yaml("doc-secret", mixed("tb1"), hosts_used=["tb1"], extra=MODEL + REQUIREMENTS
+                                         + "env: {HF_TOKEN: '${E2E_DOCTOR_TOKEN}'}\n"))
+    code, doc = deployctl.json("doctor", path)
+    assert code == 3 and failing(doc) == [("tb1", "npu_free", 0)]
+    assert [c["observed"] for c in checks(doc, "tb1") if c["name"] == "npu_free"] == [
+        "NPU 0 used by pid 4242 (<redacted>, 100 MB)"]
+    code, out, err = deployctl("doctor", path)
+    assert code == 3 and "<redacted>" in out and token not in out + err + json.dumps(doc)
 
 
 def test_ip_forward_off_then_fix_persists_on_that_host_only_and_is_idempotent(bed, deployctl, restore_profiles):

@@ -4,12 +4,13 @@ fails, every server is replaced, the router is not; the same run with `rollout: 
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from tests.e2e.conftest import container_ids
-from tests.e2e.load import SteadyLoad
+from tests.e2e.load import HeldRequest, SteadyLoad
 from tests.testbed import router_image
 
 # Requests that last about 1.6 s (16 tokens, 100 ms apart: the stand-in's STANDIN_TPOT_MS), so that each drained
@@ -176,3 +177,50 @@ def test_vllm_ascend_dp_groups_surge_whole_on_free_cards_with_no_failed_request(
     finally:
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0 and container_ids(bed, "tb3", "e2e-pdsurge") == {}
+
+
+HELD = """image: {name: deployctl/standin-vllm:latest}
+weights: {dest: /srv/weights/tiny}
+model: {served_name: tiny, max_model_len: 4096, max_num_seqs: %d, max_num_batched_tokens: 4096}
+env: {STANDIN_TPOT_MS: 100, STANDIN_STARTUP_S: 0.5}
+topology:
+  mode: mixed
+  front: {kind: vllm-router, host: tb4, port: 8470, image: "%s"}
+  instances:
+    - {host: tb4, devices: [0], port: 8471}
+rollout: {strategy: drain}
+"""
+# 4000 tokens 100 ms apart: the held request streams for 400 s, far past the 1 s drain deadline whenever up reaches
+# its drain; it ends only when the drained server is stopped (docker stop --time 1).
+HELD_TOKENS = 4000
+
+
+@pytest.mark.testbed
+def test_a_drain_whose_deadline_passes_with_a_request_in_flight_exits_4_and_a_rerun_converges(bed, deployctl):
+    """README's exit 4: `up` deployed, but a drain's deadline passed with requests still in flight. The server's
+    count is in `drain_left` and on stderr (even with --quiet); the request is cut by the graceful stop; the new
+    server serves, and a re-run changes nothing."""
+    path = deployctl.write(bed.spec_yaml("e2e-held", HELD % (8, router_image.IMAGE), hosts_used=["tb4"]))
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0, doc
+        path = deployctl.write(bed.spec_yaml("e2e-held", HELD % (16, router_image.IMAGE), hosts_used=["tb4"]))
+        before = container_ids(bed, "tb4", "e2e-held")
+        with HeldRequest("http://10.200.0.14:8471", HELD_TOKENS) as held:
+            code, out, err = deployctl("up", path, "--yes", "--skip", "weights", "--output", "json", "--quiet",
+                                       "--drain-timeout", "1", "--shutdown-timeout", "1")
+        doc = json.loads(out)
+        assert code == 4, doc
+        assert doc["drain_left"] == {"e2e-held-mixed-0": 1}, doc
+        assert "drain deadline: wave 1: still in flight after 1 s, stopped gracefully: e2e-held-mixed-0: " \
+               "1 request(s)" in err
+        assert held.cut, "the held request was still streaming when up returned, or ended in full"
+        after = container_ids(bed, "tb4", "e2e-held")
+        assert after["e2e-held-mixed-0"] != before["e2e-held-mixed-0"] and all(i["healthy"] for i in doc["instances"])
+
+        code, doc = deployctl.json("up", path, "--yes", "--skip", "weights")
+        assert code == 0 and doc["changed"] is False and doc["drain_left"] == {}, doc
+        assert container_ids(bed, "tb4", "e2e-held") == after
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0 and container_ids(bed, "tb4", "e2e-held") == {}

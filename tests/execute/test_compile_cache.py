@@ -142,3 +142,18 @@ class _NoPython(_Host):
         if command.argv[0] == "python3":
             return super().run(Command(("sh", "-c", "echo 'python3: not found' >&2; exit 127")), timeout=timeout)
         return super().run(command, timeout=timeout)
+
+
+@pytest.mark.parametrize("damage", ["", "0123", "not a digest\n", "ab" * 32 + "\nmore\n"],
+                         ids=["empty", "cut", "words", "two-lines"])
+def test_seal_writes_a_damaged_marker_anew_and_keeps_a_sound_one(tmp_path, damage):
+    """SEAL kept any marker that existed, so a damaged one stayed for ever (never copied, never warm)."""
+    host = _Host("h1", tmp_path / "h1")
+    digest = sealed_source(host)
+    marker = host.root / CACHE / KEY / MARKER
+    marker.write_text(damage)
+    assert host.run(Command(("sh", "-c", SEAL, "sh", f"{CACHE}/{KEY}"))).ok
+    assert marker.read_text() == digest + "\n" and sealed_state(host) == {KEY: digest}
+    (host.root / CACHE / KEY / "torch_compile_cache" / "later.bin").write_text("written after the seal")
+    assert host.run(Command(("sh", "-c", SEAL, "sh", f"{CACHE}/{KEY}"))).ok
+    assert marker.read_text() == digest + "\n"  # a sound seal is kept: what it sealed is what was copied

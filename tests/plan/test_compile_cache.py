@@ -129,7 +129,26 @@ def test_without_cache_compile_nothing_changes():
 
 
 def test_the_probe_parser_reads_sealed_directories():
-    assert parse_cache_state("k1\tabc\nbroken line\nk2\t\n") == {"k1": "abc"}
+    assert parse_cache_state(f"k1\t{'ab' * 32}\nbroken line\nk2\t\n") == {"k1": "ab" * 32}
+
+
+@pytest.mark.parametrize("marker", ["ab" * 31, "AB" * 32, "ab" * 32 + "0", "not a digest", "{}",
+                                    "ab" * 16 + " " + "ab" * 16],
+                         ids=["cut", "upper", "long", "words", "json", "space"])
+def test_a_damaged_seal_is_no_seal_neither_warm_nor_copied_from(marker):
+    """A marker read back from a host that holds no sha256 digest: the directory was planned warm and copied to the
+    other hosts, whose copy could never verify against it (every `up` failed in the cache stage)."""
+    s = load_spec_text(TWO_HOSTS)
+    tp2 = cache_key(s, s.instances[0], "sha256:aaaa1111").name
+    assert parse_cache_state(f"{tp2}\t{marker}\n") == {}
+    plan = plan_up(s, facts({"h1": parse_cache_state(f"{tp2}\t{marker}\n")}), UpInputs())
+    stage = next(st for st in plan.stages if st.name == "cache")
+    assert not any(st.actions for st in stage.steps)  # nothing copied from h1
+    assert f"/var/cache/dc/{tp2}" in stage.steps[0].commands[0].argv  # h1's key is cold: its servers compile
+
+
+def test_a_second_line_of_a_damaged_marker_is_no_key():
+    assert parse_cache_state(f"k1\tcut\nk2\t{'ab' * 32}\n") == {"k2": "ab" * 32}
 
 
 def _errors(text):
