@@ -301,7 +301,41 @@ def scheduler_gap(bed: Testbed, tmp: Path) -> dict:
             "update_s": timed["update_s"], "gap_said": (timed["rollout"] or {}).get("gap")}
 
 
-SCENARIOS = ("drain", "recreate", "surge", "pd-drain", "pd-surge", "pd-recreate", "scheduler")
+def real_rollout_run(bed: Testbed, tmp: Path) -> dict:
+    """The drain rollout of two real vLLM engines (vLLM's CPU build, tests/testbed/real_engine.py) behind the real
+    vllm-router on tb1, as a GPU host: weights from the bed's S3 on the first `up`, then a changed max_num_seqs
+    applied under load; drain and start are vLLM's own (its /metrics gauges, its /health)."""
+    import os
+
+    from tests.real_engine.conftest import HOST, MODEL_PREFIX, real_spec
+    from tests.testbed import real_engine, real_model
+
+    model = real_model.ensure_model(real_engine.venv_python())
+    bed.set_gpu_profile(HOST, gpus=2)
+    real_engine.ensure_image([bed.host(HOST).docker_socket])
+    client = bed.s3.client()
+    for path in sorted(model.iterdir()):
+        client.put_object(Bucket=bed.s3.bucket, Key=MODEL_PREFIX + path.name, Body=path.read_bytes())
+    os.environ.update(bed.s3.env())  # the CLI's subprocesses read the S3 credentials as a user exports them
+    first, second = tmp / "real-1.yaml", tmp / "real-2.yaml"
+    first.write_text(real_spec(bed, "bench-real", (8501, 8502), front_port=8500, strategy="drain"))
+    second.write_text(real_spec(bed, "bench-real", (8501, 8502), max_num_seqs=6, front_port=8500, strategy="drain"))
+    run_cli("up", first, "--yes")
+    load = bench("http://10.200.0.11:8500", int(RATE * 240))  # two starts of ~45 s, drains, checks: ~2 min
+    try:
+        timed = execute_timed(second)
+        covered = load.poll() is None
+    finally:
+        out, err = load.communicate(timeout=900)
+        run_cli("down", second, "--yes")
+        bed.reset_gpu(HOST)
+    (run,) = json.loads(out)["runs"]
+    return {"failed": run["failed"], "requests": run["requests"], "ttft_p99_ms": run["ttft_ms"]["p99"],
+            "errors": run["errors"], "covered": covered, **timed}
+
+
+SCENARIOS = ("drain", "recreate", "surge", "pd-drain", "pd-surge", "pd-recreate", "scheduler", "real-drain")
+DEFAULT = SCENARIOS[:-1]  # real-drain needs the real engine's venv (~3.1 GB; tests/testbed/real_engine.py)
 
 
 def arguments():
@@ -311,7 +345,7 @@ def arguments():
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n", 1)[1])
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                        help=f"only these, of {', '.join(SCENARIOS)} (default: all)")
+                        help=f"only these, of {', '.join(SCENARIOS)} (default: all but real-drain)")
     parser.add_argument("--startup-s", type=float, action="append", metavar="SECONDS",
                         help="the stand-in's model load (STANDIN_STARTUP_S) for the drain and surge runs; repeat "
                              "for several (default: 0.5, the bed's usual, and 10, closer to a real server's start; "
@@ -350,7 +384,7 @@ def report(name: str, row: dict, timeline: bool) -> None:
 
 def main() -> None:
     args = arguments()
-    wanted = set(args.scenarios or SCENARIOS)
+    wanted = set(args.scenarios or DEFAULT)
     first = args.startup_s[0]
     bed = Testbed(2).up(2)
     try:
@@ -376,6 +410,8 @@ def main() -> None:
                 runs.append((f"P/D recreate, start {first:g} s", "bench-pd-recreate", PD % "recreate", pd_url, first))
             for label, name, topology, where, startup in runs:
                 report(label, rollout_run(bed, name, topology, where, tmp, startup), args.timeline)
+            if "real-drain" in wanted:
+                report("real vLLM engines, drain", real_rollout_run(bed, tmp), args.timeline)
             if "scheduler" in wanted:
                 gap = scheduler_gap(bed, tmp)
                 print(f"AscendCloud scheduler (recreate): no request succeeded for {gap['gap_s']:.1f} s "

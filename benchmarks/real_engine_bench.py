@@ -1,0 +1,128 @@
+"""`deployctl bench` against the real vLLM engine, compared with the engine's own histograms (issue 40).
+
+Run: python benchmarks/real_engine_bench.py   (needs the real engine's venv: DEPLOYCTL_REAL_ENGINE_BUILD=1 builds it)
+Starts vLLM's CPU build on loopback serving the tiny model (tests/testbed/real_engine.py), then runs `deployctl
+bench static` (parallel 1 and 4) and `bench dynamic` (Poisson, 4 req/s), each with no warm-up, and reads vLLM's
+`vllm:time_to_first_token_seconds` and `vllm:e2e_request_latency_seconds` before and after each run. The engine's
+mean is exact (the histogram's _sum / _count over the run); its p50 is interpolated inside its buckets as Prometheus'
+histogram_quantile does (vLLM's TTFT buckets are 1, 5, 10, 20, 40, 60, 80, 100, 250 ms ...: coarse). bench measures
+at the client, so its TTFT adds the HTTP round trip and the first chunk's framing; the engine's starts when its API
+server has the request. Prints one line per run: requests, and bench's against the engine's TTFT and E2E figures.
+Figures only; nothing here is asserted by the tests.
+
+Measured (2026-11-28, two runs, this 2-core machine): see the issue 40 closing note.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.ports import free_port  # noqa: E402
+from tests.testbed import real_engine, real_model  # noqa: E402
+
+HISTOGRAMS = {"ttft": "vllm:time_to_first_token_seconds", "e2e": "vllm:e2e_request_latency_seconds"}
+
+
+def histograms(url: str) -> dict:
+    """{key: (sum, count, {le: cumulative count})} summed over every label set of the engine's histograms."""
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    found = {key: [0.0, 0.0, {}] for key in HISTOGRAMS}
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name_labels, value = line.rsplit(" ", 1)
+        name = name_labels.split("{", 1)[0]
+        for key, base in HISTOGRAMS.items():
+            if name == base + "_sum":
+                found[key][0] += float(value)
+            elif name == base + "_count":
+                found[key][1] += float(value)
+            elif name == base + "_bucket":
+                le = name_labels.split('le="', 1)[1].split('"', 1)[0]
+                bound = float("inf") if le == "+Inf" else float(le)
+                found[key][2][bound] = found[key][2].get(bound, 0.0) + float(value)
+    return {key: (s, c, buckets) for key, (s, c, buckets) in found.items()}
+
+
+def quantile(q: float, buckets: dict) -> float:
+    """histogram_quantile: linear interpolation inside the bucket that holds the q-th observation (seconds)."""
+    bounds = sorted(buckets)
+    total = buckets[bounds[-1]]
+    if total <= 0:
+        return float("nan")
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound in bounds:
+        if buckets[bound] >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * (rank - below) / max(buckets[bound] - below, 1e-12)
+        lower, below = bound, buckets[bound]
+    return lower
+
+
+def engine_figures(before: dict, after: dict) -> dict:
+    """The run's own observations: mean and p50 (ms) per histogram, and how many."""
+    out = {}
+    for key in HISTOGRAMS:
+        s0, c0, b0 = before[key]
+        s1, c1, b1 = after[key]
+        delta = {bound: b1[bound] - b0.get(bound, 0.0) for bound in b1}
+        count = c1 - c0
+        out[key] = {"count": count, "mean": 1000 * (s1 - s0) / count if count else float("nan"),
+                    "p50": 1000 * quantile(0.5, delta)}
+    return out
+
+
+def bench(url: str, *argv: str) -> dict:
+    result = subprocess.run([sys.executable, "-m", "deployctl", "bench", *argv[:1], url, "--served-model-name",
+                             "tiny", "--warmup", "0", "--output", "json", *argv[1:]], capture_output=True, text=True,
+                            cwd=tempfile.gettempdir())
+    if result.returncode not in (0, 1):
+        raise SystemExit(f"bench failed: {result.stderr[-2000:]}")
+    (run,) = json.loads(result.stdout)["runs"]
+    return run
+
+
+RUNS = (("static, parallel 1", ("static", "--prompt-tokens", "64", "--output-tokens", "32", "--parallel-num", "1",
+                                "--epochs", "20")),
+        ("static, parallel 4", ("static", "--prompt-tokens", "64", "--output-tokens", "32", "--parallel-num", "4",
+                                "--epochs", "10")),
+        ("dynamic, 4 req/s", ("dynamic", "--prompt-tokens", "64", "--output-tokens", "32", "--request-rate", "4",
+                              "--num-prompts", "60", "--seed", "1")))
+
+
+def main() -> None:
+    reason = real_engine.build_if_asked()
+    if reason:
+        raise SystemExit(reason)
+    model = real_model.ensure_model(real_engine.venv_python())
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = real_engine.start(model, free_port(), Path(tmp) / "serve.log")
+        try:
+            print(f"vLLM {real_engine.VERSION} (CPU) healthy in {engine.started_s:.0f} s at {engine.url}")
+            for label, argv in RUNS:
+                before = histograms(engine.url)
+                run = bench(engine.url, *argv)
+                seen = engine_figures(before, histograms(engine.url))
+                ttft, e2e = seen["ttft"], seen["e2e"]
+                print(f"{label:>20}: {run['succeeded']}/{run['requests']} ok (engine saw {ttft['count']:.0f}); "
+                      f"TTFT mean bench {run['ttft_ms']['mean']:.1f} ms, engine {ttft['mean']:.1f} ms "
+                      f"(difference {run['ttft_ms']['mean'] - ttft['mean']:+.1f}); TTFT p50 bench "
+                      f"{run['ttft_ms']['p50']:.1f}, engine ~{ttft['p50']:.1f} (buckets) "
+                      f"({run['ttft_ms']['p50'] - ttft['p50']:+.1f}); E2E mean bench {run['e2el_ms']['mean']:.1f}, "
+                      f"engine {e2e['mean']:.1f} ({run['e2el_ms']['mean'] - e2e['mean']:+.1f}); E2E p50 bench "
+                      f"{run['e2el_ms']['p50']:.1f}, engine ~{e2e['p50']:.1f} ms")
+        finally:
+            engine.stop()
+
+
+if __name__ == "__main__":
+    main()
