@@ -22,7 +22,7 @@ def test_a_good_package_gives_version_digests_and_the_vendor_recipe():
                                   "Dockerfile": DOCKERFILE}
 
 
-@pytest.mark.parametrize("data, message", [
+PROBLEMS = [
     (package(include=("OPP",)), "no AscendCloud-LLM-<version>-*.zip inside"),
     (package(include=("LLM",)), "no AscendCloud-OPP-<version>-*.zip inside"),
     (package(opp_version="6.3.908"), "versions differ: AscendCloud-LLM-6.3.909-xxx-20241010.zip is 6.3.909, "
@@ -34,7 +34,12 @@ def test_a_good_package_gives_version_digests_and_the_vendor_recipe():
     (package(llm=llm_zip(links={"llm_inference/ascend_vllm/evil": "/etc"})), "is a symbolic link"),
     (package(outer_extra={"../escape.zip": b"x"}), "'../escape.zip' is a `../` path"),
     (b"not a zip", "not a zip file"),
-])
+]
+
+
+# ids from the messages: the zips' bytes hold the time they were made, so ids made of them differ between the two
+# xdist workers' collections ("Different tests were collected between gw0 and gw1")
+@pytest.mark.parametrize("data, message", PROBLEMS, ids=[message for _, message in PROBLEMS])
 def test_each_problem_is_refused_with_exit_2_naming_it(data, message):
     with pytest.raises(PackageError) as caught:
         read_package(data, package_name())
