@@ -181,7 +181,8 @@ def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
 
 def front_addresses(spec, transports) -> dict[str, str]:
     """How the front names each host's servers, where it can change its list: vllm-ascend's proxy lists each host
-    by the address its NIC holds (plan/upstream.py host_networks), read here in one round trip per serving host."""
+    by the address its NIC holds (servers/vllm_ascend/upstream.py host_networks), read here in one round trip per
+    serving host."""
     from deployctl.plan.front import front_of, reach
     from deployctl.servers import flavour_of
 
@@ -194,7 +195,7 @@ def front_addresses(spec, transports) -> dict[str, str]:
     from deployctl.fanout import on_hosts
     from deployctl.gather import run_probes
     from deployctl.plan.probes import addresses_probe
-    from deployctl.plan.upstream import host_networks
+    from deployctl.servers.vllm_ascend.upstream import host_networks
 
     used = {h.name for h in spec.used_hosts}
     answers = on_hosts({n: t for n, t in transports.items() if n in used},

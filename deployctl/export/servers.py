@@ -11,8 +11,8 @@ from deployctl.export.options import ExportOptions
 from deployctl.export.pods import container_name, k8s_container, pod_spec, pre_stop
 from deployctl.export.ranks import GangEnv, worker_command
 from deployctl.plan.containers import container_for
-from deployctl.plan.upstream import HostNetwork, proxy_command
 from deployctl.facts.listening import port_list
+from deployctl.servers.vllm_ascend.upstream import HostNetwork, proxy_command
 from deployctl.spec.dp_groups import Server, kv_ports
 from deployctl.spec.model import Instance, Spec
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from deployctl.plan.triton import repository_dir, repository_files
+from deployctl.servers.triton.repository import repository_dir, repository_files
 from deployctl.spec.model import Instance, Spec
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Optional
 
 from deployctl.facts.model import HostFacts
-from deployctl.plan.dp_launch import SOCKET_IFNAME_VARS
 from deployctl.plan.findings import FAIL, PASS, WARN, Finding, unknown
+from deployctl.servers.vllm_ascend.dp_launch import SOCKET_IFNAME_VARS
 from deployctl.spec.model import Spec
 
 LINTED = ("HCCL_IF_IP", *SOCKET_IFNAME_VARS, "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT",

@@ -11,8 +11,8 @@ from typing import Optional
 
 from deployctl.core import Command
 from deployctl.plan.containers import Container, RanktableFiles
-from deployctl.plan.dp_launch import SOCKET_IFNAME_VARS
 from deployctl.plan.model import Step
+from deployctl.servers.vllm_ascend.dp_launch import SOCKET_IFNAME_VARS
 
 # args: the /dev directory, the expected NPU ids (comma list, "" for none), then items: f:PATH (a readable file:
 # `docker run -v` turns a missing host file into an empty directory, and the server starts anyway), d:PATH (a

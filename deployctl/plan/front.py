@@ -286,7 +286,7 @@ def router_command(spec: Spec, instance: Instance, address_of: Optional[Mapping[
 
 def router_container(spec: Spec, instance: Instance, address_of: Mapping[str, str]):
     """The vllm-router's container: its own image, no devices, the deployment's labels, host networking."""
-    from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE, Container
+    from deployctl.plan.container_types import LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE, Container
 
     return Container(
         name=instance.name, instance=instance, image=(spec.front_spec.image if spec.front_spec else None) or "",

@@ -48,7 +48,7 @@ def deployed_dirs(spec: Spec) -> tuple[str, ...]:
 def deployment_files(spec: Spec) -> tuple[str, ...]:
     """What `up` and `weights sync` write for a deployment on a host, beside the history and the lock: the env
     files of secrets, the ranktables, Triton's model repository and the weights fetcher. `down` removes them."""
-    from deployctl.plan.triton import repository_dir
+    from deployctl.servers.triton.repository import repository_dir
 
     return (env_dir(spec), ranktable_dir(spec), repository_dir(spec), fetcher_path(spec))
 

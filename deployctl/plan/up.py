@@ -28,14 +28,14 @@ from deployctl.plan.containers import (
     env_file_content,
     ranktable_dir,
 )
-from deployctl.plan import triton
+from deployctl.servers.triton import repository as triton
 from deployctl.core import Command, Secret
 from deployctl.plan.model import HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.plan.probes import health_path
 from deployctl.plan.image_stage import plan_image_stages
 from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS, plan_answers
 from deployctl.plan.contract import contract_step
-from deployctl.plan.upstream import HostNetwork, host_networks, with_host_facts
+from deployctl.servers.vllm_ascend.upstream import HostNetwork, host_networks, with_host_facts
 from deployctl.plan.rollout import DEFAULT_DRAIN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT
 from deployctl.plan.reserve_ports import plan_reserved_ports
 from deployctl.servers.shutdown import stop_command

@@ -11,7 +11,7 @@ from deployctl.servers.fields import VERBATIM, Deployctl, Flag, Refused, render_
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
-    from deployctl.plan.containers import Container, Mount, RanktableFiles
+    from deployctl.plan.container_types import Container, Mount, RanktableFiles
     from deployctl.spec.model import EnvVar, Instance, Spec
 
 # The vendor's P/D launcher inside the AscendCloud image (seed 001); the stand-in image has it too.
@@ -63,7 +63,7 @@ def server_command(spec: "Spec", instance: "Instance", table: tuple = TABLE) -> 
 def ascend_mounts(spec: "Spec") -> tuple["Mount", ...]:
     """Runbook section 5, plus hccn.conf/hccn_tool and the ranktables for P/D; never /home/ma-user."""
     from deployctl.facts.hccn_tool import HCCN_TOOL_PATH as HCCN_TOOL  # mounted into the containers
-    from deployctl.plan.containers import Mount, ranktable_dir
+    from deployctl.plan.container_types import Mount, ranktable_dir
 
     mounts = [
         Mount("/etc/localtime", "/etc/localtime"),
@@ -86,7 +86,7 @@ def ascend_mounts(spec: "Spec") -> tuple["Mount", ...]:
 
 def ranktable_env(spec: "Spec", instance: "Instance", files: "RanktableFiles") -> tuple["EnvVar", ...]:
     """GLOBAL_RANK_TABLE_FILE_PATH, RANK_TABLE_FILE_PATH, NODE_PORTS, USE_OPENAI for a P/D instance."""
-    from deployctl.plan.containers import ranktable_dir
+    from deployctl.plan.container_types import ranktable_dir
     from deployctl.spec.model import EnvVar
 
     directory = ranktable_dir(spec)
@@ -112,7 +112,7 @@ class AscendCloudVllm(Flavour):
 
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":
-        from deployctl.plan.containers import MANAGER_DEVICES, instance_container
+        from deployctl.plan.container_types import MANAGER_DEVICES, instance_container
 
         devices = tuple(f"/dev/davinci{d}" for d in instance.devices) + MANAGER_DEVICES
         return instance_container(spec, instance, devices=devices, mounts=ascend_mounts(spec),
@@ -149,7 +149,7 @@ def _mindcluster_pieces(spec: "Spec") -> Iterator["Problem"]:
     """On MindCluster the ranktables could come from the cluster; what the export lacks for that, piece by piece,
     each at the spec path it serves (issue 30: the refusal names every missing piece)."""
     from deployctl.errors import Problem
-    from deployctl.plan.containers import ranktable_dir
+    from deployctl.plan.container_types import ranktable_dir
 
     directory = ranktable_dir(spec)
     yield Problem(("topology",), (

@@ -12,7 +12,7 @@ from deployctl.servers.metrics import VLLM_V1, ServerMetrics
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
-    from deployctl.plan.containers import Container, RanktableFiles
+    from deployctl.plan.container_types import Container, RanktableFiles
     from deployctl.spec.model import Instance, Spec
     from deployctl.spec.profiles import StartupProfile
     from deployctl.spec.rules import Context

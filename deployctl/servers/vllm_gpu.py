@@ -12,7 +12,7 @@ from deployctl.servers.fields import VERBATIM, Flag, Refused
 from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT, shutdown_timeout
 
 if TYPE_CHECKING:
-    from deployctl.plan.containers import Container, Mount, RanktableFiles
+    from deployctl.plan.container_types import Container, Mount, RanktableFiles
     from deployctl.spec.model import Instance, Spec
 
 NO_INT8_KV = Refused("kv_cache_dtype", "kv_cache_dtype int8 is AscendCloud vLLM's: vLLM's --kv-cache-dtype takes "
@@ -42,7 +42,7 @@ TABLE = (
 
 def gpu_shape(spec: "Spec", instance: "Instance") -> tuple[Optional[str], tuple["Mount", ...]]:
     """`--gpus` of an instance and the weights' mount (GPU hosts need no device files or driver mounts)."""
-    from deployctl.plan.containers import Mount
+    from deployctl.plan.container_types import Mount
 
     gpus = "device=" + ",".join(str(d) for d in instance.devices)
     if len(instance.devices) > 1:
@@ -105,7 +105,7 @@ class VllmGpu(AscendCloudVllm):
 
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":
-        from deployctl.plan.containers import instance_container
+        from deployctl.plan.container_types import instance_container
         from deployctl.servers.engine_ready import engine_ready_env
 
         gpus, mounts = gpu_shape(spec, instance)

@@ -43,7 +43,8 @@ class DpGroup:
 
     @property
     def binds_kv_ports(self) -> bool:
-        """Only a P/D server runs the KV connector (--kv-transfer-config, plan/upstream.py); a mixed one binds none."""
+        """Only a P/D server runs the KV connector (--kv-transfer-config, servers/vllm_ascend/upstream.py); a mixed
+        one binds none."""
         return self.role != "mixed"
 
     @property

@@ -174,7 +174,7 @@ def _written_exporters(c: "Context") -> list[tuple[str, int]]:
             for port in [c.value(("monitor", key), int)] if key in monitor and port]
 
 
-# The Spec the plan reads (its kv ports as the hosts make them: plan/upstream.py's with_host_facts).
+# The Spec the plan reads (its kv ports as the hosts make them: servers/vllm_ascend/upstream.py's with_host_facts).
 
 def spec_ports(spec: "Spec") -> list[PortUse]:
     """The same set from a loaded spec; its exporters at their ports, written or default."""

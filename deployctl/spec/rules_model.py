@@ -122,15 +122,6 @@ def _control_characters(path: tuple, value, original) -> Iterator[Problem]:
                             f"values", hint="an env file holds one NAME=value per line")
 
 
-def check_served_name(c: Context) -> Iterator[Problem]:
-    """Triton's model repository names a directory after served_name; ':' has no place there (servers/triton.py
-    runs it)."""
-    name = c.value(("model", "served_name"), str)
-    if name is not None and ":" in name:
-        yield Problem(("model", "served_name"), f"{quoted(name)} cannot name a Triton model: use letters, digits, "
-                      f"'.', '_' and '-'", hint="Triton's model repository holds a directory of that name")
-
-
 def check_model_fields(c: Context) -> Iterator[Problem]:
     """Every engine field the spec sets reaches the flavour's server, or is refused here at its path: the flavour's
     field table (servers/<flavour>.py) refuses what that server would refuse or drop."""

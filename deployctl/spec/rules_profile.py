@@ -46,7 +46,7 @@ def profile_choice(c: Context) -> ProfileChoice:
 
 
 def check_profile(c: Context) -> Iterator[Problem]:
-    """The profile's warning; its removed keys; Mooncake in the image (servers/vllm_ascend.py runs it)."""
+    """The profile's warning; its removed keys; Mooncake in the image (servers/vllm_ascend/ runs it)."""
     choice = profile_choice(c)
     where = _version_path(c, choice)
     # without an image there is nothing to run yet, and nothing to name
@@ -212,7 +212,7 @@ def _speculative(c: Context, prefill: list, decode: list, hybrid: bool) -> Itera
 def _draft_model(c: Context) -> Iterator[Problem]:
     """A drafter that is a model of its own needs `model` (vLLM 0.33.0 vllm/config/speculative.py:1252-1295: only
     the MTP family, dspark, ngram, suffix and extract_hidden_states find theirs), and the container sees only the
-    weights' directory of the host's (plan/upstream.py mounts weights.dest)."""
+    weights' directory of the host's (servers/vllm_ascend/upstream.py mounts weights.dest)."""
     dest = c.value(("weights", "dest"), str)
     for unit in c.groups:
         spec = c.value(unit.path + ("speculative",), dict)

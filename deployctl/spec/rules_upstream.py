@@ -46,7 +46,7 @@ def group_of(c: Context, unit: Unit, index: int) -> Optional[DpGroup]:
 
 
 def check_upstream(c: Context) -> Iterator[Problem]:
-    """Every rule of the contract's section, all at once (servers/vllm_ascend.py runs them)."""
+    """Every rule of the contract's section, all at once (servers/vllm_ascend/ runs them)."""
     topology = c.value(("topology",), dict)
     if topology is None or c.mode not in GROUP_KEYS:
         return

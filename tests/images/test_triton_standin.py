@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.plan import triton
+from deployctl.servers.triton import repository as triton
 from deployctl.spec.load import load_spec_text
 from tests.ports import free_ports
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from deployctl.plan.containers import container_for
-from deployctl.plan.upstream import HostNetwork
+from deployctl.servers.vllm_ascend.upstream import HostNetwork
 from deployctl.spec.load import load_spec, load_spec_text
 from tests.export.cases import ENVIRON
 
@@ -71,7 +71,7 @@ def _vllm_serve(argv: tuple[str, ...]) -> list[str] | None:
 
 def rendered() -> tuple[list[dict], list[dict]]:
     """Every `vllm serve` argv and every Triton engine-args document deployctl renders for the specs."""
-    from deployctl.plan.triton import engine_args
+    from deployctl.servers.triton.repository import engine_args
 
     commands, engines = [], []
     for name, spec in _specs():

@@ -8,7 +8,7 @@ import subprocess
 
 from deployctl.plan.containers import container_for
 from deployctl.plan.contract import CONTRACT_SCRIPT, contract_step
-from deployctl.plan.upstream import host_networks
+from deployctl.servers.vllm_ascend.upstream import host_networks
 from deployctl.spec.load import load_spec_text
 from tests.plan.test_upstream import facts
 from tests.spec.test_upstream_build import QWEN3

@@ -4,7 +4,7 @@ import json
 
 import subprocess
 
-from deployctl.plan.dp_launch import (
+from deployctl.servers.vllm_ascend.dp_launch import (
     data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, launch_command, profile_flags, proxy_args,
 )
 from deployctl.spec.dp_groups import DpGroup, connector_port_range, default_kv_port, kv_ports, ranks_of, servers_of

@@ -10,7 +10,7 @@ from deployctl.plan.containers import container_for
 from deployctl.plan.front import FRONT_LIST_KEY, front_list_probe, front_of, membership_stages
 from deployctl.plan.probes import state_probes
 from deployctl.plan.up import UpInputs, digest_of, plan_up
-from deployctl.plan.upstream import HostNetwork
+from deployctl.servers.vllm_ascend.upstream import HostNetwork
 from deployctl.spec.load import load_spec_text
 from tests.plan.hostfacts import deployed, running
 from tests.plan.test_rollout import deployed_upstream

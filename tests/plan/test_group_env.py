@@ -6,7 +6,7 @@ from __future__ import annotations
 from deployctl.core import Secret
 from deployctl.plan.containers import container_for, env_file_content
 from deployctl.plan.up import plan_up
-from deployctl.plan.upstream import host_networks
+from deployctl.servers.vllm_ascend.upstream import host_networks
 from deployctl.spec.load import load_spec_text
 from tests.plan.test_upstream import argv_of, env_of, facts
 from tests.spec.test_upstream_build import QWEN3

@@ -125,7 +125,7 @@ def plan_rollout_units(before, after):
     from deployctl.plan.front import reach
     from deployctl.plan.rollout import plan_rollout
     from deployctl.plan.up import desired_containers, plan_containers
-    from deployctl.plan.upstream import HostNetwork
+    from deployctl.servers.vllm_ascend.upstream import HostNetwork
 
     networks = {"tb1": HostNetwork("10.200.0.11", "eth0", 8)}
     facts = deployed_upstream(before, networks)
@@ -214,7 +214,7 @@ def test_a_vllm_ascend_dp_group_surges_whole_as_a_new_group_on_free_cards_before
     from deployctl.plan.front import reach
     from deployctl.plan.rollout import Spare, plan_rollout
     from deployctl.plan.up import desired_containers, plan_containers
-    from deployctl.plan.upstream import HostNetwork
+    from deployctl.servers.vllm_ascend.upstream import HostNetwork
 
     text = four_groups_pd()
     before = load_spec_text(text)

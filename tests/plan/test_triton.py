@@ -11,9 +11,9 @@ import pytest
 from deployctl.commands.up import smoke_answers
 from deployctl.errors import PlanError
 from tests.plan.test_up import container_fact
-from deployctl.plan import triton
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for, docker_run
 from deployctl.plan.up import digest_of, plan_up
+from deployctl.servers.triton import repository as triton
 from tests.plan.hostfacts import deployed
 from deployctl.spec.load import load_spec_text
 

@@ -12,8 +12,8 @@ from deployctl.facts.deployed import DeployedState
 from deployctl.facts.model import HostFacts
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
 from deployctl.plan.up import digest_of, plan_up
-from deployctl.plan.upstream import host_networks
 from deployctl.ranktable.host_address import HostAddresses, parse_ip_addr
+from deployctl.servers.vllm_ascend.upstream import host_networks
 from deployctl.spec.load import load_spec_text
 from tests.plan.test_up import container_fact
 from tests.spec.test_upstream_build import QWEN3

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deployctl.plan.containers import container_for
-from deployctl.plan.upstream import host_networks
+from deployctl.servers.vllm_ascend.upstream import host_networks
 from deployctl.spec.load import load_spec_text
 from deployctl.spec.startup import startup_budget
 from tests.plan.test_upstream import facts

@@ -15,10 +15,10 @@ import yaml
 import deployctl
 from deployctl.errors import SpecError
 from deployctl.plan.containers import container_for
-from deployctl.plan.triton import engine_args
-from deployctl.plan.upstream import HostNetwork
 from deployctl.servers import FLAVOURS
 from deployctl.servers.fields import POSITIONAL, VERBATIM, Deployctl, Flag, Refused, rows_for
+from deployctl.servers.triton.repository import engine_args
+from deployctl.servers.vllm_ascend.upstream import HostNetwork
 from deployctl.spec.load import load_spec_text
 
 SCHEMA = json.loads((Path(deployctl.__file__).parent / "spec" / "schema.json").read_text())

@@ -9,7 +9,7 @@ from importlib import resources
 
 from deployctl.plan.containers import container_for
 from deployctl.plan.rollout import DEFAULT_SHUTDOWN_TIMEOUT
-from deployctl.plan.upstream import HostNetwork
+from deployctl.servers.vllm_ascend.upstream import HostNetwork
 from deployctl.spec.load import load_spec_text
 from deployctl.spec.profiles import parse_version, profiles, select_profile, vllm_shutdown_timeout_from
 from tests.plan.test_triton import TRITON

@@ -73,7 +73,8 @@ def test_api_kv_rpc_and_proxy_ports_never_overlap_on_a_host():
 
 
 def test_a_mixed_group_binds_no_kv_port():
-    """Only P/D servers run the KV connector (plan/upstream.py passes --kv-transfer-config to them alone)."""
+    """Only P/D servers run the KV connector (servers/vllm_ascend/upstream.py passes --kv-transfer-config to them
+    alone)."""
     mixed = DpGroup("mixed", 0, ("node1",), dp=2, tp=4, port=8000, kv_port=30000)
     assert [key for *_, key, _ in port_uses(mixed, "internal")] == ["port", "rpc_port"]
     assert _clashes((mixed,), "internal", ("node1", 30000)) == []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.plan.dp_launch import kv_transfer_config
+from deployctl.servers.vllm_ascend.dp_launch import kv_transfer_config
 from deployctl.spec.load import check_spec_text, load_spec_text
 
 ROOT = Path(__file__).resolve().parents[2]

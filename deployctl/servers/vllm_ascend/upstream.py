@@ -1,6 +1,6 @@
 """The containers of a `server: vllm-ascend` deployment (pure): one per `vllm serve` with exactly its devices,
 the mounts vllm-ascend documents, each host's network env, its DP flags and KV connector config; then the proxy
-with its ordered lists. The derivation of each value lives in plan/dp_launch.py; this module assembles them."""
+with its ordered lists. The derivation of each value lives in dp_launch.py; this module assembles them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from deployctl.errors import PlanError
 from deployctl.facts.hccn_tool import HCCN_TOOL_PATH
 from deployctl.facts.host_layout import DCMI
 from deployctl.facts.model import HostFacts
-from deployctl.plan.dp_launch import (
+from deployctl.servers.vllm_ascend.dp_launch import (
     data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, launch_command, profile_flags, proxy_args,
 )
 from deployctl.servers.engine_ready import engine_ready_env
@@ -100,7 +100,7 @@ def upstream_mounts(spec: Spec, network: Optional[HostNetwork] = None) -> tuple:
     """What vllm-ascend's docker run mounts: the driver, npu-smi, the install info, hccn.conf and hccn_tool,
     /usr/local/dcmi where the host has it (HEAD:docs/source/tutorials/features/
     pd_disaggregation_mooncake_multi_node.md:155), the weights. The driver directory holds lib64 and version.info."""
-    from deployctl.plan.containers import Mount
+    from deployctl.plan.container_types import Mount
 
     mounts = [
         Mount("/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),
@@ -117,7 +117,7 @@ def upstream_mounts(spec: Spec, network: Optional[HostNetwork] = None) -> tuple:
 
 
 def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNetwork]) -> tuple[str, ...]:
-    """`vllm serve MODEL ...`, rendered from vllm-ascend's field table (servers/vllm_ascend.py): the model's
+    """`vllm serve MODEL ...`, rendered from vllm-ascend's field table (servers/vllm_ascend/__init__.py): the model's
     arguments, the DP and TP flags, the connector, the pass-through JSON, the profile's default flags for the role
     (where the user set none of them), the extra args."""
     server, profile = instance.server, profile_of(spec)
@@ -165,7 +165,7 @@ def upstream_env(instance: Instance, networks: Mapping[str, HostNetwork], profil
 
 def upstream_container(spec: Spec, instance: Instance, networks: Optional[Mapping[str, HostNetwork]]):
     """The container of one vllm-ascend server or of the proxy."""
-    from deployctl.plan.containers import (
+    from deployctl.plan.container_types import (
         LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE, MANAGER_DEVICES, Container, env_file_path,
     )
 

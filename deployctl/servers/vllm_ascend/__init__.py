@@ -1,6 +1,6 @@
 """vllm-ascend (`server: vllm-ascend`, platform ascend): upstream `vllm serve` per DP group with exactly its NPUs,
 Mooncake's KV connector and the load-balance proxy for P/D, rendered per the image's server profile (pure). The
-derivations live in plan/dp_launch.py and plan/upstream.py; this module is what the rest of deployctl asks."""
+derivations live in dp_launch.py and upstream.py (this package); this module is what the rest of deployctl asks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
-    from deployctl.plan.containers import Container, RanktableFiles
+    from deployctl.plan.container_types import Container, RanktableFiles
     from deployctl.spec.model import Instance, Spec
     from deployctl.spec.rules import Context
 
@@ -98,7 +98,7 @@ class VllmAscend(Flavour):
 
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":
-        from deployctl.plan.upstream import upstream_container
+        from deployctl.servers.vllm_ascend.upstream import upstream_container
 
         return upstream_container(spec, instance, networks)
 
@@ -115,7 +115,7 @@ class VllmAscend(Flavour):
 
     def health_path(self, instance: Optional["Instance"] = None) -> str:
         if instance is not None and instance.role == "proxy":
-            from deployctl.plan.upstream import PROXY_HEALTH_PATH
+            from deployctl.servers.vllm_ascend.upstream import PROXY_HEALTH_PATH
 
             return PROXY_HEALTH_PATH
         return "/health"

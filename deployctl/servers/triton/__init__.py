@@ -1,21 +1,22 @@
 """Triton's vLLM backend (`server: triton`, platform gpu; seed 002) (pure): `tritonserver` loads one model from a
-repository that `up` writes (config.pbtxt and 1/model.json, plan/triton.py); the engine arguments are model.json
-keys, and Triton answers on its own generate endpoint and readiness path."""
+repository that `up` writes (config.pbtxt and 1/model.json, repository.py); the engine arguments are model.json keys,
+and Triton answers on its own generate endpoint and readiness path."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
+from deployctl.errors import Problem
 from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import Flag, Refused
 from deployctl.servers.metrics import TRITON_VLLM_BACKEND
 from deployctl.servers.vllm_gpu import NO_ASCEND, NO_GPU_SURGE, NO_INT8_KV, NO_SCALES, NO_SMOOTHQUANT, gpu_shape
+from deployctl.spec.show import quoted
 
 if TYPE_CHECKING:
-    from deployctl.errors import Problem
-    from deployctl.plan.containers import Container, RanktableFiles
+    from deployctl.plan.container_types import Container, RanktableFiles
     from deployctl.spec.model import Instance, Spec
     from deployctl.spec.rules import Context
 
@@ -83,6 +84,15 @@ TABLE = (
 )
 
 
+def check_served_name(c: Context) -> Iterator[Problem]:
+    """Triton's model repository names a directory after served_name; ':' has no place there (a spec rule of
+    Triton's alone, so it lives with the flavour)."""
+    name = c.value(("model", "served_name"), str)
+    if name is not None and ":" in name:
+        yield Problem(("model", "served_name"), f"{quoted(name)} cannot name a Triton model: use letters, digits, "
+                      f"'.', '_' and '-'", hint="Triton's model repository holds a directory of that name")
+
+
 class TritonVllm(Flavour):
     platform, server, title = "gpu", "triton", "Triton's vLLM backend"
     table = TABLE
@@ -109,14 +119,12 @@ class TritonVllm(Flavour):
         return (instance.metrics_port, "/metrics") if instance.metrics_port else None
 
     def check(self, c: "Context") -> Iterator["Problem"]:
-        from deployctl.spec.rules_model import check_served_name
-
         yield from check_served_name(c)
 
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":
-        from deployctl.plan.containers import Mount, instance_container
-        from deployctl.plan.triton import repository_dir, tritonserver_command
+        from deployctl.plan.container_types import Mount, instance_container
+        from deployctl.servers.triton.repository import repository_dir, tritonserver_command
 
         gpus, mounts = gpu_shape(spec, instance)
         mounts += (Mount(repository_dir(spec), repository_dir(spec)),)
@@ -124,17 +132,17 @@ class TritonVllm(Flavour):
                                   command=tritonserver_command(spec, instance), gpus=gpus)
 
     def repository_files(self, spec: "Spec", instance: "Instance") -> Mapping[str, bytes]:
-        from deployctl.plan.triton import repository_files
+        from deployctl.servers.triton.repository import repository_files
 
         return repository_files(spec, instance)
 
     def repository_dir(self, spec: "Spec") -> Optional[str]:
-        from deployctl.plan.triton import repository_dir
+        from deployctl.servers.triton.repository import repository_dir
 
         return repository_dir(spec)
 
     def deployed_dirs(self, spec: "Spec") -> tuple[str, ...]:
-        from deployctl.plan.triton import model_dir
+        from deployctl.servers.triton.repository import model_dir
 
         return (model_dir(spec), f"{model_dir(spec)}/1")  # config.pbtxt, 1/model.json: one level each
 

@@ -85,8 +85,8 @@ def render_config(spec: Spec) -> str:
 
 
 def engine_args(spec: Spec, instance: Instance) -> dict:
-    """vLLM engine arguments (snake_case) for model.json, from Triton's field table (servers/triton.py): only keys
-    the spec gives, plus the fixed ones."""
+    """vLLM engine arguments (snake_case) for model.json, from Triton's field table (this package's __init__):
+    only keys the spec gives, plus the fixed ones."""
     return render_keys(TABLE, _values(spec, instance), MODEL_JSON)
 
 
