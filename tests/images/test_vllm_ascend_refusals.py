@@ -286,7 +286,7 @@ def test_a_64mb_dev_shm_kills_the_engine_core_at_the_first_request(start):
     proc.wait_line("startup complete: serving on")
     assert proc.request("GET", "/health") == (200, b"")  # it starts and looks healthy, as the real one does
     status, answer = proc.json("POST", "/v1/completions", {"model": "qwen", "prompt": "a", "max_tokens": 2})
-    assert status == 500 and answer["type"] == "InternalServerError"
+    assert status == 500 and answer["error"]["type"] == "InternalServerError"
     out = proc.wait_exit()
     assert proc.proc.returncode == 1
     assert "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client." in out

@@ -377,7 +377,7 @@ def test_decode_prefills_a_request_without_a_producers_params_itself_and_refuses
               "remote_port": d_kv + 1, "remote_block_ids": [0]}
     status, answer = decodes[0].json("POST", "/v1/chat/completions", {**body, "kv_transfer_params": forged})
     assert status == 400
-    assert "remote_engine_id 'dep-decode0' is not a kv_producer's" in answer["message"], answer
+    assert "remote_engine_id 'dep-decode0' is not a kv_producer's" in answer["error"]["message"], answer
 
 
 def test_proxy_routes_prefill_then_decode_end_to_end(pd, start):

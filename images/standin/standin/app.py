@@ -16,7 +16,7 @@ from standin.drain import DRAIN_ERROR, Connections
 from standin.generation import ApiError, GenRequest, parse_request
 from standin.httpio import Request, json_response, response_bytes
 from standin.kvcache import KvCache
-from standin.metrics import CONTENT_TYPE, render
+from standin.metrics import CONTENT_TYPE, CONTENT_TYPE_1, render
 from standin.stall import CLIENT_MESSAGE, MODES, WATCHDOG_S, EngineDied, Stalls, death_line
 from standin.trace import TraceLog, TraceRecord
 
@@ -58,6 +58,8 @@ class App:
         self._generations = 0
         self._created = int(time.time())
         self.version = "0.0.0+standin"  # GET /version; vLLM answers its own version there
+        self.nested_errors = False  # vLLM >= 0.10.1's {"error": {...}} bodies (standin/generation.py ApiError)
+        self.fingerprint: Optional[str] = None  # set: vLLM 0.32's answer shapes, with this system_fingerprint
         self.connections = Connections()
         self.draining = False  # vLLM >= 0.18 stopping: new generation requests fail (standin/drain.py)
         self._frozen_metrics: Optional[bytes] = None  # what /metrics shows once the engine core died
@@ -84,7 +86,9 @@ class App:
         elif req.path == "/health":
             dead = self.engine.stalls is not None and self.engine.stalls.dead  # check_health raises EngineDeadError
             ok = self.ready and not dead and await self.engine.healthy()
-            writer.write(response_bytes(200 if ok else 503, b"", req.keep_alive))
+            # vLLM's `Response(status_code=...)`: no body and no content type (0.32.0
+            # vllm/entrypoints/serve/instrumentator/health.py:22-33)
+            writer.write(response_bytes(200 if ok else 503, b"", req.keep_alive, content_type=None))
         elif req.path == "/standin/stall":
             status, doc = self._stall(req)
             writer.write(json_response(status, doc, req.keep_alive))
@@ -115,11 +119,11 @@ class App:
                 raise ApiError(400, f"request body is not JSON: {exc}", "BadRequestError") from None
             knobs = self.config.knobs
             gen = parse_request(body, chat, self.config.args.served_names, self.config.max_model_len,
-                                knobs.default_max_tokens, knobs.eos_after)
+                                knobs.default_max_tokens, knobs.eos_after, self.fingerprint)
             if self.draining:  # the tokenizer pool is shut down: vLLM's catch-all handler answers 500
                 raise ApiError(500, DRAIN_ERROR, "InternalServerError")
         except ApiError as exc:
-            writer.write(json_response(exc.status, exc.body(), req.keep_alive, extra))
+            writer.write(json_response(exc.status, exc.body(self.nested_errors), req.keep_alive, extra))
             await writer.drain()
             record.finish(exc.status)
             return
@@ -136,7 +140,7 @@ class App:
             stalls.die()
         if stalls is not None and stalls.dead:  # AsyncLLM.add_request raises EngineDeadError: a 500, at once
             error = ApiError(500, CLIENT_MESSAGE, "InternalServerError")
-            writer.write(json_response(500, error.body(), req.keep_alive, extra))
+            writer.write(json_response(500, error.body(self.nested_errors), req.keep_alive, extra))
             await writer.drain()
             record.finish(500)
             return
@@ -159,7 +163,7 @@ class App:
         except EngineDied:
             if record.end_ns is None:  # not begun: one 500, as for a request arriving after the death
                 error = ApiError(500, CLIENT_MESSAGE, "InternalServerError")
-                writer.write(json_response(500, error.body(), req.keep_alive, extra))
+                writer.write(json_response(500, error.body(self.nested_errors), req.keep_alive, extra))
                 await writer.drain()
                 record.finish(500)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -173,7 +177,8 @@ class App:
         if not caches:  # the scheduler relays; vLLM's metrics live on the instances behind it
             return json_response(404, {"detail": "Not Found"}, keep_alive)
         text = self._frozen_metrics or render(caches, self.config.args.served_names[0], self._kv_consumer())
-        return response_bytes(200, text, keep_alive, CONTENT_TYPE)
+        # prometheus_client's CONTENT_TYPE_LATEST: 0.0.4 before its 1.0.0 text format (0.26.0, vLLM 0.32's)
+        return response_bytes(200, text, keep_alive, CONTENT_TYPE_1 if self.fingerprint else CONTENT_TYPE)
 
     def _kv_consumer(self) -> bool:
         return getattr(self.engine, "kv_role", None) == "kv_consumer"
@@ -215,9 +220,15 @@ class App:
 
     def _models(self) -> dict:
         args = self.config.args
+        # vLLM's ModelCard with its one default ModelPermission (0.32.0 vllm/entrypoints/serve/engine/protocol.py
+        # :90-105, openai/models/serving.py)
+        permission = {"id": f"modelperm-{self._id_prefix}{self._id_prefix}", "object": "model_permission",
+                      "created": self._created, "allow_create_engine": False, "allow_sampling": True,
+                      "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+                      "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False}
         return {"object": "list", "data": [
             {"id": name, "object": "model", "created": self._created, "owned_by": "vllm", "root": args.model,
-             "parent": None, "max_model_len": self.config.max_model_len, "permission": []}
+             "parent": None, "max_model_len": self.config.max_model_len, "permission": [permission]}
             for name in args.served_names]}
 
     def info(self) -> dict:

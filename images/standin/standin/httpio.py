@@ -123,10 +123,11 @@ def head_bytes(status: int, keep_alive: bool, headers: Iterable[Tuple[str, str]]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def response_bytes(status: int, body: bytes, keep_alive: bool, content_type: str = "application/json",
+def response_bytes(status: int, body: bytes, keep_alive: bool, content_type: Optional[str] = "application/json",
                    extra: Iterable[Tuple[str, str]] = ()) -> bytes:
-    """A whole response with Content-Length."""
-    headers = [("content-type", content_type), ("content-length", str(len(body))), *extra]
+    """A whole response with Content-Length (`content_type` None: no such header)."""
+    headers = [*([("content-type", content_type)] if content_type else []), ("content-length", str(len(body))),
+               *extra]
     return head_bytes(status, keep_alive, headers) + body
 
 

@@ -11,7 +11,7 @@ from typing import Iterator, Optional, Sequence, Set, Tuple
 
 from standin.app import Engine
 from standin.config import Knobs
-from standin.generation import (ABORT, DONE_EVENT, GenRequest, finish_reason, full_body, role_event,
+from standin.generation import (ABORT, DONE_EVENT, ApiError, GenRequest, finish_reason, full_body, role_event,
                                 token_event, tokens, usage_event)
 from standin.httpio import LAST_CHUNK, Request, chunk, json_response, stream_head
 from standin.kvcache import KvCache
@@ -37,6 +37,7 @@ class InstanceEngine(Engine):
         self.caches: Tuple[Tuple[str, KvCache], ...] = tuple(
             (index, KvCache(knobs.capacity, knobs.load_slowdown, max_num_seqs, max_model_len)) for index in engines)
         self.kv_role = kv_role  # kv_producer | kv_consumer with a KV connector (vllm-ascend P/D), else None
+        self.nested_errors = False  # vLLM >= 0.10.1's error bodies (standin/generation.py ApiError)
         self._in_flight = 0  # generation requests inside run(): queued for a slot or generating
         self.aborting = False  # set by abort_all(): every request in flight ends now with finish_reason "abort"
         self._sleepers: Set[asyncio.Future] = set()
@@ -179,20 +180,20 @@ class InstanceEngine(Engine):
             try:
                 await self.progress(cache)
             except EngineDied:  # vLLM's stream generator sends the error as its last event, then [DONE]
-                error = {"object": "error", "message": CLIENT_MESSAGE, "type": "InternalServerError", "param": None,
-                         "code": 500}
+                error = ApiError(500, CLIENT_MESSAGE, "InternalServerError").body(self.nested_errors)
                 writer.write(chunk(b"data: " + json.dumps(error).encode() + b"\n\n") + chunk(DONE_EVENT) + LAST_CHUNK)
                 await writer.drain()
                 record.finish(500)
                 raise
-            writer.write(chunk(token_event(gen, rid, created, word, i == last)))
+            writer.write(chunk(token_event(gen, rid, created, word, i == last, final=i == last and not gen.include_usage)))
             await writer.drain()
             cache.generation_tokens += 1
             sent += 1
             record.chunk_written()
         # aborted: vLLM's last chunk has no text and finish_reason "abort" (0.33.0
         # vllm/entrypoints/openai/completion/serving.py:393-400 sends it because finish_reason is set)
-        tail = chunk(token_event(gen, rid, created, "", True, ABORT)) if sent < len(words) else b""
+        tail = chunk(token_event(gen, rid, created, "", True, ABORT, final=not gen.include_usage)) \
+            if sent < len(words) else b""
         if gen.include_usage:
             tail += chunk(usage_event(gen, rid, created, sent))
         writer.write(tail + chunk(DONE_EVENT) + LAST_CHUNK)

@@ -15,6 +15,7 @@ from standin.kvcache import FINISH_REASONS, KvCache
 KV_FETCH_STAGES = ("waiting_to_start", "in_progress", "completed_waiting")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE_1 = "text/plain; version=1.0.0; charset=utf-8"  # prometheus_client >= 0.22's CONTENT_TYPE_LATEST
 
 
 def _label(value: str) -> str:

