@@ -34,7 +34,12 @@ def text_of(body):
 def error_of(body):
     try:
         doc = json.loads(body.decode("utf-8"))
-        return str(doc.get("message") or doc.get("error") or doc)[:300]
+        error = doc.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            # vLLM's OpenAI server nests it since 0.10.1: {"error": {"message", "type", "param", "code"}}
+            # (vllm-project/vllm #22099); the vendor's api_server and older vLLMs answer it flat
+            return str(error["message"])[:300]
+        return str(doc.get("message") or error or doc)[:300]
     except (ValueError, AttributeError):
         return body[:300].decode("utf-8", "replace")
 

@@ -87,3 +87,14 @@ def test_a_differing_pair_and_an_empty_200_fail_naming_each_path(server):
     assert problems[0] == "empty: HTTP 200 with no body"
     assert problems[1].startswith("nobody: no answer (URLError")
     assert problems[2] == "p0 -> d1: answered ' kilo lima' where 2 other path(s) answered ' alpha bravo'"
+
+
+def test_a_refusal_is_quoted_by_its_message_flat_or_nested_as_vllm_writes_it():
+    """vLLM's OpenAI server nests the error since 0.10.1 (vllm #22099): the check quoted the whole dict."""
+    from deployctl.execute.ask_answers import error_of
+
+    nested = {"error": {"message": "The model `x` does not exist.", "type": "NotFoundError", "param": "model",
+                        "code": 404}}
+    assert error_of(json.dumps(nested).encode()) == "The model `x` does not exist."
+    assert error_of(json.dumps({"object": "error", "message": "flat words", "code": 400}).encode()) == "flat words"
+    assert error_of(b"not json") == "not json"
