@@ -27,7 +27,8 @@ HOST_FACTS = ("HCCL_IF_IP",)  # a host's address: a pod has its own (status.podI
 def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
     """Every reason this spec cannot become `options.target`'s objects, all at once."""
     flavour = flavour_of(spec)
-    refused = [*spec_refusals(flavour, spec), *flavour.export_refusals(spec, options.npu_stack), *_front(spec)]
+    refused = [*spec_refusals(flavour, spec), *flavour.export_refusals(spec, options.npu_stack), *_front(spec),
+               *_hooks(spec)]
     if refused:
         return refused
     bad_name = list(_name(spec))
@@ -48,6 +49,17 @@ def _front(spec: Spec) -> Iterator[Problem]:
                                              "the deployment's Service balances its servers, and a rollout drains "
                                              "them by readiness",
                       hint="remove topology.front from a copy of the spec to export it")
+
+
+def _hooks(spec: Spec) -> Iterator[Problem]:
+    """Hooks run around `up`, `down` and rollout waves on the control machine or the hosts; on a cluster the
+    controllers apply and update the objects, and nothing runs deployctl's steps to hang them on."""
+    for hook in spec.hooks:
+        yield Problem(hook.path or ("hooks", hook.point),
+                      f"hooks.{hook.point} is not exported: on a cluster no `up`, `down` or rollout wave of "
+                      "deployctl's runs for it to run around",
+                      hint="remove hooks from a copy of the spec to export it (a pod's own lifecycle hooks and "
+                           "init containers are the cluster's way)")
 
 
 def _name(spec: Spec) -> Iterator[Problem]:

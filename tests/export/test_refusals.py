@@ -140,3 +140,14 @@ def test_other_stacks_point_the_ascendcloud_pd_flow_to_mindcluster():
         (problem,) = refused_problems(str(ROOT / "playbooks/pd-1host-910b.yaml"), "lws", stack, weights_pvc="models")
         assert problem.path == ("topology",) and f"--npu-stack {stack}" in problem.message
         assert "--npu-stack mindcluster" in problem.hint and "mode: mixed" in problem.hint
+
+
+def test_hooks_are_refused_at_their_path_never_dropped_silently(tmp_path):
+    """Hooks run around deployctl's own up, down and waves; an exported cluster has none of them to run around."""
+    text = (ROOT / "playbooks/vllm-ascend-mixed-ep-1host.yaml").read_text()
+    spec = tmp_path / "hooked.yaml"
+    spec.write_text(text + "hooks:\n  post_up: {command: [echo, up]}\n  pre_down: {command: [echo, down]}\n")
+    problems = refused_problems(str(spec), "lws", "plain", weights_pvc="models")
+    assert [(p.dotted_path, p.message.split(":")[0]) for p in problems] == [
+        ("hooks.post_up", "hooks.post_up is not exported"), ("hooks.pre_down", "hooks.pre_down is not exported")]
+    assert all(p.hint for p in problems)
