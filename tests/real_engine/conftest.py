@@ -73,7 +73,7 @@ def deployctl(capsys, tmp_path, monkeypatch, real_bed):
 
 
 def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port: int | None = None,
-              strategy: str | None = None, server_version: str | None = None) -> str:
+              strategy: str | None = None, server_version: str | None = None, extra: str = "") -> str:
     """A GPU spec deploying the real engine image on tb1: one instance per port (GPU i for the i-th), optionally
     behind the real vllm-router, with a rollout strategy."""
     from tests.testbed import router_image
@@ -81,7 +81,7 @@ def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port
     instances = "".join(f"    - {{host: {HOST}, devices: [{i}], port: {port}}}\n" for i, port in enumerate(ports))
     front = (f"  front: {{kind: vllm-router, host: {HOST}, port: {front_port}, image: '{router_image.IMAGE}', "
              "policy: round_robin}\n") if front_port else ""
-    extra = (
+    head = (
         "platform: gpu\nserver: vllm\n"
         + (f"server_version: '{server_version}'\n" if server_version else "")
         + "requirements: {driver: '550.54.15', cards: 2, gpu_memory_gb: 80, ip_forward: true, free_disk_gb: 1}\n"
@@ -95,7 +95,7 @@ def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port
         "max_num_batched_tokens: 512,\n        extra_args: ['--dtype', 'float32', '--enforce-eager']}\n"
         # vllm/envs.py: the CPU KV cache in GiB (default 4), and no OpenMP thread pinning on a shared machine
         "env: {VLLM_CPU_KVCACHE_SPACE: '1', VLLM_CPU_OMP_THREADS_BIND: nobind}\n"
-        + (f"rollout: {{strategy: {strategy}}}\n" if strategy else "")
+        + (f"rollout: {{strategy: {strategy}}}\n" if strategy else "") + extra
     )
     topology = f"topology:\n  mode: mixed\n{front}  instances:\n{instances}"
-    return bed.spec_yaml(name, topology, hosts_used=[HOST], extra=extra)
+    return bed.spec_yaml(name, topology, hosts_used=[HOST], extra=head)

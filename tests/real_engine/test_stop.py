@@ -22,7 +22,8 @@ PORT = 8630
 class Streaming:
     """One long streamed completion on a thread: `first` is set at its first chunk; `result()` says how it ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = PORT) -> None:
+        self.port = port
         self.first = threading.Event()
         self.chunks, self.finish_reason, self.done, self.error = 0, None, False, None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -31,7 +32,7 @@ class Streaming:
     def _run(self) -> None:
         body = json.dumps({"model": "tiny", "prompt": "hello " * 16, "max_tokens": 400, "temperature": 0,
                            "ignore_eos": True, "stream": True})
-        connection = http.client.HTTPConnection("10.200.0.11", PORT, timeout=120)
+        connection = http.client.HTTPConnection("10.200.0.11", self.port, timeout=120)
         try:
             connection.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
             response = connection.getresponse()
@@ -57,8 +58,10 @@ class Streaming:
         return self.finish_reason, self.done, self.error
 
 
-def deploy_stream_and_down(bed, deployctl, server_version) -> tuple[tuple, list, int]:
-    """up, one long stream started, down while it streams: (how it ended, the server's argv, chunks at down)."""
+def deploy_stream_and_down(bed, deployctl, server_version, pause: bool = False) -> tuple[tuple, list, int]:
+    """up, one long stream started, down while it streams: (how it ended, the server's argv, chunks at down).
+    `pause`: the engine core SIGSTOPped first, so the request is surely still running at SIGTERM however fast the
+    machine (a quiet one finished all 400 tokens before `down` reached the server)."""
     path = deployctl.write(real_spec(bed, NAME, (PORT,), server_version=server_version), name=f"{NAME}.yaml")
     try:
         code, doc = deployctl.json("up", path, "--yes")
@@ -66,6 +69,10 @@ def deploy_stream_and_down(bed, deployctl, server_version) -> tuple[tuple, list,
         argv = json.loads(bed.docker_on(HOST, "inspect", f"{NAME}-mixed-0").stdout)[0]["Args"]
         stream = Streaming()
         assert stream.first.wait(120) and stream.error is None, stream.error
+        if pause:
+            from tests.real_engine.test_watch import stop_engine_core
+
+            assert stop_engine_core(bed, f"{NAME}-mixed-0")
         at_down = stream.chunks
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0, err
@@ -82,6 +89,6 @@ def test_down_lets_a_request_in_flight_finish_within_the_shutdown_timeout_and_wi
     assert at_down < 400  # it was still streaming when down began
     assert (reason, done, error) == ("length", True, None)  # all 400 tokens, then [DONE]
 
-    (reason, done, error), argv, _ = deploy_stream_and_down(real_bed, deployctl, None)
+    (reason, done, error), argv, _ = deploy_stream_and_down(real_bed, deployctl, None, pause=True)
     assert "--shutdown-timeout" not in argv
     assert (reason, done) != ("length", True), "vLLM without --shutdown-timeout aborts what runs at SIGTERM"

@@ -68,11 +68,11 @@ class Saturating:
             thread.join(150)
 
 
-def stop_engine_core(bed) -> str:
+def stop_engine_core(bed, container: str = SERVER) -> str:
     """SIGSTOP the container's VLLM::EngineCore process (vllm/v1/engine/core.py names it with setproctitle)."""
     script = ('for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = "VLLM::EngineCor" ]; then '
               'kill -STOP "${p#/proc/}" && echo "${p#/proc/}"; fi; done')
-    return bed.docker_on(HOST, "exec", SERVER, "sh", "-c", script).stdout.strip()
+    return bed.docker_on(HOST, "exec", container, "sh", "-c", script).stdout.strip()
 
 
 def test_watch_restarts_a_real_hang_within_two_probes_and_nothing_under_saturation(real_bed, deployctl):
