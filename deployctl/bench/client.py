@@ -72,7 +72,7 @@ def request_bytes(base: BaseUrl, path: str, body: dict, request_id: str) -> byte
     return head.encode("latin-1") + payload
 
 
-_FAILED_FINISH = ("abort", "error")
+FAILED_FINISH = ("abort", "error")
 
 
 class _Exchange:
@@ -151,7 +151,7 @@ class StreamConnection(asyncio.Protocol):
             # default from 0.18: vllm #34730) with finish_reason "abort" in a 200 stream; "error" is a request-level
             # failure (vllm/v1/engine/__init__.py FinishReason). Neither is an answer.
             reason = choice.get("finish_reason")
-            if reason in _FAILED_FINISH:
+            if reason in FAILED_FINISH:
                 exchange.error = exchange.error or f"the server ended the request: finish_reason {reason}"
             if exchange.chat:
                 delta = choice.get("delta") or {}

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlsplit
 
+from deployctl.bench.client import FAILED_FINISH  # what bench counts failed, counted so here
+
 READ_TIMEOUT_S = 120  # one request's bound; a request that waits longer has failed
 
 
@@ -52,8 +54,12 @@ def stream(host: str, port: int, model: str, tokens: int, record: Sent, on_chunk
                 chunk = json.loads(line[6:])
                 if on_chunk:
                     on_chunk()
-                finished = finished or any(c.get("finish_reason") for c in chunk.get("choices", ()))
-        if not (finished and done):
+                reasons = [c.get("finish_reason") for c in chunk.get("choices", ()) if c.get("finish_reason")]
+                aborted = next((r for r in reasons if r in FAILED_FINISH), None)
+                if aborted:  # vLLM ends a request it cut (SIGTERM) with "abort" in a 200 stream, then [DONE]
+                    record.error = f"the server ended the request: finish_reason {aborted}"
+                finished = finished or bool(reasons)
+        if record.error is None and not (finished and done):
             record.error = f"stream ended without {'[DONE]' if finished else 'a finish_reason'}"
     except (OSError, http.client.HTTPException, ValueError) as error:
         record.error = f"{type(error).__name__}: {error}"
