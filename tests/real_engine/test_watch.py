@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import container_ids
+from tests.e2e.test_watch import watch_once
 from tests.real_engine.conftest import HOST, real_spec
 
 pytestmark = pytest.mark.real_engine
@@ -20,13 +21,6 @@ NAME = "re-watch"
 PORT = 8620
 SERVER = f"{NAME}-mixed-0"
 SATURATE_S = 60
-
-
-def watch_once(deployctl, path) -> list[dict]:
-    code, out, err = deployctl("watch", path, "--once", "--hang-timeout", "2", "--output", "json")
-    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
-    assert code == 0 and lines, (code, out, err)
-    return lines
 
 
 def started_at(bed) -> str:
