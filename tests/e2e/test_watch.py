@@ -64,10 +64,12 @@ def proxy_roles(bed, path) -> dict:
     return {int(key.rsplit(":", 1)[1]): role for key, role in parse_roles(front.kind, answer).items()}
 
 
-def watch_once(deployctl, path) -> list[dict]:
-    code, out, err = deployctl("watch", path, "--once", "--hang-timeout", "2", "--output", "json")
+def watch_once(deployctl, path, *flags: str) -> list[dict]:
+    """One `watch --once` probe's JSON lines; a failed watch fails here with its output, not in the JSON parser."""
+    code, out, err = deployctl("watch", path, "--once", "--hang-timeout", "2", "--output", "json", *flags)
+    assert code == 0, (code, out, err)
     lines = [json.loads(line) for line in out.splitlines() if line.strip()]
-    assert code == 0 and lines, (code, out, err)
+    assert lines, (code, out, err)
     return lines
 
 

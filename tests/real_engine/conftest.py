@@ -93,8 +93,12 @@ def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port
         # (torch/_inductor/cpp_builder.py cpp_compiler_search); the bed's image has none
         f"model: {{served_name: tiny, max_model_len: 512, max_num_seqs: {max_num_seqs}, "
         "max_num_batched_tokens: 512,\n        extra_args: ['--dtype', 'float32', '--enforce-eager']}\n"
-        # vllm/envs.py: the CPU KV cache in GiB (default 4), and no OpenMP thread pinning on a shared machine
-        "env: {VLLM_CPU_KVCACHE_SPACE: '1', VLLM_CPU_OMP_THREADS_BIND: nobind}\n"
+        # vllm/envs.py: the CPU KV cache in GiB (default 4), and no OpenMP thread pinning on a shared machine.
+        # OMP_NUM_THREADS=1: one compute thread, so the bed's sshd and dockerd keep a core of this 2-core machine
+        # under load (CI saw sshd miss paramiko's 10 s banner wait while 6 clients saturated a 2-thread engine);
+        # vLLM reserves cores for its own non-compute processes likewise (vllm/utils/ompmultiprocessing.py
+        # reserve_cpu_num, VLLM_CPU_NUM_OF_RESERVED_CPU), but only when it binds threads, which `nobind` skips
+        "env: {VLLM_CPU_KVCACHE_SPACE: '1', VLLM_CPU_OMP_THREADS_BIND: nobind, OMP_NUM_THREADS: '1'}\n"
         + (f"rollout: {{strategy: {strategy}}}\n" if strategy else "") + extra
     )
     topology = f"topology:\n  mode: mixed\n{front}  instances:\n{instances}"

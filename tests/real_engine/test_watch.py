@@ -83,7 +83,9 @@ def test_watch_restarts_a_real_hang_within_two_probes_and_nothing_under_saturati
         verdicts, began = [], time.monotonic()
         try:
             while time.monotonic() - began < SATURATE_S:
-                lines = watch_once(deployctl, path)
+                # the bed's hosts share this machine's 2 cores with the saturated engine: a slow SSH banner here
+                # is the machine's, not the host's, so the probe waits longer for it than a user's default
+                lines = watch_once(deployctl, path, "--connect-timeout", "60")
                 assert not [line for line in lines if line["type"] == "action"], lines
                 verdicts += [(line["verdict"], line["reason"]) for line in lines]
         finally:
