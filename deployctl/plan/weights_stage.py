@@ -59,10 +59,10 @@ def plan_weights(spec: Spec, facts: Mapping[str, HostFacts], listing: Listing, f
 def _shared(spec: Spec, steps: tuple[Step, ...]) -> tuple[Step, ...]:
     """Hosts that fetch from the store share the parts: each file's parts are split among the hosts that need it
     and passed on host to host, so the store sends one copy. Not for one host, a local directory, or a host
-    reached as `local` (it has no address the others could reach)."""
+    reached as `local` (it has no address the others could reach), nor with `weights.fan_out: false`."""
     fetching = [(s, a) for s in steps for a in s.actions if isinstance(a, Fetch) and a.local_root is None]
     addresses = {s.host: spec.host(s.host).address for s, _ in fetching}
-    if len(fetching) < 2 or any(spec.host(host).is_local for host in addresses):
+    if not spec.weights.fan_out or len(fetching) < 2 or any(spec.host(host).is_local for host in addresses):
         return steps
     holders: dict[str, list[str]] = {}
     for step, fetch in fetching:

@@ -260,6 +260,7 @@ def _weights(entry: dict, base_dir: Optional[Path]) -> WeightsSpec:
         dest=entry.get("dest"),
         endpoint=entry.get("endpoint"),
         credentials=entry.get("credentials", "env"),
+        fan_out=entry.get("fan_out", True),
     )
 
 

@@ -73,6 +73,7 @@ class WeightsSpec:
     dest: Optional[str] = None  # on every host; the model directory
     endpoint: Optional[str] = None
     credentials: str = "env"  # env | profile:<name>
+    fan_out: bool = True  # hosts pass the store's parts on to each other (false: every host reads the store)
 
 
 DEFAULT_COMPILE_CACHE_DIR = "/var/cache/deployctl/compile"

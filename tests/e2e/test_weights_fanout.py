@@ -157,27 +157,34 @@ SIZES = {"nested/empty.txt": 0, "one.bin": 1, "under.bin": SMALL_PART - 1, "exac
          "over.bin": SMALL_PART + 1, "many.bin": 5 * SMALL_PART + 3}
 
 
-@pytest.mark.parametrize("count", [1, 3, "all"])
-def test_objects_of_every_size_end_identical_on_every_host(testbed, s3_env, capsys, tmp_path, monkeypatch, count):
-    """1 host (no fan-out), 3 hosts and every bed host (fan-out; 8 with DEPLOYCTL_TESTBED_HOSTS=8)."""
+@pytest.mark.parametrize("count, fan_out", [(1, True), (3, True), ("all", True), (3, False)])
+def test_objects_of_every_size_end_identical_on_every_host(testbed, s3_env, capsys, tmp_path, monkeypatch, count,
+                                                           fan_out):
+    """1 host (no fan-out), 3 hosts and every bed host (fan-out; 8 with DEPLOYCTL_TESTBED_HOSTS=8), and 3 hosts
+    with `weights.fan_out: false` (each reads the store)."""
     import deployctl.execute.weights as execute_weights
 
     monkeypatch.setattr(execute_weights, "PART_SIZE", SMALL_PART)
     hosts = [h.name for h in testbed.hosts][:len(testbed.hosts) if count == "all" else count]
-    prefix = f"e2e-sizes-{len(hosts)}/"
+    deployment = f"e2e-sizes-{len(hosts)}" + ("" if fan_out else "-off")
+    prefix = f"{deployment}/"
     blobs = {name: os.urandom(size) for name, size in SIZES.items()}
     client = testbed.s3.client()
     for name, data in blobs.items():
         # A 0-byte PUT (botocore sends `Expect: 100-continue`) leaves SeaweedFS's keep-alive connection stuck: the
         # client's next request on it waited out botocore's 60 s read timeout. So an empty body gets its own client.
         (client if data else testbed.s3.client()).put_object(Bucket=testbed.s3.bucket, Key=prefix + name, Body=data)
-    dest = f"/srv/weights/e2e-sizes-{len(hosts)}"
+    dest = f"/srv/weights/{deployment}"
     deployctl = Deployctl(capsys, tmp_path)
-    path = deployctl.write(spec_text(testbed, f"e2e-sizes-{len(hosts)}", hosts, dest=dest, prefix=prefix))
+    text = spec_text(testbed, deployment, hosts, dest=dest, prefix=prefix)
+    if not fan_out:
+        text = text.replace(f"dest: {dest}}}", f"dest: {dest}, fan_out: false}}")
+        assert "fan_out: false" in text
+    path = deployctl.write(text)
     wipe(testbed, hosts, dest)
     try:
         code, out, err = deployctl("plan", path)
-        assert ("shared with" in out + err) == (len(hosts) > 1)
+        assert ("shared with" in out + err) == (len(hosts) > 1 and fan_out)
         # A hang guard: deployctl runs in a thread so that a sync that never ends fails the test instead.
         result = {}
         worker = threading.Thread(target=lambda: result.update(zip(("code", "doc"), deployctl.json(

@@ -76,7 +76,8 @@ def test_progress_line():
     assert parse_progress("Traceback") is None
 
 
-def _stage(spec_name: str, held: dict[str, dict] | None = None):
+def _stage(spec_name: str, held: dict[str, dict] | None = None, fan_out: bool = True):
+    from dataclasses import replace
     from pathlib import Path
 
     from deployctl.facts.model import HostFacts
@@ -85,6 +86,7 @@ def _stage(spec_name: str, held: dict[str, dict] | None = None):
     from deployctl.weights.source import parse_source
 
     spec = load_spec(Path(__file__).parents[1] / "fixtures" / "specs" / "examples" / spec_name)
+    spec = replace(spec, weights=replace(spec.weights, fan_out=fan_out))
     objects = (SourceObject("m/a", "a", 10, "e1"), SourceObject("m/b", "b", 20, "e2"))
     facts = {host: HostFacts(weights=HostState((held or {}).get(host, {}), {p: e["size"] for p, e in
                                                                           (held or {}).get(host, {}).items()},
@@ -117,3 +119,26 @@ def test_one_host_fetching_alone_reads_everything_from_the_store():
     fetching = [a for s in stage.steps for a in s.actions]
     assert len(fetching) == 1 and fetching[0].peers == () and fetching[0].holders == {}
     assert [a for s in _stage("pd-1host.yaml").steps for a in s.actions][0].peers == ()
+
+
+def test_fan_out_false_has_every_host_read_the_whole_model_from_the_store():
+    stage = _stage("pd-2hosts.yaml", fan_out=False)
+    fetching = [a for s in stage.steps for a in s.actions]
+    assert len(fetching) == 2 and all(f.peers == () and f.holders == {} for f in fetching)
+    assert not any("peer host" in f.display() for f in fetching)
+    assert "swarm" not in build_job(fetching[0], {"m/a": "u", "m/b": "u"}, host="node1", token="tok")
+
+
+def test_fan_out_is_a_boolean_at_its_path():
+    from pathlib import Path
+
+    from deployctl.errors import SpecError
+    from deployctl.spec.load import load_spec_text
+
+    text = (Path(__file__).parents[1] / "fixtures" / "specs" / "examples" / "pd-2hosts.yaml").read_text()
+    assert "weights:" in text
+    off = load_spec_text(text.replace("weights:", "weights:\n  fan_out: false", 1))
+    assert off.weights.fan_out is False
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(text.replace("weights:", "weights:\n  fan_out: sometimes", 1))
+    assert [(p.path, p.line) for p in caught.value.problems] == [(("weights", "fan_out"), 11)], caught.value.lines()
