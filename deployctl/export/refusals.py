@@ -142,19 +142,31 @@ def _one_env(path: tuple, var: EnvVar, options: ExportOptions) -> Iterator[Probl
 
 
 def _devices(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:
-    """A container asks for a count of NPUs; a count the device plugin cannot allocate is not expressible."""
+    """A container asks for a count of NPUs; a count the device plugin cannot allocate is not expressible, nor,
+    on a stack that schedules whole servers (MindCluster), part of a node."""
     if spec.platform != "ascend":
         return
+    cards = spec.requirements.cards
     for instance in gang.leader.instances:
         count = len(instance.devices)
+        group = gang.group
+        path = gang.path + (("dp",) if group else ("devices",))
+        shown = (f"dp {group.dp} over {len(group.hosts)} host(s) x tp {group.tp} is {count} NPUs per pod"
+                 if group else f"{list(instance.devices)} is {count} NPUs")
         if count and count not in ASCEND_COUNTS:
-            group = gang.group
-            path = gang.path + (("dp",) if group else ("devices",))
-            shown = (f"dp {group.dp} over {len(group.hosts)} host(s) x tp {group.tp} is {count} NPUs per pod"
-                     if group else f"{list(instance.devices)} is {count} NPUs")
             yield Problem(path, f"{shown}, and {options.device_resource} is allocated to a container in counts of "
                                 f"{', '.join(map(str, ASCEND_COUNTS))} only",
                           hint="choose a device count of 1, 2, 4, 8 or 16")
+        elif count and count != cards and options.stack.whole_servers:
+            # mind-cluster docs/en/scheduling/usage/vllm_best_practice/01_deploying_vllm_inference_job.md, "YAML
+            # Parameter Description": huawei.com/Ascend910 "only full-server scheduling is supported"
+            yield Problem(path, f"{shown} of a node's {cards} (requirements.cards), and --npu-stack "
+                                f"{options.stack.name} asks for whole servers: MindCluster's vLLM guide supports "
+                                f"full-server scheduling only ({options.device_resource})",
+                          hint=f"give each pod all {cards} NPUs of its node (a group's ranks on one host x tp = "
+                               f"{cards}), or export with --npu-stack plain or cce")
+        if count and count != cards and options.stack.whole_servers:
+            return  # one pod says it for the gang
 
 
 def _gang(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:

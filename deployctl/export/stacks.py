@@ -24,6 +24,7 @@ class NpuStack:
     labels: tuple[tuple[str, str], ...] = ()  # on every NPU pod
     accelerator_types: tuple[tuple[int, str], ...] = ()  # cards a node has -> its accelerator-type (the default)
     whole_nodes: bool = False  # one NPU container per pod: a host's DP ranks as one internal-launch server
+    whole_servers: bool = False  # an NPU pod asks for every NPU of its node (MindCluster's vLLM guide)
     about: str = ""  # the documentation the rules come from
 
     def node_type(self, cards: int, chosen: Optional[str] = None) -> Optional["NodeType"]:
@@ -125,10 +126,11 @@ STACKS = {
     # One NPU container per pod: in Volcano mode the device plugin accepts a container only when the pod's
     # annotation device list matches that container's request (mind-cluster
     # component/ascend-device-plugin/pkg/server/plugin.go), and the vLLM guide schedules whole nodes; so a host's
-    # DP ranks run as one `vllm serve` (internal DP launch, export/whole_nodes.py).
+    # DP ranks run as one `vllm serve` (internal DP launch, export/whole_nodes.py). Whole servers: the guide's
+    # huawei.com/Ascend910 "only full-server scheduling is supported" (the whole-server rule of export --check).
     "mindcluster": NpuStack(
         "mindcluster", ASCEND_RESOURCE, scheduler="volcano", labels=(("ring-controller.atlas", "ascend-910b"),),
-        accelerator_types=((8, "module-910b-8"), (16, "module-a3-16")), whole_nodes=True,
+        accelerator_types=((8, "module-910b-8"), (16, "module-a3-16")), whole_nodes=True, whole_servers=True,
         about="MindCluster: Ascend Device Plugin (Volcano mode), Ascend Docker Runtime, Volcano"),
     # Huawei Cloud CCE with the CCE AI Suite (Ascend NPU) add-on: it names the 910 resource huawei.com/ascend-1980
     # (vllm-ascend using_volcano_kthena.md; support.huaweicloud.com usermanual-cce cce_10_0239, NPU scheduling

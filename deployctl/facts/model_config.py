@@ -22,6 +22,7 @@ class ModelShape:
 
     experts: int
     key: Optional[str]
+    model_type: Optional[str] = None  # config.json's model_type (`deepseek_v4`), as vLLM's registry reads it
 
     @property
     def moe(self) -> bool:
@@ -38,16 +39,17 @@ def parse_model_config(text: str) -> Optional[ModelShape]:
         return None
     text_config = doc.get("text_config")
     config = text_config if isinstance(text_config, dict) else doc
+    model_type = doc.get("model_type") if isinstance(doc.get("model_type"), str) else None
     for key in EXPERT_KEYS:
         value = config.get(key)
         if isinstance(value, list) and value:  # Ernie VL lists one count per modality, all equal
             value = value[0]
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return ModelShape(value, key)
+            return ModelShape(value, key, model_type)
     blocks = config.get("block_configs")
     counts = [b.get("n_routed_experts", 0) for b in blocks if isinstance(b, dict) and b.get("block_type") == "moe"] \
         if isinstance(blocks, list) else []
     counts = [n for n in counts if isinstance(n, int) and not isinstance(n, bool)]
     if counts and max(counts) > 0:
-        return ModelShape(max(counts), "block_configs")
-    return ModelShape(0, None)
+        return ModelShape(max(counts), "block_configs", model_type)
+    return ModelShape(0, None, model_type)

@@ -159,7 +159,7 @@ class UpstreamTopology:
 
     dp_launch: str  # internal | external
     groups: tuple[DpGroup, ...]  # prefill groups then decode groups, or the mixed groups
-    connector: Optional[str] = None  # disaggregated: mooncake
+    connector: Optional[str] = None  # disaggregated: mooncake | mooncake_hybrid
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,11 @@ class ServerProfile:
     vllm_pairs: Mapping[str, str] = field(default_factory=dict)
     # first release -> the connector's module from there on, where it moved inside the line (#5719)
     module_by_release: Mapping[str, str] = field(default_factory=dict)
+    # MooncakeHybridConnector: its name, the first release that registers it (None: the line has none), and the
+    # first release whose MooncakeConnectorV1 carries DeepSeek-V4's KV groups too (vllm-ascend #10342)
+    hybrid_connector: Optional[str] = None
+    hybrid_connector_from: Optional[str] = None
+    v1_runs_deepseek_v4_from: Optional[str] = None
 
     @property
     def first(self) -> Version:
@@ -122,6 +127,14 @@ class ServerProfile:
     def vllm_for(self, version: Optional[Version]) -> str:
         """The vLLM this version's image is built on (unknown version: the line's last, `vllm`)."""
         return _by_release(self.vllm_pairs, version) or self.vllm
+
+    def has_hybrid_connector(self, version: Optional[Version]) -> bool:
+        """Whether this version registers MooncakeHybridConnector (unknown version: the line's last does)."""
+        return self.hybrid_connector_from is not None and _from(self.hybrid_connector_from, version)
+
+    def v1_runs_deepseek_v4(self, version: Optional[Version]) -> bool:
+        """Whether this version's MooncakeConnectorV1 moves DeepSeek-V4's compressed and sliding-window KV."""
+        return self.v1_runs_deepseek_v4_from is not None and _from(self.v1_runs_deepseek_v4_from, version)
 
     def connector_module_for(self, version: Optional[Version]) -> str:
         return _by_release(self.module_by_release, version) or self.connector_module
@@ -176,6 +189,9 @@ def parse_profiles(text: str) -> tuple[ServerProfile, ...]:
             kv_connector=connector["kv_connector"], connector_module=connector["module"],
             kv_connector_module_path=connector.get("kv_connector_module_path"),
             module_by_release=dict(connector.get("module_by_release", {})),
+            hybrid_connector=(connector.get("hybrid") or {}).get("kv_connector"),
+            hybrid_connector_from=(connector.get("hybrid") or {}).get("from"),
+            v1_runs_deepseek_v4_from=(connector.get("hybrid") or {}).get("v1_runs_deepseek_v4_from"),
             vllm_pairs=dict(row.get("vllm_pairs", {})),
             preload=tuple(row.get("preload", {}).get("paths", ())), preload_from=row.get("preload", {}).get("from"),
             removed_additional_config=dict(row.get("removed_additional_config", {})),

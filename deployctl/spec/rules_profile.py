@@ -1,5 +1,6 @@
 """Rules of a `server: vllm-ascend` spec that follow what upstream refuses or silently ignores (contract: "Settled
-on 2026-11-25"): the keys a release removed, Mooncake missing from the image, the Mooncake connector's tp check,
+on 2026-11-25"): the keys a release removed, Mooncake missing from the image, the KV connector a release has and
+DeepSeek-V4 needs, the Mooncake connector's tp check,
 speculative decoding in P/D and its draft model, context-parallel sizes, reduce-sampling and prefix caching with
 P/D, kv ports inside the connector's random range, and ASCEND_RT_VISIBLE_DEVICES written with host ids. Each cites
 its upstream source."""
@@ -56,11 +57,51 @@ def check_profile(c: Context) -> Iterator[Problem]:
     yield from _removed_keys(c, choice)
     yield from _dense_external_dp(c, choice)
     connector = c.value(("topology", "connector"), str)
-    if c.mode == "disaggregated" and connector == "mooncake" and not choice.has_mooncake:
-        yield Problem(where, f"vllm-ascend {choice.shown} images have no Mooncake, which connector mooncake needs "
-                             f"(built in from v{choice.profile.mooncake_from}: vllm-ascend's Dockerfile.a3 at that "
-                             f"tag)",
+    if c.mode == "disaggregated" and connector in ("mooncake", "mooncake_hybrid") and not choice.has_mooncake:
+        yield Problem(where, f"vllm-ascend {choice.shown} images have no Mooncake, which connector {connector} "
+                             f"needs (built in from v{choice.profile.mooncake_from}: vllm-ascend's Dockerfile.a3 at "
+                             f"that tag)",
                       hint="use a newer image, e.g. quay.io/ascend/vllm-ascend:v0.13.0-a3")
+    elif c.mode == "disaggregated":
+        yield from _connector_for_the_model(c, choice, where, connector)
+
+
+def _connector_for_the_model(c: Context, choice: ProfileChoice, where: tuple, connector: Optional[str]
+                             ) -> Iterator[Problem]:
+    """MooncakeHybridConnector exists from v0.20.2rc1; DeepSeek-V4 P/D needs it until MooncakeConnectorV1 learned
+    its KV groups (vllm-ascend #10342, v0.22.1rc1). Sources: the `hybrid` entry of the profile's sources."""
+    profile, version, shown = choice.profile, choice.version, choice.shown or f"{choice.profile.line} (newest)"
+    if connector == "mooncake_hybrid" and not profile.has_hybrid_connector(version):
+        first = "0.20.2rc1"  # the first release of any line with it (profiles' `hybrid.from`)
+        yield Problem(("topology", "connector"),
+                      f"vllm-ascend {shown} registers no MooncakeHybridConnector: vLLM's connector factory refuses "
+                      f"the name at start (added by vllm-ascend #9270, first released in v{first}: "
+                      f"vllm_ascend/distributed/kv_transfer/__init__.py:32-36 at that tag)",
+                      hint=f"use connector: mooncake, or an image of v{first} or newer")
+    elif connector == "mooncake" and _is_deepseek_v4(c) and not profile.v1_runs_deepseek_v4(version):
+        yield Problem(("topology", "connector"),
+                      f"DeepSeek-V4 P/D on vllm-ascend {shown} needs MooncakeHybridConnector: this release's "
+                      f"MooncakeConnectorV1 does not move DeepSeek-V4's compressed and sliding-window KV groups "
+                      f"(learned in vllm-ascend #10342, first released in v0.22.1rc1); upstream runs DeepSeek-V4 P/D "
+                      f"with the hybrid connector (tests/e2e/nightly/multi_node/external_dp/config/"
+                      f"DeepSeek-V4-flash-w8a8-PD-prefix.yaml:107 at v0.23.0)",
+                      hint="write connector: mooncake_hybrid" + (
+                          "" if profile.has_hybrid_connector(version) else ", with an image of v0.20.2rc1 or newer"))
+
+
+# DeepSeek-V4's checkpoints (`DeepSeek-V4-Flash`, `deepseek_v4`), as upstream's configs and tutorials name them
+_DEEPSEEK_V4_NAME = re.compile(r"deepseek[-_.]?v4", re.IGNORECASE)
+
+
+def _is_deepseek_v4(c: Context) -> bool:
+    """config.json's model_type where validate could read it (what vllm-ascend itself tests:
+    HEAD:vllm_ascend/attention/dsa_v1.py:400), else the model's names."""
+    shape = c.model_shape
+    if shape is not None and shape.model_type is not None:
+        return shape.model_type == "deepseek_v4"
+    names = (c.value(("weights", "source"), str), c.value(("weights", "dest"), str),
+             c.value(("model", "served_name"), str))
+    return any(name and _DEEPSEEK_V4_NAME.search(name) for name in names)
 
 
 def _dense_external_dp(c: Context, choice: ProfileChoice) -> Iterator[Problem]:

@@ -275,14 +275,7 @@ def test_every_ascend_playbook_passes_the_check_on_every_node_type_it_fits(spec,
     assert {"node-type", "superpod", "scheduler", "visible-devices", "void-devices", "whole-server", "kv-ports",
             "drain", "grace", "rolling", "startup"} <= names
     assert all(r.source for r in rules)
-    partial = [c for _, t in npu_templates(exported(spec, target))
-               for c in t["spec"]["containers"] if int(c["resources"]["limits"]["huawei.com/Ascend910"])
-               != load(spec).requirements.cards]
-    if partial:  # part of a node: outside MindCluster's documented vLLM support, and said so
-        assert list(failed) == ["whole-server"] and "outside MindCluster's documented vLLM support" in (
-            failed["whole-server"])
-    else:
-        assert failed == {}
+    assert failed == {}  # part of a node is refused by the export itself (cases.STACK_REFUSED)
 
 
 def test_the_check_says_a_rule_the_cluster_must_keep():
@@ -308,7 +301,9 @@ def test_check_on_the_command_line(capsys):
     partial = ROOT / "playbooks/mixed-1host-910b.yaml"
     assert main(["export", str(partial), "--to", "k8s", "--weights-pvc", "w", "--image", "r.example/v:1",
                  "--check"]) == 1
-    assert "whole-server" in capsys.readouterr().out
+    assert "MindCluster's vLLM guide supports full-server scheduling only" in capsys.readouterr().out
+    assert main(["export", str(partial), "--to", "k8s", "--weights-pvc", "w", "--image", "r.example/v:1",
+                 "--npu-stack", "plain", "--check"]) == 0
 
 
 def test_a_default_export_still_matches_the_stacks_selector():

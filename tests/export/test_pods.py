@@ -94,7 +94,7 @@ def test_headless_workers_have_no_port_and_no_probe():
 
 
 def test_the_proxy_lists_each_server_as_the_cluster_reaches_it():
-    def proxy_argv(spec, target, stack="mindcluster"):
+    def proxy_argv(spec, target, stack=None):
         return next(c.get("command") or c["args"] for c in containers(exported(spec, target, stack))
                     if c["name"] == "proxy")
 
@@ -113,8 +113,10 @@ def test_labels_match_deployctls():
     deployment = next(m.body for m in manifests if m.kind == "Deployment")
     assert deployment["spec"]["template"]["metadata"]["labels"] == {
         "deployctl.deployment": "qwen3-pd1", "deployctl.role": "prefill",
-        "deployctl.instance": "qwen3-pd1-prefill0-node1",
-        "ring-controller.atlas": "ascend-910b"}  # the default stack's (MindCluster's), on NPU pods only
+        "deployctl.instance": "qwen3-pd1-prefill0-node1"}  # plain: MindCluster refuses part of a node
+    labels = next(m.body for m in exported("playbooks/vllm-ascend-mixed-ep-1host.yaml", "k8s")
+                  if m.kind == "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert labels["ring-controller.atlas"] == "ascend-910b"  # the default stack's (MindCluster's), on NPU pods only
     endpoint = next(m.body for m in manifests if m.kind == "Service" and m.name == "qwen3-pd1")
     assert endpoint["spec"]["selector"] == {"deployctl.deployment": "qwen3-pd1", "deployctl.role": "proxy"}
     assert all(m.body["metadata"]["namespace"] == "serving" for m in manifests)
@@ -162,7 +164,7 @@ def test_requests_come_from_the_spec_and_a_group_over_it():
                                                                   "env: {HCCL_BUFFSIZE")
     text += "container: {cpu: 500m, memory: 64Gi}\n"
     spec = load_spec_text(text, environ=ENVIRON)
-    manifests = export(spec, ExportOptions(target="k8s", weights_pvc="w", secret="s"))
+    manifests = export(spec, ExportOptions(target="k8s", npu_stack="plain", weights_pvc="w", secret="s"))
     servers = [c["resources"]["requests"] for c in containers(manifests) if c["name"] == "server"]
     assert servers == [{"cpu": "500m", "memory": "64Gi"}, {"cpu": "48", "memory": "300Gi"}]
 
@@ -179,7 +181,7 @@ def test_the_start_up_probe_covers_the_specs_budget_and_up_waits_as_long():
 
     text = (ROOT / PD).read_text() + "health: {startup_timeout: 3605}\n"
     spec = load_spec_text(text, environ=ENVIRON)
-    manifests = export(spec, ExportOptions(target="lws", weights_pvc="w", secret="s"))
+    manifests = export(spec, ExportOptions(target="lws", npu_stack="plain", weights_pvc="w", secret="s"))
     budgets = {c["name"]: _probe_budget(c) for c in containers(manifests)}
     assert budgets["server"] == 3670 and budgets["proxy"] == 120  # + 60 s margin, whole periods, never short
     assert health_timeout(spec, Namespace(health_timeout=None)) == 3605
@@ -188,7 +190,8 @@ def test_the_start_up_probe_covers_the_specs_budget_and_up_waits_as_long():
 
 def test_without_the_spec_saying_the_default_scales_with_the_weights():
     text = (ROOT / PD).read_text().replace("Qwen3-30B-A3B", "DeepSeek-R1-671B")
-    manifests = export(load_spec_text(text, environ=ENVIRON), ExportOptions(target="k8s", weights_pvc="w", secret="s"))
+    manifests = export(load_spec_text(text, environ=ENVIRON),
+                       ExportOptions(target="k8s", npu_stack="plain", weights_pvc="w", secret="s"))
     # 600 + 2 x 1342 GB + the 60 s margin, in whole periods
     assert {_probe_budget(c) for c in containers(manifests) if c["name"] == "server"} == {3350}
 

@@ -45,7 +45,10 @@ BAD = [
                                         ("topology:", "env: {HF_TOKEN: hf_abcdefgh}\ntopology:")),
      ["--to", "lws", *PVC], "env.HF_TOKEN", "in the clear"),
     ("secret-without-a-secret", lambda t: str(ROOT / "tests/fixtures/export/specs/vllm-ascend-pd-1host.yaml"),
-     ["--to", "lws", *PVC], "env.HF_TOKEN", "secretKeyRef"),
+     ["--to", "lws", "--npu-stack", "plain", *PVC], "env.HF_TOKEN", "secretKeyRef"),
+    # 8 of a node's 16 NPUs: MindCluster's vLLM guide schedules whole servers only (the contract, 2026-11-28)
+    ("part-of-a-node-on-mindcluster", lambda t: str(ROOT / "tests/fixtures/export/specs/vllm-ascend-pd-1host.yaml"),
+     ["--to", "lws", "--secret", "tokens", *PVC], "topology.prefill[0].dp", "full-server scheduling only"),
     ("no-weights-volume", lambda t: str(ROOT / "playbooks/gpu-vllm.yaml"), ["--to", "k8s"], "weights.dest",
      "--weights-pvc"),
     ("host-name-too-long", lambda t: edited(t, "playbooks/vllm-ascend-mixed-ep-1host.yaml",
@@ -58,8 +61,8 @@ BAD = [
     ("host-address-env", lambda t: edited(t, "playbooks/vllm-ascend-mixed-2hosts-internal.yaml",
                                           ('HCCL_BUFFSIZE: "1024"', 'HCCL_BUFFSIZE: "1024", HCCL_IF_IP: 192.0.2.51')),
      ["--to", "lws", *PVC], "topology.groups[0].env.HCCL_IF_IP", "pod has its own"),
-    ("image-built-on-hosts", lambda t: str(ROOT / "playbooks/mixed-1host-910b.yaml"), ["--to", "lws", *PVC],
-     "image.build", "--image"),
+    ("image-built-on-hosts", lambda t: str(ROOT / "playbooks/mixed-1host-910b.yaml"),
+     ["--to", "lws", "--npu-stack", "plain", *PVC], "image.build", "--image"),
     ("host-name-not-a-dns-label", lambda t: edited(t, "playbooks/vllm-ascend-mixed-ep-1host.yaml",
                                                    ("node1:", "Node_1:"), ("hosts: [node1]", "hosts: [Node_1]")),
      ["--to", "k8s", *PVC], "hosts.Node_1", "lower-case"),
@@ -91,7 +94,7 @@ def test_the_refused_table_names_each_error_as_the_cli_does(capsys):
 
 def test_json_failure_lists_every_problem_with_its_line(capsys):
     spec = str(ROOT / "playbooks/mixed-1host-910b.yaml")
-    assert main(["export", spec, "--to", "k8s", "--output", "json"]) == 2
+    assert main(["export", spec, "--to", "k8s", "--npu-stack", "plain", "--output", "json"]) == 2
     import json
 
     problems = json.loads(capsys.readouterr().out)["error"]["problems"]

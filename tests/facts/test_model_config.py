@@ -13,14 +13,14 @@ def shape(doc) -> ModelShape:
 
 
 def test_each_name_vllm_reads_for_the_expert_count():
-    assert shape({"model_type": "qwen3_moe", "num_experts": 128}) == ModelShape(128, "num_experts")
-    assert shape({"model_type": "deepseek_v3", "n_routed_experts": 256}) == ModelShape(256, "n_routed_experts")
+    assert shape({"model_type": "qwen3_moe", "num_experts": 128}) == ModelShape(128, "num_experts", "qwen3_moe")
+    assert shape({"model_type": "deepseek_v3", "n_routed_experts": 256}) == ModelShape(256, "n_routed_experts", "deepseek_v3")
     assert shape({"model_type": "mixtral", "num_local_experts": 8}).moe
     assert shape({"model_type": "dbrx", "moe_num_experts": 16}).moe
 
 
 def test_a_dense_model_a_zero_count_and_what_is_not_a_config():
-    assert shape({"model_type": "qwen3", "hidden_size": 5120}) == ModelShape(0, None)
+    assert shape({"model_type": "qwen3", "hidden_size": 5120}) == ModelShape(0, None, "qwen3")
     assert not shape({"model_type": "qwen2", "num_experts": 0}).moe
     assert not shape({"num_experts": True}).moe  # a flag, not a count
     assert parse_model_config("not json") is None and parse_model_config("[1]") is None
@@ -32,3 +32,11 @@ def test_a_multimodal_models_text_config_a_list_and_block_configs():
     assert shape({"moe_num_experts": [64, 64]}) == ModelShape(64, "moe_num_experts")  # Ernie VL
     blocks = {"block_configs": [{"block_type": "mamba"}, {"block_type": "moe", "n_routed_experts": 32}]}
     assert shape(blocks) == ModelShape(32, "block_configs")  # NemotronH
+
+
+def test_the_model_type_is_read_from_the_top_level_config():
+    # vllm-ascend tells DeepSeek-V4 by it (HEAD:vllm_ascend/attention/dsa_v1.py:400)
+    assert shape({"model_type": "deepseek_v4", "n_routed_experts": 256}).model_type == "deepseek_v4"
+    assert shape({"model_type": "qwen3_vl_moe", "text_config": {"model_type": "x", "num_experts": 8}}).model_type \
+        == "qwen3_vl_moe"
+    assert shape({"model_type": 3}).model_type is None

@@ -259,3 +259,16 @@ def test_every_rank_carries_the_images_jemalloc_preload_where_its_release_sets_o
     assert ("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 "
             "/usr/lib64/libjemalloc.so.2; do" in prelude) is preloads
     assert ("export LD_PRELOAD=" in prelude) is preloads
+
+
+def test_connector_mooncake_hybrid_renders_upstreams_deepseek_v4_connector_on_every_p_d_server():
+    spec = load_spec_text((QWEN3 % "external").replace("connector: mooncake", "connector: mooncake_hybrid"))
+    plan = plan_up(spec, facts(spec))
+    for container in ("qwen3-prefill0-r0", "qwen3-decode0-r5"):
+        command = argv_of(plan, container)
+        config = json.loads(command[command.index("--kv-transfer-config") + 1])
+        # v0.23.0:tests/e2e/nightly/multi_node/external_dp/config/DeepSeek-V4-flash-w8a8-PD-prefix.yaml:107
+        assert config["kv_connector"] == "MooncakeHybridConnector" and "kv_connector_module_path" not in config
+    plain = load_spec_text(QWEN3 % "external")
+    command = argv_of(plan_up(plain, facts(plain)), "qwen3-decode0-r5")
+    assert json.loads(command[command.index("--kv-transfer-config") + 1])["kv_connector"] == "MooncakeConnectorV1"

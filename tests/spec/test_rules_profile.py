@@ -250,3 +250,44 @@ def test_without_a_readable_config_json_model_moe_says_and_else_it_is_a_warning(
     # config.json holds over model.moe: it is what vLLM reads
     errors, _ = dense_check(tmp_path, model=", moe: true")
     assert len(errors) == 2 and "config.json" in errors[0].message
+
+
+def test_the_hybrid_connector_is_refused_on_a_release_that_does_not_register_it():
+    def hybrid(tag):
+        return _check_connector(tag, "mooncake_hybrid")
+
+    for tag in ("v0.18.0", "v0.19.1rc1-a3"):
+        errors, _ = hybrid(tag)
+        assert errors == [("topology.connector", f"vllm-ascend {tag} registers no MooncakeHybridConnector: vLLM's "
+                           "connector factory refuses the name at start (added by vllm-ascend #9270, first released "
+                           "in v0.20.2rc1: vllm_ascend/distributed/kv_transfer/__init__.py:32-36 at that tag)")], tag
+    for tag in ("v0.20.2rc1", "v0.23.0-a3", "v0.26.0rc1-a3"):
+        assert hybrid(tag) == ([], []), tag
+
+
+def _check_connector(tag, connector, weights="Qwen3-235B-A22B", name="qwen3"):
+    text = BASE.replace("connector: mooncake", f"connector: {connector}")
+    text = text.replace("TAG", tag).replace("PREFILL", "").replace("DECODE", "").replace("PTP", "8").replace(
+        "NAME", name).replace("WEIGHTS", weights)
+    _, errors, warnings = check_spec_text(text)
+    return [(p.dotted_path, p.message) for p in errors], [(p.dotted_path, p.message) for p in warnings]
+
+
+def test_deepseek_v4_p_d_needs_the_hybrid_connector_until_mooncake_connector_v1_learned_its_kv_groups(tmp_path):
+    errors, _ = _check_connector("v0.21.0rc1-a3", "mooncake", weights="DeepSeek-V4-Flash-w8a8", name="dsv4")
+    assert [path for path, _ in errors] == ["topology.connector"]
+    assert errors[0][1].startswith("DeepSeek-V4 P/D on vllm-ascend v0.21.0rc1-a3 needs MooncakeHybridConnector")
+    assert "#10342" in errors[0][1] and "DeepSeek-V4-flash-w8a8-PD-prefix.yaml:107" in errors[0][1]
+    # (its name does not say MoE: the dense external-DP rule warns, which is not this rule's business)
+    assert _check_connector("v0.21.0rc1-a3", "mooncake_hybrid", weights="DeepSeek-V4-Flash-w8a8")[0] == []
+    # from v0.22.1rc1 MooncakeConnectorV1 carries DeepSeek-V4's KV groups (vllm-ascend #10342)
+    assert _check_connector("v0.22.1rc1-a3", "mooncake", weights="DeepSeek-V4-Flash-w8a8")[0] == []
+    assert _check_connector("v0.21.0rc1-a3", "mooncake") == ([], [])  # Qwen3 is no DeepSeek-V4
+    # config.json's model_type holds over the name
+    import json
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "deepseek_v4", "n_routed_experts": 256}))
+    text = BASE.replace("TAG", "v0.21.0rc1-a3").replace("PTP", "8").replace("NAME", "m").replace(
+        "PREFILL", "").replace("DECODE", "").replace("weights: {dest: /mnt/weights/WEIGHTS}",
+                                                     f"weights: {{source: {tmp_path}, dest: /mnt/weights/m}}")
+    _, errors, _ = check_spec_text(text, "pd.yaml")
+    assert [p.dotted_path for p in errors] == ["topology.connector"]

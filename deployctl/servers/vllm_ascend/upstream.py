@@ -127,9 +127,12 @@ def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNet
         groups = spec.upstream.groups
         prefill = next(g for g in groups if g.role == "prefill")
         decode = next(g for g in groups if g.role == "decode")
-        values["@kv_transfer"] = kv_transfer_arg(kv_transfer_config(server, spec.name, prefill, decode,
-                                                                    profile.kv_connector,
-                                                                    profile.kv_connector_module_path))
+        # the hybrid connector is registered by name alone (v0.20.2rc1:vllm_ascend/distributed/kv_transfer/
+        # __init__.py:32-36); validate refused it on a release that lacks it (spec/rules_profile.py)
+        hybrid = spec.upstream.connector == "mooncake_hybrid" and profile.hybrid_connector
+        values["@kv_transfer"] = kv_transfer_arg(kv_transfer_config(
+            server, spec.name, prefill, decode, hybrid or profile.kv_connector,
+            None if hybrid else profile.kv_connector_module_path))
     values["@profile_flags"] = lambda so_far: profile_flags(profile, instance.role,
                                                             VLLM_SERVE + so_far + instance.extra_args)
     values["@shutdown_timeout"] = shutdown_timeout(choice_of(spec).has_shutdown_timeout, instance.extra_args)
