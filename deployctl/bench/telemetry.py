@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 
 from deployctl.core import Command
 from deployctl.facts.npu_smi import parse_npu_smi_info
+from deployctl.fronts import FRONT_ROLES
 from deployctl.spec.model import Spec
 
 NVIDIA_QUERY = ("nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,memory.total,temperature.gpu",
@@ -76,7 +77,7 @@ class Sample:
 def engines_on(spec: Spec, host: str) -> tuple[tuple[str, int], ...]:
     """(instance, port) of every serving engine on `host`: not the scheduler or the proxy, which have no engine."""
     return tuple((i.name, i.port) for i in spec.api_servers
-                 if i.host == host and i.role not in ("scheduler", "proxy", "router") and i.port is not None)
+                 if i.host == host and i.role not in FRONT_ROLES and i.port is not None)
 
 
 def telemetry_commands(spec: Spec, host: str) -> tuple[Command, ...]:
