@@ -95,3 +95,38 @@ def test_servers_import_plan_only_inside_functions():
         top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
         assert sorted(m for m in top if m.startswith("deployctl.plan")) == [], path.name
 
+
+def metric_literals(package: Path) -> list[str]:
+    """Code strings outside servers/ that spell a vLLM metric name (`vllm:...`); docstrings and comments may cite."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if rel.parts[0] == "servers":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(node.body[0].value) for node in ast.walk(tree)
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        found += [f"{rel.as_posix()}:{node.lineno}: {node.value[:60]}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and "vllm:" in node.value
+                  and id(node) not in docs]
+    return found
+
+
+def test_no_metric_name_outside_the_flavours():
+    """bench's telemetry, `watch` and a drain read the names the flavours write (servers/metrics.py)."""
+    assert metric_literals(PACKAGE) == []
+
+
+def test_the_metric_seam_sees_a_name(tmp_path):
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "facts" / "x.py").write_text('"""Reads vllm:num_requests_running."""\n'
+                                             'NAMES = ("vllm:num_requests_running",)  # vllm:x in a comment\n')
+    assert metric_literals(tmp_path) == ["facts/x.py:2: vllm:num_requests_running"]
+
+
+def test_every_flavours_metric_names_are_read():
+    """A flavour's set is one the generic readers know (servers/metrics.py SETS): its gauges are read by name."""
+    from deployctl.servers.metrics import SETS
+
+    assert [k for k, f in FLAVOURS.items() if f.metrics not in SETS] == []
