@@ -10,6 +10,8 @@ from typing import Optional, Sequence
 
 from deployctl.core import Command
 from deployctl.facts.npu_smi import parse_npu_smi_info
+from deployctl.fronts import FRONT_ROLES
+from deployctl.servers.metrics import names_of
 from deployctl.spec.model import Spec
 
 NVIDIA_QUERY = ("nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,memory.total,temperature.gpu",
@@ -19,14 +21,15 @@ NVIDIA_QUERY = ("nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,mem
 # says how its engines add up to the server: requests and preemptions are counts and add up; KV-cache usage is a
 # fraction of each engine's own cache, and the fullest engine is the one that queues and preempts (the knee's
 # "KV cache full"), so the server reads as its maximum, never as a sum (two engines at 60 % are not 120 %).
+# The names are the flavours' (servers/metrics.py names_of).
 ENGINE_METRICS = {
-    "running": (("vllm:num_requests_running",), sum),
-    "waiting": (("vllm:num_requests_waiting",), sum),
-    "kv_cache_usage": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), max),
-    "preemptions": (("vllm:num_preemptions_total", "vllm:num_preemptions"), sum),
+    "running": (names_of("running"), sum),
+    "waiting": (names_of("waiting"), sum),
+    "kv_cache_usage": (names_of("kv_usage"), max),
+    "preemptions": (names_of("preemptions"), sum),
     # the progress counters `deployctl watch` compares between two probes (a server stalls when they stop)
-    "generation_tokens": (("vllm:generation_tokens_total",), sum),
-    "prompt_tokens": (("vllm:prompt_tokens_total",), sum),
+    "generation_tokens": (names_of("generation_tokens"), sum),
+    "prompt_tokens": (names_of("prompt_tokens"), sum),
 }
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 _ENGINE_LABEL = re.compile(r'(?:^|,)\s*engine="(?P<engine>[^"]*)"')
@@ -76,7 +79,7 @@ class Sample:
 def engines_on(spec: Spec, host: str) -> tuple[tuple[str, int], ...]:
     """(instance, port) of every serving engine on `host`: not the scheduler or the proxy, which have no engine."""
     return tuple((i.name, i.port) for i in spec.api_servers
-                 if i.host == host and i.role not in ("scheduler", "proxy", "router") and i.port is not None)
+                 if i.host == host and i.role not in FRONT_ROLES and i.port is not None)
 
 
 def telemetry_commands(spec: Spec, host: str) -> tuple[Command, ...]:

@@ -14,6 +14,7 @@ from deployctl.export.servers import RESERVED_PORTS
 from deployctl.export.stacks import (ACCELERATOR_TYPE, NO_DEVICES, SCHEDULE_POLICY, SP_BLOCK, VISIBLE_DEVICES,
                                      npu_count, pod_templates)
 from deployctl.plan.containers import LABEL_ROLE
+from deployctl.servers.metrics import VLLM_V1
 from deployctl.spec.model import Spec
 
 MET, NOT_MET, CLUSTER = "met", "not met", "on the cluster"
@@ -37,7 +38,7 @@ SOURCES = {
     "kv-ports": "kubernetes pkg/kubelet/sysctl/safe_sysctls.go (net.ipv4.ip_local_reserved_ports safe from 1.27); "
                 "deployctl plan/reserve_ports.py (as `up` reserves them on hosts)",
     "drain": "kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination; deployctl "
-             "plan/actions.py Drain (vllm:num_requests_running + vllm:num_requests_waiting = 0)",
+             f"plan/actions.py Drain ({VLLM_V1.running} + {VLLM_V1.waiting} = 0)",
     "grace": "kubernetes.io pod-lifecycle (preStop counts inside terminationGracePeriodSeconds); deployctl "
              "servers/shutdown.py (the one stop policy)",
     "rolling": "kubernetes.io/docs/concepts/workloads/controllers/deployment/#rolling-update-deployment; LWS "

@@ -9,8 +9,6 @@ from deployctl.export.stacks import DEFAULT_STACK, STACKS, NpuStack
 
 TARGETS = ("k8s", "lws", "kthena")
 GPU_RESOURCE = "nvidia.com/gpu"
-# A server's start-up probe gets `up`'s budget for a model load (deployctl/spec/startup.py); the proxy's:
-PROXY_STARTUP_BUDGET_S = 120  # the proxy loads no model
 # Requests when the spec writes no container.cpu / container.memory: a pod with none is BestEffort, the first the
 # kubelet evicts under node pressure (kubernetes.io/docs/concepts/scheduling-eviction/node-pressure-eviction).
 # Per card, so that a full 910B node (8 cards, 192 cores, 1.5 TiB) or A3 node (16) still fits beside the system's

@@ -7,8 +7,9 @@ import re
 from typing import Optional
 
 from deployctl.export.expansion import kubelet_text, references
+from deployctl.fronts import front_for_role
 from deployctl.export.options import (CARDLESS_CPU, CARDLESS_MEMORY, CPU_PER_CARD, GPU_RESOURCE, MEMORY_GI_PER_CARD,
-                                      PROXY_STARTUP_BUDGET_S, ExportOptions)
+                                      ExportOptions)
 from deployctl.plan.containers import Container, Mount
 from deployctl.plan.contract import FILE_TARGETS
 from deployctl.plan.probes import health_path
@@ -94,7 +95,9 @@ def k8s_container(spec: Spec, container: Container, options: ExportOptions, name
     if mounts:
         out["volumeMounts"] = mounts
     if instance.port is not None:
-        budget = PROXY_STARTUP_BUDGET_S if instance.role == "proxy" else startup_probe_budget(spec, container)
+        front = front_for_role(instance.role)
+        own = front.startup_budget_s() if front is not None else None
+        budget = own if own is not None else startup_probe_budget(spec, container)
         out.update(_probes(health_path(spec, instance), port_name(local), budget,
                            flavour_of(spec).readiness_command(instance, tuple(command or container.command))))
         drain = pre_stop(spec, instance)

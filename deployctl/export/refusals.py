@@ -10,6 +10,7 @@ from deployctl.export.gangs import Gang, gangs
 from deployctl.export.objects import pod_labels
 from deployctl.export.options import ExportOptions
 from deployctl.export.stacks import NODE_TYPES
+from deployctl.fronts import front_kind
 from deployctl.plan.containers import LABEL_INSTANCE
 from deployctl.servers import flavour_of
 from deployctl.servers.features import spec_refusals
@@ -42,13 +43,12 @@ def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
 
 
 def _front(spec: Spec) -> Iterator[Problem]:
-    """vLLM's router in front of mixed servers is deployctl's own front on hosts; a cluster fronts them with the
-    Service every target makes."""
-    if spec.front_spec is not None and spec.front_spec.kind == "vllm-router":
-        yield Problem(("topology", "front"), "the vllm-router front (topology.front) is not exported: on a cluster "
-                                             "the deployment's Service balances its servers, and a rollout drains "
-                                             "them by readiness",
-                      hint="remove topology.front from a copy of the spec to export it")
+    """A front that is deployctl's own on hosts (vLLM's router in front of mixed servers): on a cluster the
+    Service every target makes fronts the servers (its kind says so, fronts/)."""
+    kind = front_kind(spec.front_spec.kind) if spec.front_spec is not None else None
+    refusal = kind.export_refusal() if kind is not None else None
+    if refusal is not None:
+        yield Problem(("topology", "front"), refusal[0], hint=refusal[1])
 
 
 def _hooks(spec: Spec) -> Iterator[Problem]:

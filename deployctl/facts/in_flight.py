@@ -9,6 +9,7 @@ from typing import Mapping, Optional
 from deployctl.bench.telemetry import parse_engine
 from deployctl.facts.probe import Probe
 from deployctl.facts.docker_logs import MARK, marked_blocks  # `MARK URL`, then the page, as watch's probes
+from deployctl.servers.metrics import line_pattern
 
 NO_ANSWER = "!! no answer"
 TICK_S = 0.05  # how often a drain asks, on the front's host (one round trip waits about a poll period there)
@@ -17,7 +18,7 @@ TICK_S = 0.05  # how often a drain asks, on the front's host (one round trip wai
 # last. Per server: `MARK URL`, then its page, or NO_ANSWER (no answer within 2 s, or an error).
 IN_FLIGHT_SCRIPT = (
     'tries=$1; shift; i=1; while :; do busy=; for u; do curl --silent --max-time 2 --fail "$u" | awk '
-    "'/^vllm:num_requests_(running|waiting)[{ ]/ {n += $NF} END {exit (n > 0)}' || busy=1; done; "
+    "'/^" + line_pattern("running", "waiting") + "[{ ]/ {n += $NF} END {exit (n > 0)}' || busy=1; done; "
     'if [ -z "$busy" ] || [ "$i" -ge "$tries" ]; then break; fi; i=$((i + 1)); sleep ' + str(TICK_S) + '; done; '
     'for u; do printf "' + MARK + ' %s\\n" "$u"; curl --silent --max-time 2 --fail "$u" || '
     'printf "\\n' + NO_ANSWER + '\\n"; done; true'

@@ -9,6 +9,7 @@ from typing import Optional
 
 import yaml
 
+from deployctl.fronts import front_for_role
 from deployctl.monitor import queries as jobs
 from deployctl.monitor.dashboard import dashboard, dashboard_provisioning, datasource_provisioning
 from deployctl.monitor.durations import duration, millis
@@ -119,8 +120,12 @@ def render_pack(spec: Spec, exporters: Optional[Exporters] = None, deployed: boo
                                                                header),
         f"grafana/dashboards/{spec.name}.json": _json(dashboard(q, f"deployctl: {spec.name}", npu,
                                                                spec.mode == "disaggregated",
-                                                               router=any(i.role == "router" and i.metrics_port
-                                                                          for i in spec.instances))),
+                                                               router=_front_metrics(spec))),
         NOTES: header.lstrip("# ") + "".join(f"- {note}\n" for note in targets.notes),
     }
     return Pack(files, targets.notes, targets)
+
+
+def _front_metrics(spec: Spec) -> bool:
+    """A front serves metrics of its own (vllm-router's port): the dashboard has its panels."""
+    return any(kind.metrics_port(i) for i in spec.instances for kind in [front_for_role(i.role)] if kind)

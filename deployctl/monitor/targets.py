@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from deployctl.fronts import front_for_role
 from deployctl.monitor import npu_exporter
 from deployctl.servers import flavour_of
 from deployctl.spec.model import Instance, Spec
@@ -95,8 +96,10 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
         if instance is front:
             path = flavour.health_path(instance)
             fronts.append(Target(f"http://{address}:{instance.port}{path}", _labels(spec, instance)))
-            if instance.role == "router" and instance.metrics_port:
-                router.append(Target(f"{address}:{instance.metrics_port}", _labels(spec, instance)))
+            own = front_for_role(instance.role)
+            metrics_port = own.metrics_port(instance) if own is not None else None
+            if metrics_port:  # vllm-router's own metrics port
+                router.append(Target(f"{address}:{metrics_port}", _labels(spec, instance)))
             continue
         endpoint = flavour.metrics_endpoint(instance)
         if endpoint is None:

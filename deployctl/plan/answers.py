@@ -7,11 +7,11 @@ Pure: the paths, the request and the verdict on what came back."""
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from deployctl.fronts import front_for_role
 from deployctl.plan.actions import AnswerCheck
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.verify import completion_body
@@ -21,7 +21,6 @@ from deployctl.spec.model import Instance, Spec
 
 ANSWER_PROMPT = "The quick brown fox jumps over the lazy dog. Continue the story:"
 DEFAULT_ANSWER_TOKENS = 8
-MAX_SCHEDULER_REQUESTS = 16  # an AscendCloud scheduler pairs round robin: lcm(P, D) requests meet every pair
 
 
 @dataclass(frozen=True)
@@ -75,20 +74,11 @@ def answer_paths(spec: Spec, asker: str, address_of: Mapping[str, str], tokens: 
     front = spec.front
     if front is None:
         return tuple(AnswerPath(i.name, url(i, completions), body) for i in spec.api_servers)
-    if front.role == "router":  # vLLM's router in front of mixed servers: each of them, then the router
-        return tuple(AnswerPath(i.name, url(i, completions), body) for i in spec.api_servers if i is not front) + (
-            AnswerPath(front.name, url(front, completions), body),)
-    if front.role == "proxy":
-        prefills = [i for i in spec.api_servers if i.role == "prefill"]
-        decodes = [i for i in spec.api_servers if i.role == "decode"]
-        pairs = tuple(AnswerPath(f"{p.name} -> {d.name}", url(d, completions), body,
-                                 prefill_url=url(p, completions)) for p in prefills for d in decodes)
-        return pairs + (AnswerPath(front.name, url(front, completions), body),)
-    # The AscendCloud scheduler chooses the pair itself, each role round robin: lcm(P, D) requests in a row
-    # meet every pairing it can choose, wherever its counters stand.
-    count = min(MAX_SCHEDULER_REQUESTS, math.lcm(max(1, len(spec.role("prefill"))), max(1, len(spec.role("decode")))))
-    return tuple(AnswerPath(f"{front.name} (request {k} of {count})", url(front, completions), body)
-                 for k in range(1, count + 1))
+    kind = front_for_role(front.role)
+    targets = kind.answer_targets(spec, front) if kind is not None else ()
+    return tuple(AnswerPath(label, url(answerer, completions), body,
+                            prefill_url=url(prefill, completions) if prefill is not None else "")
+                 for label, answerer, prefill in targets)
 
 
 def asking_host(spec: Spec) -> str:

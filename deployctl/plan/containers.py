@@ -22,12 +22,16 @@ def container_for(spec: Spec, instance: Instance, ranktables: Optional[Ranktable
                   networks: Optional[Mapping] = None) -> Container:
     """The container that runs `instance`, as its server flavour shapes it (`networks`: each host's address and
     NIC, for the flavours that read them)."""
+    from deployctl.fronts import front_for_role
     from deployctl.servers import flavour_of
 
-    if instance.role == "router":  # vLLM's router fronts any OpenAI server the same way (plan/front.py)
-        from deployctl.plan.front import reach, router_container
+    front = front_for_role(instance.role)
+    if front is not None:  # a front on an image of its own (vLLM's router fronts any OpenAI server the same way)
+        from deployctl.plan.front import reach
 
-        return router_container(spec, instance, reach(spec, networks))
+        own = front.container(spec, instance, reach(spec, networks))
+        if own is not None:
+            return own
     return flavour_of(spec).container(spec, instance, ranktables, networks)
 
 

@@ -1,67 +1,33 @@
 """The front of a deployment and how it changes its list while serving (pure): which backends it routes to, and
-the commands, run on the front's host, that take one out, put it back and list what it routes to.
-
-Two fronts can change their list at run time, both existing routers (issue 31):
-- vllm-ascend's load-balance proxy (P/D): `POST /instances/add|remove` with `{"type": "prefill"|"decode",
-  "instances": ["host:port", ...]}` (vllm-ascend HEAD:examples/disaggregated_prefill_v1/
-  load_balance_proxy_server_example.py:80-106, `adjust_instances_impl`; added by vllm-ascend #5063, first in
-  v0.13.0rc1). A removed instance with requests in flight is tainted: no new request goes to it, and it leaves the
-  list once they finish (`remove_instances`). Both calls answer the current lists (`current_prefill_instances`,
-  `current_decode_instances`); an add of nothing is how the list is read.
-- vLLM's router (`vllm-router` on PyPI, 0.1.17): `POST /add_worker?url=URL`, `POST /remove_worker?url=URL`,
-  `GET /list_workers` -> `{"urls": [...]}` (vllm-project/router src/server.rs, `admin_routes`); started with
-  `--worker-urls URL ...`, `--policy`, `--host`, `--port` (vllm_router/router_args.py, `add_cli_args`).
-The AscendCloud scheduler is a front too, but its workers are fixed at start (NODE_PORTS): it cannot change.
+the steps, run on the front's host, that take one out, put it back and wait until it lists them. What each kind
+of front says and answers (the AscendCloud scheduler, vllm-ascend's proxy, vLLM's router) lives in
+deployctl/fronts/, one module each; this module asks the front's kind for commands and data.
 
 A front that can change is started with the spec's servers (its restart comes back serving them), but the list is
 no part of its identity (`Container.identity_command`): a spec that adds, removes or moves a server keeps the
 front and `membership_stages` puts the difference to it while it serves. Neither needs its list at start to
-serve: vllm-router starts with none (`--worker-urls` is `nargs="*"`, vllm_router/router_args.py; an empty
-Regular-mode list passes vllm-project/router src/config/validation.rs `validate_mode`, and 0.1.17 logs
-`Router ready | workers: []`), while vllm-ascend's proxy needs one of each (`nargs="+"` with a `localhost`
-default, v0.23.0:examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py:646-649), so both
-keep the list in their argv and out of their digest."""
+serve: vllm-router starts with none (fronts/router.py), while vllm-ascend's proxy needs one of each (`nargs="+"`
+with a `localhost` default, v0.23.0:examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py:646-649),
+so both keep the list in their argv and out of their digest."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Mapping, Optional
-from urllib.parse import quote
 
 from deployctl.core import Command
 from deployctl.facts.probe import Probe
+from deployctl.fronts import FrontKind, front_for_role, front_kind
+from deployctl.fronts.base import Backend, backends
+from deployctl.fronts.proxy import PROXY
+from deployctl.fronts.router import ROUTER, router_command, router_container
+from deployctl.fronts.scheduler import SCHEDULER
 from deployctl.plan.actions import AwaitListed, Drain
 from deployctl.plan.model import Stage, Step
 from deployctl.spec.model import Instance, Spec
 
-
-PROXY, ROUTER, SCHEDULER = "proxy", "vllm-router", "scheduler"
-ROUTER_COMMAND = "vllm-router"  # the wheel's console script (vllm_router.launch_router:main)
-ROUTER_HEALTH_PATH = "/liveness"  # answers once the router serves, whatever its workers do (src/server.rs)
-# The proxy's add/remove arrived with vllm-ascend #5063 (v0.13.0rc1): release lines before it cannot change.
-PROXY_CHANGES_FROM = (0, 13)
-CALL_TIMEOUT = "10"  # seconds for one control call to the front
-
-
-@dataclass(frozen=True)
-class Backend:
-    """One API server behind the front, as the front names it."""
-
-    role: str  # mixed | prefill | decode
-    name: str  # its container
-    address: str  # as the front reaches it
-    port: int
-
-    @property
-    def key(self) -> str:
-        """`address:port`: the proxy's name for it."""
-        return f"{self.address}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        """`http://address:port`: the router's name for it."""
-        return f"http://{self.address}:{self.port}"
+__all__ = ["PROXY", "ROUTER", "SCHEDULER", "Backend", "Front", "backends", "front_of", "router_command",
+           "router_container"]
 
 
 @dataclass(frozen=True)
@@ -82,63 +48,29 @@ class Front:
     def port(self) -> int:
         return self.instance.port or 0
 
+    @property
+    def driver(self) -> FrontKind:
+        """What its kind says and answers (deployctl/fronts/)."""
+        return _kind(self.kind)
+
+
+def _kind(name: str) -> FrontKind:
+    found = front_kind(name)
+    if found is None:
+        raise ValueError(f"no front of kind {name!r}")
+    return found
+
 
 def front_of(spec: Spec) -> Optional[Front]:
     """The front of a spec, or None (a mixed deployment without one: clients address its instances)."""
     instance = spec.front
     if instance is None:
         return None
-    if instance.role == "scheduler":
-        return Front(SCHEDULER, instance, False, "the AscendCloud scheduler's workers are fixed when it starts "
-                                                 "(NODE_PORTS)")
-    if instance.role == "router":
-        return Front(ROUTER, instance, True)
-    if not _proxy_changes(spec):
-        return Front(PROXY, instance, False, "vllm-ascend's proxy adds and removes instances from v0.13.0rc1 "
-                                             f"(vllm-ascend #5063); this image runs {_release(spec)}")
-    return Front(PROXY, instance, True)
-
-
-def _proxy_changes(spec: Spec) -> bool:
-    """Whether the image's proxy serves /instances/add|remove: its server profile says (proxy_instances_api_from),
-    else (a profile table without that key) its release line."""
-    choice = spec.profile
-    if choice is None:
-        return True
-    said = getattr(choice, "has_proxy_instances_api", None)
-    if said is not None:
-        return bool(said)
-    line = _profile_line(spec)
-    return line is None or line >= PROXY_CHANGES_FROM
-
-
-def _release(spec: Spec) -> str:
-    version = getattr(spec.profile, "version", None)
-    line = _profile_line(spec)
-    return (f"v{version.major}.{version.minor}.{version.micro}" if version is not None
-            else f"the {line[0]}.{line[1]} line" if line else "an older release")
-
-
-def _profile_line(spec: Spec) -> Optional[tuple[int, int]]:
-    if spec.profile is None:
+    kind = front_for_role(instance.role)
+    if kind is None:
         return None
-    major, _, minor = spec.profile.profile.line.partition(".")
-    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
-
-
-def backends(spec: Spec, address_of: Mapping[str, str]) -> tuple[Backend, ...]:
-    """Every API server the front routes to, in spec order (headless servers serve no API)."""
-    front = spec.front
-    return tuple(Backend(i.role, i.name, address_of[i.host], i.port) for i in spec.api_servers
-                 if i is not front and i.role in ("mixed", "prefill", "decode"))
-
-
-def _post(front: Front, path: str, body: Optional[dict] = None) -> Command:
-    words = ["curl", "--silent", "--show-error", "--fail-with-body", "--max-time", CALL_TIMEOUT, "--request", "POST"]
-    if body is not None:
-        words += ["--header", "Content-Type: application/json", "--data-binary",
-                  json.dumps(body, separators=(",", ":"))]
-    return Command((*words, f"http://127.0.0.1:{front.port}{path}"))
+    why_fixed = kind.why_fixed(spec)
+    return Front(kind.name, instance, not why_fixed, why_fixed)
 
 
 def remove_commands(front: Front, gone: tuple[Backend, ...]) -> tuple[Command, ...]:
@@ -154,22 +86,12 @@ def add_commands(front: Front, back: tuple[Backend, ...]) -> tuple[Command, ...]
 def _change(front: Front, changed: tuple[Backend, ...], verb: str) -> tuple[Command, ...]:
     if not front.changes_list:
         raise ValueError(f"the {front.kind} front cannot change its list: {front.why_fixed}")
-    if front.kind == ROUTER:
-        return tuple(_post(front, f"/{verb}_worker?url={quote(b.url, safe='')}") for b in changed)
-    by_role: dict[str, list[str]] = {}
-    for backend in changed:
-        by_role.setdefault(backend.role, []).append(backend.key)
-    return tuple(_post(front, f"/instances/{verb}", {"type": role, "instances": keys})
-                 for role, keys in by_role.items())
+    return front.driver.change_commands(front.port, changed, verb)
 
 
 def list_command(front: Front) -> Command:
     """What the front routes to now (parse_list reads the answer)."""
-    if front.kind == ROUTER:
-        return Command(("curl", "--silent", "--show-error", "--fail", "--max-time", CALL_TIMEOUT,
-                        f"http://127.0.0.1:{front.port}/list_workers"))
-    # The proxy has no list call: an add of no instances changes nothing and answers the current lists.
-    return _post(front, "/instances/add", {"type": "prefill", "instances": []})
+    return front.driver.list_command(front.port)
 
 
 def parse_list(kind: str, text: str) -> frozenset[str]:
@@ -180,11 +102,7 @@ def parse_list(kind: str, text: str) -> frozenset[str]:
 def parse_roles(kind: str, text: str) -> dict[str, str]:
     """The answer of a front of `kind`: each backend it lists (`address:port`) with its role (the router's are
     mixed; the proxy lists prefill and decode apart). ValueError/KeyError/TypeError: not its answer."""
-    doc = json.loads(text)
-    if kind == ROUTER:
-        return {url.split("://", 1)[-1].rstrip("/"): "mixed" for url in doc["urls"]}
-    return {**{key: "prefill" for key in doc["current_prefill_instances"]},
-            **{key: "decode" for key in doc["current_decode_instances"]}}
+    return _kind(kind).parse_roles(text)
 
 
 FRONT_LIST_KEY = "front_list"
@@ -268,29 +186,3 @@ def reach(spec: Spec, networks: Optional[Mapping] = None) -> dict[str, str]:
     if networks is not None:
         return {name: network.address for name, network in networks.items()}
     return {h.name: "127.0.0.1" if h.is_local else h.address for h in spec.hosts}
-
-
-def router_command(spec: Spec, instance: Instance, address_of: Optional[Mapping[str, str]]) -> tuple[str, ...]:
-    """`vllm-router --host 0.0.0.0 --port P --prometheus-host 0.0.0.0 --prometheus-port M --worker-urls URL...
-    [--policy P]`: every mixed API server (None: without the list, its identity). Its metrics listen on
-    127.0.0.1:29000 unless told (vllm_router/router_args.py, 0.1.17): on all addresses here, for Prometheus."""
-    words = [ROUTER_COMMAND, "--host", "0.0.0.0", "--port", str(instance.port)]
-    if instance.metrics_port is not None:
-        words += ["--prometheus-host", "0.0.0.0", "--prometheus-port", str(instance.metrics_port)]
-    if address_of is not None:
-        words += ["--worker-urls", *(b.url for b in backends(spec, address_of))]
-    if spec.front_spec is not None and spec.front_spec.policy:
-        words += ["--policy", spec.front_spec.policy]
-    return tuple(words)
-
-
-def router_container(spec: Spec, instance: Instance, address_of: Mapping[str, str]):
-    """The vllm-router's container: its own image, no devices, the deployment's labels, host networking."""
-    from deployctl.plan.container_types import LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE, Container
-
-    return Container(
-        name=instance.name, instance=instance, image=(spec.front_spec.image if spec.front_spec else None) or "",
-        devices=(), mounts=(), env=(), env_file=None, secret_env=(),
-        labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),
-        command=router_command(spec, instance, address_of), identity_command=router_command(spec, instance, None),
-    )

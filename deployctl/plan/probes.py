@@ -24,11 +24,11 @@ HANG_AFTER_S = 15  # a one-token generate on an idle server takes milliseconds; 
 def health_path(spec: Spec, instance: Optional[Instance] = None) -> str:
     """What answers 200 once an instance serves, as its server flavour says: vLLM's /health; Triton's readiness;
     the vllm-ascend proxy's /healthcheck. `up` waits on it and `status` reads it."""
-    if instance is not None and instance.role == "router":
-        from deployctl.plan.front import ROUTER_HEALTH_PATH
+    from deployctl.fronts import front_for_role
 
-        return ROUTER_HEALTH_PATH
-    return flavour_of(spec).health_path(instance)
+    front = front_for_role(instance.role) if instance is not None else None
+    own = front.health_path() if front is not None else None
+    return own if own is not None else flavour_of(spec).health_path(instance)
 
 
 def fetcher_path(spec: Spec) -> str:

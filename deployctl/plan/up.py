@@ -15,6 +15,7 @@ from typing import Mapping, Optional
 from deployctl.errors import PlanError
 from deployctl.facts.deployed import DeployedState
 from deployctl.facts.model import ContainerDevices, HostFacts
+from deployctl.fronts import front_for_role
 from deployctl.plan.containers import (
     LABEL_DEPLOYMENT,
     LABEL_DIGEST,
@@ -213,7 +214,8 @@ def plan_containers(spec: Spec, facts: Mapping[str, DeployedState], ranktables: 
         instance = container.instance
         host_facts = facts[instance.host]
         image_id = (images[instance.host] if images is not None else host_facts.image_id) or ""
-        if instance.role == "router":  # its own image, pulled by `docker run`: the server image does not concern it
+        kind = front_for_role(instance.role)
+        if kind is not None and kind.pulls_own_image():  # pulled by `docker run`: not the server image
             image_id = f"image:{container.image}"
         digest = digest_of(container, image_id, ranktables, spec)
         current = host_facts.container(container.name)

@@ -103,7 +103,9 @@ class Flavour:
         OpenAI server serves /metrics on its API port; the fronts (AscendCloud's scheduler, vllm-ascend's proxy
         example, which has no /metrics route; vllm-router, whose metrics are on a port of their own) have none
         there, so `deployctl monitor` probes their health instead."""
-        if instance.role in ("scheduler", "proxy", "router") or instance.port is None:
+        from deployctl.fronts import FRONT_ROLES
+
+        if instance.role in FRONT_ROLES or instance.port is None:
             return None
         return instance.port, "/metrics"
 

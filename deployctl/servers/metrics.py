@@ -3,6 +3,7 @@ alert rules query. A flavour names its set (`Flavour.metrics`); nothing else spe
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -74,3 +75,24 @@ VLLM_KV_CONNECTOR = replace(
 TRITON_VLLM_BACKEND = replace(
     VLLM_V1, source="triton-inference-server/vllm_backend src/utils/metrics.py",
     tpot="vllm:time_per_output_token_seconds", kv_usage="vllm:gpu_cache_usage_perc", finished=None)
+
+# Every set a flavour names (a test holds each Flavour.metrics to this list): what generic readers of any server's
+# /metrics (bench's telemetry, `watch`, a drain's in-flight count) know it by.
+SETS = (VLLM_V1, VLLM_KV_CONNECTOR, TRITON_VLLM_BACKEND)
+# vLLM v0 wrote its preemption counter without `_total` (and called the KV-cache gauge gpu_cache_usage_perc, as
+# Triton's backend still does): older images are read too.
+_OLDER = {"preemptions": ("vllm:num_preemptions",)}
+
+
+def names_of(field: str) -> tuple[str, ...]:
+    """Every name a server writes `field` under (a ServerMetrics field), vLLM v1's first."""
+    found = [getattr(s, field) for s in SETS] + list(_OLDER.get(field, ()))
+    return tuple(dict.fromkeys(n for n in found if n))
+
+
+def line_pattern(*fields: str) -> str:
+    """An ERE that matches the sample names of `fields` at a line's start: `vllm:num_requests_(running|waiting)`."""
+    names = [n for field in fields for n in names_of(field)]
+    prefix = names[0] if len(names) == 1 else os.path.commonprefix(names)
+    rest = [n[len(prefix):] for n in names]
+    return prefix + (f"({'|'.join(rest)})" if len(names) > 1 else "")

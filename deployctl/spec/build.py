@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Optional
 
 from deployctl.core import Secret
+from deployctl.fronts import front_kind
+from deployctl.fronts.proxy import PROXY
 from deployctl.spec.locate import Document
 from deployctl.spec.references import is_env_value
 from deployctl.spec.model import (
@@ -19,7 +21,7 @@ from deployctl.spec.model import (
 from deployctl.spec.dp_groups import dp_group, servers_of
 from deployctl.spec.profiles import select_profile
 from deployctl.spec.rules import DEFAULT_CARDS, DEFAULT_SCHEDULER_PORT
-from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, DEFAULT_ROUTER_METRICS_PORT, GROUP_KEYS
+from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, GROUP_KEYS
 
 _SSH_KEYS = ("user", "port", "identity_file", "known_hosts", "jump")
 _URL_SCHEMES = ("s3://", "obs://")  # the contract's only remote sources (weights.source, image.build.packages)
@@ -41,10 +43,10 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
                                      shm_size, container)
                  if upstream else _instances(data["name"], data["topology"], model, dict(flavour.extra_ports)))
     front = _front(data["topology"], upstream is not None)
-    if front is not None and front.kind == "vllm-router":
-        instances += (Instance(role="router", index=0, host=front.host, devices=(), port=front.port,
-                               name=f"{data['name']}-router", tp=0, path=("topology", "front"),
-                               metrics_port=front.metrics_port),)
+    kind = front_kind(front.kind) if front is not None else None
+    own = kind.instance(data["name"], front, data["topology"], upstream is not None) if kind is not None else None
+    if own is not None:  # the front deployctl starts: vllm-router, or vllm-ascend's P/D proxy (last of its servers)
+        instances += (own,)
     return Spec(
         version=data["version"],
         name=data["name"],
@@ -101,12 +103,14 @@ def _front(topology: dict, upstream: bool) -> Optional[FrontSpec]:
     """`topology.front`; for vllm-ascend P/D, `topology.proxy` is the same front as kind proxy."""
     entry = topology.get("front")
     if entry is not None:
-        metrics = entry.get("metrics_port", DEFAULT_ROUTER_METRICS_PORT) if entry["kind"] == "vllm-router" else None
+        kind = front_kind(entry["kind"])
+        default = kind.default_metrics_port if kind is not None else None
+        metrics = entry.get("metrics_port", default) if default is not None else None
         return FrontSpec(entry["kind"], entry["host"], entry.get("port", DEFAULT_PROXY_PORT), entry.get("image"),
                          entry.get("policy"), metrics)
     proxy = topology.get("proxy")
     if upstream and proxy is not None and topology["mode"] == "disaggregated":
-        return FrontSpec("proxy", proxy["host"], proxy.get("port", DEFAULT_PROXY_PORT))
+        return FrontSpec(PROXY, proxy["host"], proxy.get("port", DEFAULT_PROXY_PORT))
     return None
 
 
@@ -217,11 +221,6 @@ def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopol
                 server=server, env=env, json_args=json_args, shm_size=group_shm,
                 cpu=_quantity(own_container.get("cpu")), memory=own_container.get("memory"),
             ))
-    front = _front(topology, True)
-    if front is not None and front.kind == "proxy" and topology["mode"] == "disaggregated":
-        out.append(Instance(role="proxy", index=0, host=front.host, devices=(), port=front.port,
-                            name=f"{deployment}-proxy", tp=0,
-                            path=("topology", "front" if "front" in topology else "proxy")))
     return tuple(out)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 
 from deployctl.errors import Problem
+from deployctl.fronts import front_for_role, front_kind
 from deployctl.spec.dp_groups import MAX_PORT, DpGroup, port_uses
 
 if TYPE_CHECKING:
@@ -92,15 +93,14 @@ def router_metrics_port(path: Path, host: str, port: Optional[int], default_port
 
 
 def _document_router_metrics(c: "Context", host: str) -> list[PortUse]:
-    if c.value(("topology", "front", "kind"), str) != "vllm-router":
+    kind = front_kind(c.value(("topology", "front", "kind"), str))
+    if kind is None or kind.default_metrics_port is None:
         return []
-    from deployctl.spec.rules_upstream import DEFAULT_ROUTER_METRICS_PORT
-
     front = c.value(("topology", "front"), dict) or {}
     port = c.value(("topology", "front", "metrics_port"), int)
     if "metrics_port" in front and port is None:
         return []  # a value the schema refused: said there
-    return [router_metrics_port(("topology", "front"), host, port, DEFAULT_ROUTER_METRICS_PORT)]
+    return [router_metrics_port(("topology", "front"), host, port, kind.default_metrics_port)]
 
 
 def exporter_ports(hosts: Iterable[str], ports: Iterable[tuple[str, int]]) -> Iterator[PortUse]:
@@ -138,13 +138,14 @@ def document_ports(c: "Context") -> list[PortUse]:
             if host is None:
                 continue
             port = c.value(unit.path + ("port",), int)
-            if unit.role == "scheduler" and "port" not in unit.data:
+            is_front = front_for_role(unit.role) is not None  # the AscendCloud scheduler, one of its flavour's units
+            if is_front and "port" not in unit.data:
                 uses += instance_ports(unit.path, host, None, (), True, DEFAULT_SCHEDULER_PORT)
             elif port is not None:
                 extras = [(key, c.value(unit.path + (key,), int) if key in unit.data else None, offset)
                           for key, offset in c.flavour.extra_ports]
                 extras = [e for e in extras if e[1] is not None or e[0] not in unit.data]  # a failed value: none
-                uses += instance_ports(unit.path, host, port, extras, unit.role == "scheduler")
+                uses += instance_ports(unit.path, host, port, extras, is_front)
         front = c.value(("topology", "front"), dict)
         host = c.value(("topology", "front", "host"), str)
         if front is not None and host is not None and (c.hosts is None or host in c.hosts):
@@ -160,7 +161,8 @@ def document_ports(c: "Context") -> list[PortUse]:
 
 
 def _front_name(kind: Optional[str]) -> str:
-    return "the vllm-router" if kind == "vllm-router" else "the proxy" if kind == "proxy" else "the front"
+    found = front_kind(kind)
+    return found.title if found is not None else "the front"
 
 
 def _written_exporters(c: "Context") -> list[tuple[str, int]]:
@@ -188,20 +190,21 @@ def spec_ports(spec: "Spec") -> list[PortUse]:
     for instance in spec.instances:
         if instance.server is not None:
             continue
-        if instance.role in ("proxy", "router"):
-            kind = spec.front_spec.kind if spec.front_spec is not None else instance.role
-            uses.append(front_port(instance.path, instance.host, instance.port, _front_name(kind), instance.port))
-            if kind == "vllm-router" and instance.metrics_port is not None:
-                from deployctl.spec.rules_upstream import DEFAULT_ROUTER_METRICS_PORT
-
+        own = front_for_role(instance.role)
+        if own is not None and own.own_entry:
+            kind = front_kind(spec.front_spec.kind) if spec.front_spec is not None else own
+            uses.append(front_port(instance.path, instance.host, instance.port,
+                                   kind.title if kind is not None else "the front", instance.port))
+            default = kind.default_metrics_port if kind is not None else None
+            if default is not None and instance.metrics_port is not None:
                 # the loaded spec holds the default filled in: told apart from a written value by its number
-                written = instance.metrics_port != DEFAULT_ROUTER_METRICS_PORT
+                written = instance.metrics_port != default
                 uses.append(router_metrics_port(instance.path, instance.host,
                                                 instance.metrics_port if written else None, instance.metrics_port))
         elif instance.port is not None:
             extras = [(key, getattr(instance, key), 0) for key in ("grpc_port", "metrics_port")
                       if getattr(instance, key) is not None]
-            uses += instance_ports(instance.path, instance.host, instance.port, extras, instance.role == "scheduler")
+            uses += instance_ports(instance.path, instance.host, instance.port, extras, own is not None)
     if spec.monitor is not None:
         flavour_ascend = spec.platform == "ascend"
         ports = [(key, getattr(spec.monitor, key)) for key, _ in EXPORTERS

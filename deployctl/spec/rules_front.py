@@ -7,12 +7,11 @@ import difflib
 from typing import Iterator
 
 from deployctl.errors import Problem
+from deployctl.fronts import front_kind
 from deployctl.servers.features import Feature
 from deployctl.spec.rules import Context
 
 FRONT = ("topology", "front")
-ROUTER_IMAGE_HINT = ("vLLM's router has no official image: build one from its PyPI wheel "
-                     "(`docker build -t vllm-router:0.1.17 images/vllm-router`) and write front.image")
 
 
 def check_front(c: Context) -> Iterator[Problem]:
@@ -35,20 +34,9 @@ def check_front(c: Context) -> Iterator[Problem]:
     if c.flavour.dp_groups and c.mode == "disaggregated" and c.value(("topology", "proxy"), dict) is not None:
         yield Problem(FRONT, "topology.proxy and topology.front are the same front (the proxy, kind proxy): "
                              "write one of them")
-    if kind == "proxy" and c.mode == "mixed":
-        yield Problem(FRONT + ("kind",), "kind proxy is vllm-ascend's P/D proxy (it lists prefill and decode "
-                                         "servers); a mixed deployment's front is kind vllm-router")
-    if kind == "vllm-router" and c.mode == "disaggregated":
-        yield Problem(FRONT + ("kind",), "deployctl runs vllm-router in front of mixed servers only; vllm-ascend's "
-                                         "P/D (the Mooncake connector) is fronted by its own proxy",
-                      hint="kind: proxy")
-    if kind == "vllm-router" and "image" not in front:
-        yield Problem(FRONT, "kind vllm-router needs front.image", hint=ROUTER_IMAGE_HINT)
-    if kind == "proxy":
-        for key in ("image", "policy", "metrics_port"):
-            if key in front:
-                yield Problem(FRONT + (key,), f"front.{key} is for kind vllm-router; the proxy runs in the server "
-                                              f"image with its own balancing", severity="warning")
+    driver = front_kind(kind)
+    if driver is not None:  # an unknown kind: refused by the schema
+        yield from driver.check(c, front, FRONT)
     # its port is in the deployment's one port set (rules.check_ports)
 
 

@@ -18,9 +18,6 @@ if TYPE_CHECKING:
 
 GROUP_KEYS = {"mixed": ("groups",), "disaggregated": ("prefill", "decode")}
 DEFAULT_PROXY_PORT = 8000
-# vllm-router's own default (29000, vllm_router/router_args.py) is a kv port of group 10 on 8-NPU hosts (28000 +
-# 100 x group): its metrics go below Mooncake's random range [20000, ...) and every default kv port instead
-DEFAULT_ROUTER_METRICS_PORT = 19000
 
 
 def group_of(c: Context, unit: Unit, index: int) -> Optional[DpGroup]:

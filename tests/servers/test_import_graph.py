@@ -112,6 +112,10 @@ def _through_servers(graph: dict[str, set[str]]) -> list[list[str]]:
                                             for m in c)]
 
 
+def _through_fronts(graph: dict[str, set[str]]) -> list[list[str]]:
+    return [c for c in cycles(graph) if any(m == "deployctl.fronts" or m.startswith("deployctl.fronts.") for m in c)]
+
+
 def test_the_graph_sees_a_cycle():
     """The finder itself: a cycle it is shown, it reports."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
@@ -126,6 +130,11 @@ def test_no_import_cycle_through_servers_counting_deferred_imports():
     """A flavour that calls back into plan/ or spec/ code which asks the flavours is one cycle: what a flavour
     owns lives in its package, and servers/ takes only plan/'s neutral types (plan/container_types.py)."""
     assert _through_servers(import_graph(deferred=True)) == []
+
+
+def test_no_import_cycle_through_fronts_counting_deferred_imports():
+    """fronts/ sits below spec/ and plan/ as servers/ does: both ask it, it asks neither back."""
+    assert _through_fronts(import_graph(deferred=True)) == []
 
 
 NEUTRAL = {"deployctl.plan.container_types"}

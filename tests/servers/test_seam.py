@@ -21,6 +21,52 @@ def test_no_server_comparison_outside_the_flavours():
     assert found == []
 
 
+# A front's kind or role compared outside deployctl/fronts/ (ask its FrontKind instead): `kind == "proxy"`,
+# `front.kind == ROUTER`, `.kind in ("proxy", ...)`, `role == "router"`, `role in ("scheduler", ...)`.
+FRONT_NAME = r'"(?:proxy|vllm-router|scheduler|router)"'
+FRONT_KIND = re.compile(rf'kind(?:"\])?\s*(?:==|!=)\s*(?:{FRONT_NAME}|PROXY\b|ROUTER\b|SCHEDULER\b)'
+                        rf'|\.kind in \([^)]*{FRONT_NAME}|role\s*(?:==|!=)\s*{FRONT_NAME}'
+                        rf'|role\)?\s*(?:not )?in \([^)]*{FRONT_NAME}'
+                        rf'|\.get\(LABEL_ROLE\)\s*(?:==|!=)\s*{FRONT_NAME}')
+# What stays, each with its reason: the flavour that runs the proxy in its own image says its container and its
+# health path; export's check reads roles off the exported objects (the proxy's pod asks for no cards).
+FRONT_ROLE_SITES = {
+    "servers/vllm_ascend/__init__.py": 2,
+    "export/check.py": 1,
+}
+
+
+def front_comparisons(package: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if rel.parts[0] == "fronts":
+            continue
+        lines = [f"{n}: {line.strip()}" for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if FRONT_KIND.search(line)]
+        if lines:
+            found[rel.as_posix()] = lines
+    return found
+
+
+def test_no_front_kind_comparison_outside_the_fronts():
+    found = front_comparisons(PACKAGE)
+    assert {name: len(lines) for name, lines in found.items()} == FRONT_ROLE_SITES, found
+
+
+def test_the_front_seam_sees_a_comparison(tmp_path):
+    """The pattern itself: each way generic code used to branch on a front, it reports."""
+    (tmp_path / "plan").mkdir()
+    (tmp_path / "plan" / "x.py").write_text('if front.kind == ROUTER:\nif kind == "vllm-router":\n'
+                                            'm = 1 if entry["kind"] == "vllm-router" else None\n'
+                                            'if front.kind in ("proxy", "vllm-router"):\n'
+                                            'if i.role not in ("scheduler", "proxy"):\nif instance.role == "router":\n'
+                                            'ok = spec.role("proxy")\n')
+    (tmp_path / "fronts").mkdir()
+    (tmp_path / "fronts" / "y.py").write_text('if kind == "proxy":\n')
+    assert [len(v) for v in front_comparisons(tmp_path).values()] == [6]
+
+
 def test_the_registry_is_keyed_by_platform_and_server():
     assert set(FLAVOURS) == {("ascend", "vllm"), ("ascend", "vllm-ascend"), ("gpu", "vllm"), ("gpu", "triton")}
     assert flavour_for("ascend", "triton") is None
@@ -48,3 +94,39 @@ def test_servers_import_plan_only_inside_functions():
         tree = ast.parse(path.read_text())
         top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
         assert sorted(m for m in top if m.startswith("deployctl.plan")) == [], path.name
+
+
+def metric_literals(package: Path) -> list[str]:
+    """Code strings outside servers/ that spell a vLLM metric name (`vllm:...`); docstrings and comments may cite."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if rel.parts[0] == "servers":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(node.body[0].value) for node in ast.walk(tree)
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        found += [f"{rel.as_posix()}:{node.lineno}: {node.value[:60]}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and "vllm:" in node.value
+                  and id(node) not in docs]
+    return found
+
+
+def test_no_metric_name_outside_the_flavours():
+    """bench's telemetry, `watch` and a drain read the names the flavours write (servers/metrics.py)."""
+    assert metric_literals(PACKAGE) == []
+
+
+def test_the_metric_seam_sees_a_name(tmp_path):
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "facts" / "x.py").write_text('"""Reads vllm:num_requests_running."""\n'
+                                             'NAMES = ("vllm:num_requests_running",)  # vllm:x in a comment\n')
+    assert metric_literals(tmp_path) == ["facts/x.py:2: vllm:num_requests_running"]
+
+
+def test_every_flavours_metric_names_are_read():
+    """A flavour's set is one the generic readers know (servers/metrics.py SETS): its gauges are read by name."""
+    from deployctl.servers.metrics import SETS
+
+    assert [k for k, f in FLAVOURS.items() if f.metrics not in SETS] == []
