@@ -7,8 +7,9 @@ bench static` (parallel 1 and 4) and `bench dynamic` (Poisson, 4 req/s), each wi
 mean is exact (the histogram's _sum / _count over the run); its p50 is interpolated inside its buckets as Prometheus'
 histogram_quantile does (vLLM's TTFT buckets are 1, 5, 10, 20, 40, 60, 80, 100, 250 ms ...: coarse). bench measures
 at the client, so its TTFT adds the HTTP round trip and the first chunk's framing; the engine's starts when its API
-server has the request. Prints one line per run: requests, and bench's against the engine's TTFT and E2E figures.
-Figures only; nothing here is asserted by the tests.
+server has the request. Prints one line per run: requests, and bench's against the engine's TTFT and E2E figures;
+then vLLM's own benchmark client (`vllm bench serve`) on the same shape against the engine's figures for its run:
+the reference for how far a client's TTFT lies from the engine's own. Figures only; nothing here is asserted.
 
 Measured (2026-11-28, two runs, this 2-core machine): see the issue 40 closing note.
 """
@@ -16,6 +17,7 @@ Measured (2026-11-28, two runs, this 2-core machine): see the issue 40 closing n
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -91,12 +93,30 @@ def bench(url: str, *argv: str) -> dict:
     return run
 
 
+def vllm_bench(url: str, model: Path, out: Path, *shape: str) -> dict:
+    """vLLM's own benchmark client (`vllm bench serve`, from the engine's venv) on the same shape: its result JSON
+    (mean_ttft_ms, median_ttft_ms, ...). The reference for what a client sees: it times the first chunk with
+    choices as bench does (vllm/benchmarks/lib/endpoint_request_func.py)."""
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run([str(real_engine.venv_python()), "-m", "vllm.entrypoints.cli.main", "bench", "serve",
+                             "--backend", "vllm", "--base-url", url, "--model", "tiny", "--tokenizer", str(model),
+                             "--dataset-name", "random", "--random-input-len", "64", "--random-output-len", "32",
+                             "--ignore-eos", "--num-warmups", "0", "--save-result", "--result-dir", str(out.parent),
+                             "--result-filename", out.name, *shape], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise SystemExit(f"vllm bench serve failed: {result.stderr[-2000:]}")
+    return json.loads(out.read_text())
+
+
+# (label, deployctl bench's argv, `vllm bench serve`'s for the same shape)
 RUNS = (("static, parallel 1", ("static", "--prompt-tokens", "64", "--output-tokens", "32", "--parallel-num", "1",
-                                "--epochs", "20")),
+                                "--epochs", "20"), ("--max-concurrency", "1", "--num-prompts", "20")),
         ("static, parallel 4", ("static", "--prompt-tokens", "64", "--output-tokens", "32", "--parallel-num", "4",
-                                "--epochs", "10")),
+                                "--epochs", "10"), ("--max-concurrency", "4", "--num-prompts", "40")),
         ("dynamic, 4 req/s", ("dynamic", "--prompt-tokens", "64", "--output-tokens", "32", "--request-rate", "4",
-                              "--num-prompts", "60", "--seed", "1")))
+                              "--num-prompts", "60", "--seed", "1"),
+         ("--request-rate", "4", "--num-prompts", "60", "--seed", "1")))
 
 
 def main() -> None:
@@ -108,11 +128,14 @@ def main() -> None:
         engine = real_engine.start(model, free_port(), Path(tmp) / "serve.log")
         try:
             print(f"vLLM {real_engine.VERSION} (CPU) healthy in {engine.started_s:.0f} s at {engine.url}")
-            for label, argv in RUNS:
+            for index, (label, argv, shape) in enumerate(RUNS):
                 before = histograms(engine.url)
                 run = bench(engine.url, *argv)
                 seen = engine_figures(before, histograms(engine.url))
                 ttft, e2e = seen["ttft"], seen["e2e"]
+                before = histograms(engine.url)
+                theirs = vllm_bench(engine.url, model, Path(tmp) / f"vllm-{index}.json", *shape)
+                their_ttft = engine_figures(before, histograms(engine.url))["ttft"]
                 print(f"{label:>20}: {run['succeeded']}/{run['requests']} ok (engine saw {ttft['count']:.0f}); "
                       f"TTFT mean bench {run['ttft_ms']['mean']:.1f} ms, engine {ttft['mean']:.1f} ms "
                       f"(difference {run['ttft_ms']['mean'] - ttft['mean']:+.1f}); TTFT p50 bench "
@@ -120,6 +143,9 @@ def main() -> None:
                       f"({run['ttft_ms']['p50'] - ttft['p50']:+.1f}); E2E mean bench {run['e2el_ms']['mean']:.1f}, "
                       f"engine {e2e['mean']:.1f} ({run['e2el_ms']['mean'] - e2e['mean']:+.1f}); E2E p50 bench "
                       f"{run['e2el_ms']['p50']:.1f}, engine ~{e2e['p50']:.1f} ms")
+                print(f"{'':>20}  vLLM's own client, same shape: TTFT mean {theirs['mean_ttft_ms']:.1f} ms, engine "
+                      f"{their_ttft['mean']:.1f} ms (difference {theirs['mean_ttft_ms'] - their_ttft['mean']:+.1f}); "
+                      f"TTFT median {theirs['median_ttft_ms']:.1f} ms")
         finally:
             engine.stop()
 

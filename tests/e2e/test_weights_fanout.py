@@ -157,11 +157,11 @@ SIZES = {"nested/empty.txt": 0, "one.bin": 1, "under.bin": SMALL_PART - 1, "exac
          "over.bin": SMALL_PART + 1, "many.bin": 5 * SMALL_PART + 3}
 
 
-@pytest.mark.parametrize("count, fan_out", [(1, True), (3, True), ("all", True), (3, False)])
+@pytest.mark.parametrize("count, fan_out", [(1, True), (3, True), ("all", True), (3, False), ("all", False)])
 def test_objects_of_every_size_end_identical_on_every_host(testbed, s3_env, capsys, tmp_path, monkeypatch, count,
                                                            fan_out):
-    """1 host (no fan-out), 3 hosts and every bed host (fan-out; 8 with DEPLOYCTL_TESTBED_HOSTS=8), and 3 hosts
-    with `weights.fan_out: false` (each reads the store)."""
+    """1 host (no fan-out), 3 hosts and every bed host (8 with DEPLOYCTL_TESTBED_HOSTS=8), with fan-out and with
+    `weights.fan_out: false` (each host reads the store)."""
     import deployctl.execute.weights as execute_weights
 
     monkeypatch.setattr(execute_weights, "PART_SIZE", SMALL_PART)

