@@ -185,6 +185,7 @@ def wait_health(args, document):
                 with urllib.request.urlopen(url, timeout=5) as answer:
                     if answer.status == 200:
                         break
+                    why = "HTTP %d" % answer.status
             except Exception as exc:  # not up yet: refused, reset, 503
                 why = str(exc)
             if time.monotonic() >= deadline:
