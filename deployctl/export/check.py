@@ -43,6 +43,16 @@ SOURCES = {
              "servers/shutdown.py (the one stop policy)",
     "rolling": "kubernetes.io/docs/concepts/workloads/controllers/deployment/#rolling-update-deployment; LWS "
                "rolloutStrategy.rollingUpdateConfiguration",
+    "operator-ranktable": "mind-cluster component/ascend-operator/pkg/ranktable/plugins.go (deploymentPlugin: a "
+                          "Deployment labelled ring-controller.atlas); pkg/controllers/v1/consts.go (rings-config-, "
+                          "deploy-name, hccl.json); docs/en/scheduling/api/hccl.json_file_description.md",
+    "ranktable-merge": "deployctl ranktable/merge.py (`ranktable merge`, as pd_ranktable_tools.py --mode merge); "
+                       "deployctl incluster/pd_ranktable_merge.py; runbook section 4 (GLOBAL_RANK_TABLE_FILE_PATH, "
+                       "RANK_TABLE_FILE_PATH)",
+    "ranktable-update": "mind-cluster component/ascend-operator/pkg/controllers/v1/pod.go handleCompletedRankTable "
+                        "(more placed pods than replicas: the old ranktable is kept)",
+    "ranktable-refresh": "deployctl incluster/pd_ranktable_merge.py (merged once, at the pod's start); "
+                         "kubernetes.io pod-lifecycle (a recreated pod gets a new IP)",
     "startup": "deployctl spec/startup.py (`up`'s health budget); vllm/envs.py VLLM_ENGINE_READY_TIMEOUT_S; LWS "
                "RecreateGroupOnPodRestart (a failed leader restarts its group)",
 }
@@ -75,6 +85,10 @@ def check(spec: Spec, options: ExportOptions) -> list[Rule]:
     rules = [Rule("exports", MET, f"{len(bodies)} objects for --to {options.target}")]
     if spec.platform == "ascend" and options.npu_stack == "mindcluster":
         rules += _mindcluster(spec, options, bodies)
+    from deployctl.export import pd_ranktables
+
+    if pd_ranktables.applies(spec, options):
+        rules += _cluster_ranktables(spec, bodies)
     rules += _updates(spec, options, bodies)
     return rules
 
@@ -122,7 +136,7 @@ def _mindcluster(spec: Spec, options: ExportOptions, bodies: list[dict]) -> list
     fieldpath = f"metadata.annotations['{resource}']"
     visible, void = [], []
     for b, t in _templates(bodies):
-        for c in t["spec"]["containers"]:
+        for c in [*t["spec"]["containers"], *t["spec"].get("initContainers", [])]:
             value = next((e for e in c.get("env", []) if e["name"] == VISIBLE_DEVICES), {})
             if npu_count(c, resource):
                 if value.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != fieldpath:
@@ -145,6 +159,66 @@ def _mindcluster(spec: Spec, options: ExportOptions, bodies: list[dict]) -> list
                                              "with gangSchedulingManagement.schedulerProvider: volcano (it then "
                                              "makes a PodGroup per group); the manifests cannot show it"))
     return out
+
+
+def _operator_writes_ranktable(body: dict) -> bool:
+    from deployctl.export.pd_ranktables import ATLAS_TASK_LABEL
+
+    return body["kind"] == "Deployment" and ATLAS_TASK_LABEL in body["metadata"]["labels"]
+
+
+def _cluster_ranktables(spec: Spec, bodies: list[dict]) -> list[Rule]:
+    """The AscendCloud P/D flow: ascend-operator writes each instance's ranktable, every pod merges them."""
+    from deployctl.export.pd_ranktables import (ATLAS_TASK_LABEL, DEPLOY_LABEL, HCCL_JSON, INIT_NAME, LOCAL_NAME,
+                                                NO_SURGE, rings_name)
+    from deployctl.plan.container_types import ranktable_dir
+    from deployctl.ranktable.model import MERGED_FILE_NAME
+
+    maps = {b["metadata"]["name"]: b for b in bodies if b["kind"] == "ConfigMap"}
+    workloads = {b["metadata"]["labels"].get("deployctl.instance"): b for b in bodies if b["kind"] == "Deployment"}
+    instances = spec.role("prefill") + spec.role("decode")
+    operator, merged, updates = [], [], []
+    for instance in instances:
+        body = workloads.get(instance.name)
+        if body is None:
+            operator.append(f"{instance.name}: no Deployment")
+            continue
+        name, template = body["metadata"]["name"], body["spec"]["template"]
+        wanted = maps.get(rings_name(name), {}).get("data", {}).get(HCCL_JSON, "")
+        if ATLAS_TASK_LABEL not in body["metadata"]["labels"]:
+            operator.append(f"Deployment {name}: no {ATLAS_TASK_LABEL} label (the operator ignores it)")
+        if template["metadata"]["labels"].get(DEPLOY_LABEL) != name:
+            operator.append(f"Deployment {name}: its pods lack {DEPLOY_LABEL}: {name} (the operator lists none)")
+        if '"initializing"' not in wanted:
+            operator.append(f"ConfigMap {rings_name(name)}: missing, or its {HCCL_JSON} is not status initializing")
+        if body["spec"].get("strategy") != NO_SURGE:
+            updates.append(f"Deployment {name}: {body['spec'].get('strategy')}")
+    directory = ranktable_dir(spec)
+    for instance in (*instances, spec.scheduler):
+        body = workloads.get(instance.name)
+        pod = body["spec"]["template"]["spec"] if body else {}
+        init = next((c for c in pod.get("initContainers", []) if c["name"] == INIT_NAME), None)
+        env = {e["name"]: e.get("value") for c in pod.get("containers", []) for e in c.get("env", [])}
+        mounted = {v.get("configMap", {}).get("name") for v in pod.get("volumes", [])}
+        missing = [rings_name(i.name) for i in instances if rings_name(i.name) not in mounted]
+        if init is None or missing or env.get("GLOBAL_RANK_TABLE_FILE_PATH") != f"{directory}/{MERGED_FILE_NAME}" \
+                or env.get("RANK_TABLE_FILE_PATH") != f"{directory}/{LOCAL_NAME}":
+            merged.append(f"{instance.name}: " + ("no merge init container" if init is None else
+                                                  f"mounts {missing}" if missing else "ranktable paths"))
+    return [
+        _rule("operator-ranktable", operator, f"a Deployment per P/D instance labelled {ATLAS_TASK_LABEL}, its pods "
+                                              f"{DEPLOY_LABEL}, and its rings-config ConfigMap created initializing"),
+        _rule("ranktable-merge", merged, "an init step in every P/D and scheduler pod waits for every instance's "
+                                         "ranktable and merges them (scheduler, prefill, decode) into the files "
+                                         "GLOBAL_RANK_TABLE_FILE_PATH and RANK_TABLE_FILE_PATH name"),
+        _rule("ranktable-update", updates, "updates stop the old pod first (maxSurge 0): a surge pod would wait for "
+                                           "a ranktable the operator keeps for the old one; the instance is down "
+                                           "while it restarts"),
+        Rule("ranktable-refresh", CLUSTER, "each pod merges the ranktables once, at its start: a P/D or scheduler "
+                                           "pod that is recreated (new IP) leaves the others' global ranktable "
+                                           f"naming its old IP; restart them all (`kubectl rollout restart "
+                                           f"deployment -l deployctl.deployment={spec.name}`)"),
+    ]
 
 
 def _updates(spec: Spec, options: ExportOptions, bodies: list[dict]) -> list[Rule]:
@@ -174,6 +248,8 @@ def _updates(spec: Spec, options: ExportOptions, bodies: list[dict]) -> list[Rul
     out.append(_rule("grace", short, "terminationGracePeriodSeconds above the drain and the server's own stop"))
     rolling = []
     for b in bodies:
+        if b["kind"] == "Deployment" and _operator_writes_ranktable(b):
+            continue  # the ranktable-update rule's
         if b["kind"] == "Deployment":
             strategy = b["spec"].get("strategy", {})
             if strategy.get("type") != "RollingUpdate" or strategy.get("rollingUpdate", {}).get("maxUnavailable") != 0:

@@ -29,7 +29,7 @@ def problems(spec: Spec, options: ExportOptions) -> list[Problem]:
     """Every reason this spec cannot become `options.target`'s objects, all at once."""
     flavour = flavour_of(spec)
     refused = [*spec_refusals(flavour, spec), *flavour.export_refusals(spec, options.npu_stack), *_front(spec),
-               *_hooks(spec)]
+               *_hooks(spec), *_ranktables(spec, options)]
     if refused:
         return refused
     bad_name = list(_name(spec))
@@ -49,6 +49,21 @@ def _front(spec: Spec) -> Iterator[Problem]:
     refusal = kind.export_refusal() if kind is not None else None
     if refusal is not None:
         yield Problem(("topology", "front"), refusal[0], hint=refusal[1])
+
+
+def _ranktables(spec: Spec, options: ExportOptions) -> Iterator[Problem]:
+    """The AscendCloud P/D flow on MindCluster: ascend-operator writes a ranktable for the pods of a Deployment,
+    a StatefulSet or a Volcano Job only (mind-cluster component/ascend-operator/pkg/ranktable/plugins.go: the
+    deployment, statefulSet and vcJob plugins), so LWS and Kthena pods would never get one."""
+    from deployctl.export import pd_ranktables
+
+    if pd_ranktables.applies(spec, options) and options.target != "k8s":
+        yield Problem(("topology",), f"the AscendCloud P/D flow needs each instance's HCCL ranktable from "
+                                     f"MindCluster's ascend-operator, which writes one for the pods of a "
+                                     f"Deployment, StatefulSet or Volcano Job only, never for a "
+                                     f"{'LeaderWorkerSet' if options.target == 'lws' else 'ModelServing'}'s pods",
+                      hint="export with --to k8s: a Deployment per instance, whose ranktable the operator writes "
+                           "and an init step in every pod merges")
 
 
 def _hooks(spec: Spec) -> Iterator[Problem]:

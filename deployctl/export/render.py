@@ -52,11 +52,20 @@ def to_yaml(manifest: Manifest) -> str:
                      width=1 << 30, allow_unicode=True)
 
 
+class Block(str):
+    """A multi-line text written as a YAML literal block (`|`), as a person would read it: a program in a
+    ConfigMap."""
+
+
 class _Dumper(yaml.SafeDumper):
     """No `&id001` anchors where the renderer reuses one dict (the probes' httpGet): each object reads alone."""
 
     def ignore_aliases(self, data) -> bool:
         return True
+
+
+_Dumper.add_representer(Block, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", str(text),
+                                                                            style="|"))
 
 
 def stream(manifests: tuple[Manifest, ...]) -> str:

@@ -26,6 +26,10 @@ KTHENA_API = "workload.serving.volcano.sh/v1alpha1"
 
 def k8s(spec: Spec, options: ExportOptions) -> list[dict]:
     """A Deployment per instance (every gang is one pod here: refusals.py saw to it), Services in front."""
+    from deployctl.export import pd_ranktables
+
+    if pd_ranktables.applies(spec, options):  # the AscendCloud P/D flow: the cluster writes its ranktables
+        return pd_ranktables.build(spec, options)
     served = [(gang, gang.leader, server_pod(spec, gang, gang.leader, options, None)) for gang in gangs(spec)]
     out = _config_maps(spec, options)
     out += [deployment(spec, pod.name, pod_labels(spec, gang, pod), pod_spec, options)

@@ -125,54 +125,20 @@ class AscendCloudVllm(Flavour):
         return ()
 
     def export_refusals(self, spec: "Spec", stack: str) -> Iterator["Problem"]:
-        if spec.mode != "disaggregated":
+        """P/D needs a cluster that writes each pod's ranktable: MindCluster's ascend-operator does (with
+        --to k8s, export/pd_ranktables.py); on other stacks nothing does."""
+        if spec.mode != "disaggregated" or stack == "mindcluster":
             return
         from deployctl.errors import Problem
 
-        if stack == "mindcluster":
-            yield from _mindcluster_pieces(spec)
-            return
         yield Problem(("topology",), _ranktable_flow() + f"; nothing on --npu-stack {stack} writes a pod's "
                                      "ranktable", hint=(
-            "export with --npu-stack mindcluster (its Ascend operator writes each pod's ranktable; that export is "
-            "not built yet, and its refusal names each missing piece), use server: vllm-ascend with a KV connector "
+            "export with --npu-stack mindcluster --to k8s (its ascend-operator writes each instance's ranktable "
+            "and an init step merges them in the pods), use server: vllm-ascend with a KV connector "
             "(topology.connector: mooncake), which maps to prefill and decode groups, or export a mode: mixed spec"))
 
 
 def _ranktable_flow() -> str:
-    return ("the AscendCloud P/D flow (server: vllm, mode: disaggregated) has no Kubernetes mapping: its instances "
-            "find each other through HCCL ranktables built from every host's NPU device IPs (hccn_tool) and its "
-            "scheduler's NODE_PORTS, and neither LeaderWorkerSet, Kthena nor plain Kubernetes renders those")
-
-
-def _mindcluster_pieces(spec: "Spec") -> Iterator["Problem"]:
-    """On MindCluster the ranktables could come from the cluster; what the export lacks for that, piece by piece,
-    each at the spec path it serves (issue 30: the refusal names every missing piece)."""
-    from deployctl.errors import Problem
-    from deployctl.plan.container_types import ranktable_dir
-
-    directory = ranktable_dir(spec)
-    yield Problem(("topology",), (
-        f"the global ranktable (GLOBAL_RANK_TABLE_FILE_PATH, {directory}/...) that `up` merges on the control "
-        "machine from every instance's local one, with each host's address as its server_ip: in a cluster it must "
-        "be merged from the pods' own ranktables and addresses once all are placed, and the export renders no such "
-        "step"), hint=("an init step per P/D pod (and the scheduler's) that waits for every instance's local "
-                       "ranktable and merges them in the vendor's format (`deployctl ranktable merge`, as "
-                       "pd_ranktable_tools.py --mode merge) into a volume the pods share; not built yet"))
-    for instance in spec.role("prefill") + spec.role("decode"):
-        yield Problem(instance.path, (
-            f"{instance.name}'s local ranktable (RANK_TABLE_FILE_PATH: the device IPs of its {len(instance.devices)} "
-            "NPUs, which `up` reads with hccn_tool on its host): the NPUs are the device plugin's choice, known only "
-            "in the placed pod, and the export renders nothing that writes their ranktable"), hint=(
-            "a pod the Ascend operator writes a ranktable for (MindCluster's ascend-operator with Volcano: the "
-            "ranktable of the pod's allocated NPUs), its path given as RANK_TABLE_FILE_PATH; not built yet"))
-    scheduler = spec.role("scheduler")
-    if scheduler:
-        ports = ",".join(str(p) for p in spec.node_ports)
-        yield Problem(scheduler[0].path, (
-            f"the scheduler reaches the instances at NODE_PORTS ({ports}) on their global-ranktable server_ip, a "
-            "host's address under `up`: a pod's address is its own and known only once it runs, and the export "
-            "wires neither"), hint=(
-            "the merge step (at topology) writing each pod's IP as its server_ip, so that the scheduler reads "
-            "them from the global ranktable as under `up`; not built yet"))
-
+    return ("the AscendCloud P/D flow (server: vllm, mode: disaggregated) has no Kubernetes mapping here: its "
+            "instances find each other through HCCL ranktables built from every host's NPU device IPs (hccn_tool) "
+            "and its scheduler's NODE_PORTS")

@@ -14,6 +14,9 @@ GOLDEN = FIXTURES / "golden"
 SECRET_VALUE = "hf_never_in_a_manifest_0123456789"
 ENVIRON = {"HF_TOKEN": SECRET_VALUE}
 
+ASCENDCLOUD_PD = "tests/fixtures/export/specs/ascendcloud-pd-2hosts.yaml"
+PD_PLAYBOOKS = ("playbooks/demo-pd.yaml", "playbooks/disaggregated-2hosts-910b.yaml", "playbooks/pd-1host-910b.yaml")
+
 # spec (relative to the repository) -> the flags a user would pass, and the targets it maps to
 MAPPED = {
     "playbooks/mixed-1host-910b.yaml": (
@@ -26,12 +29,17 @@ MAPPED = {
     "playbooks/vllm-ascend-pd-qwen3.yaml": (dict(weights_pvc="qwen3-235b-weights", nic="bond0"), ("lws", "kthena")),
     "tests/fixtures/export/specs/vllm-ascend-pd-1host.yaml": (
         dict(weights_pvc="qwen3-30b-weights", secret="qwen3-tokens", namespace="serving"), ("k8s", "lws", "kthena")),
+    # the seed's AscendCloud P/D flow on whole nodes: ascend-operator writes each instance's ranktable, an init step
+    # merges them (export/pd_ranktables.py); a Deployment per instance, so k8s only
+    ASCENDCLOUD_PD: (dict(weights_pvc="llama3-70b-weights"), ("k8s",)),
 }
 
 # playbook x target -> the spec path its one error names
 REFUSED = {
-    **{(p, t): "topology" for p in ("playbooks/demo-pd.yaml", "playbooks/disaggregated-2hosts-910b.yaml",
-                                    "playbooks/pd-1host-910b.yaml") for t in ("k8s", "lws", "kthena")},
+    # the AscendCloud P/D playbooks on the default stack (mindcluster): LWS and Kthena pods get no ranktable from
+    # ascend-operator; a Deployment does, but these instances ask for part of a node (whole servers only)
+    **{(p, t): "topology" for p in PD_PLAYBOOKS for t in ("lws", "kthena")},
+    **{(p, "k8s"): "topology.prefill[0].devices" for p in PD_PLAYBOOKS},
     **{("playbooks/mixed-router-910b.yaml", t): "topology.front" for t in ("k8s", "lws", "kthena")},
     ("playbooks/vllm-ascend-mixed-2hosts-internal.yaml", "k8s"): "topology.groups[0].hosts",
     ("playbooks/vllm-ascend-pd-qwen3.yaml", "k8s"): "topology.decode[0].hosts",
@@ -48,6 +56,8 @@ STACK_REFUSED = {
     **{("tests/fixtures/export/specs/vllm-ascend-pd-1host.yaml", t, "mindcluster"): "topology.prefill[0].dp"
        for t in ("k8s", "lws", "kthena")},
 }
+# nothing on cce or plain writes a pod's ranktable (servers/ascendcloud.py export_refusals)
+STACK_REFUSED.update({(ASCENDCLOUD_PD, "k8s", stack): "topology" for stack in ("cce", "plain")})
 # the stack a spec exports on where the tests name none: the default, or plain where the default refuses it
 PART_OF_NODE = {spec for spec, _, stack in STACK_REFUSED if stack == DEFAULT_STACK}
 

@@ -122,20 +122,18 @@ def test_every_refusal_says_what_would_make_it_exportable(tmp_path, capsys, stac
         assert problems and all(p.get("hint", "").strip() for p in problems), (args, problems)
 
 
-def test_the_ascendcloud_pd_flow_on_mindcluster_names_each_missing_piece():
-    """The seed's P/D playbook: the global merge (topology), each instance's local ranktable (its own path) and
-    the scheduler's NODE_PORTS addresses (topology.scheduler), each not built yet."""
-    for target in ("k8s", "lws", "kthena"):
-        problems = refused_problems(str(ROOT / "playbooks/pd-1host-910b.yaml"), target, "mindcluster",
-                                    weights_pvc="models")
-        by_path = {p.dotted_path: p for p in problems}
-        assert list(by_path) == ["topology", "topology.prefill[0]", "topology.decode[0]", "topology.scheduler"]
-        assert "GLOBAL_RANK_TABLE_FILE_PATH" in by_path["topology"].message
-        assert "init step" in by_path["topology"].hint and "ranktable merge" in by_path["topology"].hint
-        for path in ("topology.prefill[0]", "topology.decode[0]"):
-            assert "RANK_TABLE_FILE_PATH" in by_path[path].message and "Ascend operator" in by_path[path].hint
-        assert "NODE_PORTS (8088,8089)" in by_path["topology.scheduler"].message
-        assert all("not built yet" in p.hint for p in problems)
+def test_the_ascendcloud_pd_flow_on_mindcluster_is_refused_where_the_operator_writes_no_ranktable():
+    """ascend-operator writes ranktables for Deployments, StatefulSets and Volcano Jobs only (mind-cluster
+    component/ascend-operator/pkg/ranktable/plugins.go): LWS and Kthena are refused at topology, naming the
+    operator and --to k8s; with --to k8s the seed playbooks' part-of-node instances meet the whole-server rule."""
+    for target, kind in (("lws", "LeaderWorkerSet"), ("kthena", "ModelServing")):
+        (problem,) = refused_problems(str(ROOT / "playbooks/pd-1host-910b.yaml"), target, "mindcluster",
+                                      weights_pvc="models")
+        assert problem.path == ("topology",) and "ascend-operator" in problem.message and kind in problem.message
+        assert "--to k8s" in problem.hint
+    problems = refused_problems(str(ROOT / "playbooks/pd-1host-910b.yaml"), "k8s", "mindcluster", weights_pvc="models")
+    assert [p.dotted_path for p in problems] == ["topology.prefill[0].devices", "topology.decode[0].devices"]
+    assert all("full-server scheduling only" in p.message for p in problems)
 
 
 def test_other_stacks_point_the_ascendcloud_pd_flow_to_mindcluster():

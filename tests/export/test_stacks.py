@@ -39,7 +39,11 @@ def test_every_pod_template_follows_its_stacks_rules(spec, target, stack):
             pod, pod_labels = template["spec"], template["metadata"]["labels"]
             counts = [c.get("resources", {}).get("limits", {}) for c in pod["containers"]]
             if not any(counts):  # the proxy: no NPUs, the default scheduler, no stack label or selector
-                assert "schedulerName" not in pod and "nodeSelector" not in pod
+                assert "schedulerName" not in pod
+                if pod_labels.get("deployctl.role") == "scheduler":  # AscendCloud's: it mounts the NPU node's driver
+                    assert pod["nodeSelector"] == {"accelerator-type": types[loaded.requirements.cards]}
+                else:
+                    assert "nodeSelector" not in pod
                 assert not set(labels) & set(pod_labels)
                 continue
             seen_npu_pod = True
