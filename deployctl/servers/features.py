@@ -22,6 +22,8 @@ class Feature(enum.Enum):
     COMPILE_CACHE = "compile cache"  # cache.compile: its profile names where its compile caches live
     VERSION_PROFILES = "version profiles"  # server_version picks one of its profiles
     SURGE = "surge"  # rollout.max_surge: a replacement started on spare cards before the old one drains
+    FRONT = "front"  # topology.front: a proxy or router in front of the instances
+    DISAGGREGATED = "P/D disaggregation"  # topology.mode: disaggregated
 
 
 # The spec key that asks for a feature, what to do instead, and whether a (valid) spec asks for it. A feature with
@@ -35,7 +37,11 @@ ASKED_AT: dict[Feature, tuple[tuple, str, Callable[["Spec"], Any]]] = {
     Feature.SURGE: (("rollout", "max_surge"), "remove rollout.max_surge: the drain rollout replaces "
                                               "rollout.max_unavailable instances at a time",
                     lambda spec: spec.rollout.max_surge),
+    Feature.FRONT: (("topology", "front"), "remove topology.front", lambda spec: spec.front_spec),
+    Feature.DISAGGREGATED: (("topology", "mode"), "use mode: mixed", lambda spec: spec.mode == "disaggregated"),
 }
+# A key whose mere presence does not ask for its feature: the value that does
+ASKS_WHEN: dict[Feature, Callable[[Any], bool]] = {Feature.DISAGGREGATED: lambda mode: mode == "disaggregated"}
 
 
 def _asks(value: Any) -> bool:
@@ -49,7 +55,7 @@ def refused(flavour: "Flavour", asked: Callable[[tuple], Any]) -> Iterator[Probl
     for feature, reason in flavour.unsupported.items():
         if feature in ASKED_AT:
             path, hint, _ = ASKED_AT[feature]
-            if _asks(asked(path)):
+            if ASKS_WHEN.get(feature, _asks)(asked(path)):
                 yield Problem(path, reason, hint=hint)
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 from deployctl.servers.ascendcloud import AscendCloudVllm
 from deployctl.servers.base import Flavour
+from deployctl.servers.sglang import SglangGpu
 from deployctl.servers.triton import TritonVllm
 from deployctl.servers.vllm_ascend import VllmAscend
 from deployctl.servers.vllm_gpu import VllmGpu
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from deployctl.spec.model import Spec
 
 FLAVOURS: dict[tuple[str, str], Flavour] = {
-    (f.platform, f.server): f for f in (AscendCloudVllm(), VllmAscend(), VllmGpu(), TritonVllm())
+    (f.platform, f.server): f for f in (AscendCloudVllm(), VllmAscend(), VllmGpu(), TritonVllm(), SglangGpu())
 }
 
 

@@ -98,6 +98,34 @@ def test_plain_vllm_on_gpu_deploys(gpu_host, deployctl):
         assert container_ids(bed, HOST, "e2e-gpu-vllm") == {}
 
 
+def test_sglang_on_gpu_up_rerun_status_and_down(gpu_host, deployctl):
+    """server sglang (issue 43) on the playbook's shape: the stand-in plays SGLang's launch_server (its own option
+    list, /health, sglang: metrics, its SIGTERM drain)."""
+    bed = gpu_host
+    path = write_spec(bed, deployctl, "e2e-sglang", mixed("0, 1", 8464), server="sglang")
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["changed"] is True, doc
+        assert doc["smoke"]["e2e-sglang-mixed-0"]
+        inspect = json.loads(bed.docker_on(HOST, "inspect", "e2e-sglang-mixed-0").stdout)[0]
+        assert inspect["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == ["0", "1"]
+        assert inspect["Args"][:2] == ["-m", "sglang.launch_server"]
+        assert inspect["Args"][inspect["Args"].index("--tp-size") + 1] == "2"
+        assert "sglang:num_running_reqs{" in host_curl(bed, "http://127.0.0.1:8464/metrics").stdout
+        code, status = deployctl.json("status", path)
+        assert code == 0
+        assert [(i["name"], i["state"], i["healthy"]) for i in status["instances"]] == [
+            ("e2e-sglang-mixed-0", "running", True)]
+        before = container_ids(bed, HOST, "e2e-sglang")
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["changed"] is False
+        assert container_ids(bed, HOST, "e2e-sglang") == before
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0, err
+        assert container_ids(bed, HOST, "e2e-sglang") == {}
+
+
 def failing(doc):
     return [(h["host"], c["name"], c.get("gpu")) for h in doc["hosts"] for c in h["checks"] if c["status"] == "FAIL"]
 

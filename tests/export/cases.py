@@ -24,6 +24,7 @@ MAPPED = {
         ("k8s", "lws", "kthena")),
     "playbooks/gpu-vllm.yaml": (dict(weights_pvc="qwen2-7b-weights"), ("k8s", "lws", "kthena")),
     "playbooks/gpu-triton.yaml": (dict(weights_pvc="opt-125m-weights"), ("k8s", "lws", "kthena")),
+    "playbooks/sglang-gpu-mixed.yaml": (dict(weights_pvc="qwen2-7b-weights"), ("k8s", "lws", "kthena")),
     "playbooks/vllm-ascend-mixed-ep-1host.yaml": (dict(weights_pvc="qwen3-30b-weights"), ("k8s", "lws", "kthena")),
     "playbooks/vllm-ascend-mixed-2hosts-internal.yaml": (dict(weights_pvc="deepseek-v3-weights"), ("lws", "kthena")),
     "playbooks/vllm-ascend-pd-qwen3.yaml": (dict(weights_pvc="qwen3-235b-weights", nic="bond0"), ("lws", "kthena")),

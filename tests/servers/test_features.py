@@ -22,6 +22,7 @@ BASE = {
     ("gpu", "vllm"): "platform: gpu\nimage: {name: 'vllm/vllm-openai:v0.18.0'}\n",
     ("gpu", "triton"): "platform: gpu\nserver: triton\nimage: {name: 'nvcr.io/nvidia/tritonserver:25.09-vllm-python-py3'}\n",
     ("ascend", "vllm-ascend"): "server: vllm-ascend\nimage: {name: 'quay.io/ascend/vllm-ascend:v0.13.0rc1'}\n",
+    ("gpu", "sglang"): "platform: gpu\nserver: sglang\nimage: {name: 'lmsysorg/sglang:v0.5.23'}\n",
 }
 MIXED = """topology:
   mode: mixed
@@ -40,7 +41,14 @@ ASKING = {
     Feature.COMPILE_CACHE: "cache: {compile: true}\n",
     Feature.VERSION_PROFILES: "server_version: '0.13'\n",
     Feature.SURGE: "rollout: {strategy: drain, max_surge: 1}\n",
+    Feature.FRONT: "",  # the router, in topology
+    Feature.DISAGGREGATED: "",  # mode: disaggregated, in topology
 }
+
+
+def fronted(flavour: Flavour) -> bool:
+    """Whether the flavour's base spec here has a router in front."""
+    return flavour.supports(Feature.OPENAI_API) and flavour.supports(Feature.FRONT)
 
 
 def spec_text(key: tuple[str, str], extra: str = "", front: bool = True) -> str:
@@ -52,7 +60,7 @@ def spec_text(key: tuple[str, str], extra: str = "", front: bool = True) -> str:
 
 def test_every_flavour_spec_here_is_valid_when_it_asks_for_nothing_it_cannot_do():
     for key, flavour in FLAVOURS.items():
-        _, errors, _ = check_spec_text(spec_text(key, front=flavour.supports(Feature.OPENAI_API)), "s.yaml")
+        _, errors, _ = check_spec_text(spec_text(key, front=fronted(flavour)), "s.yaml")
         assert errors == [], (key, [p.render() for p in errors])
 
 
@@ -63,7 +71,9 @@ CASES = [(key, feature) for key, flavour in FLAVOURS.items() for feature in flav
 @pytest.mark.parametrize("key,feature", CASES, ids=[f"{k[0]}-{k[1]}-{f.name}" for k, f in CASES])
 def test_each_unsupported_feature_a_spec_asks_for_is_a_validate_error_with_its_reason_path_and_line(key, feature):
     flavour = FLAVOURS[key]
-    text = spec_text(key, ASKING[feature], front=feature is Feature.OPENAI_API or flavour.supports(Feature.OPENAI_API))
+    text = spec_text(key, ASKING[feature], front=feature in (Feature.OPENAI_API, Feature.FRONT) or fronted(flavour))
+    if feature is Feature.DISAGGREGATED:
+        text = text.replace("mode: mixed", "mode: disaggregated")
     _, errors, _ = check_spec_text(text, "s.yaml")
     path = ASKED_AT[feature][0]
     line = 1 + next(i for i, row in enumerate(text.splitlines()) if row.lstrip().startswith(f"{path[-1]}:")

@@ -61,6 +61,12 @@ BASE = {
         "weights": {"dest": "/mnt/weights/demo"}, "model": {"served_name": "demo-model"},
         "topology": {"mode": "mixed", "instances": [{"host": "gpu1", "devices": [0], "port": 8000}]},
     },
+    ("gpu", "sglang"): {
+        "version": 1, "name": "fields", "platform": "gpu", "server": "sglang",
+        "hosts": {"gpu1": {"address": "10.0.0.1"}},
+        "weights": {"dest": "/mnt/weights/demo"}, "model": {"served_name": "demo-model"},
+        "topology": {"mode": "mixed", "instances": [{"host": "gpu1", "devices": [0], "port": 8000}]},
+    },
     ("ascend", "vllm-ascend"): {
         "version": 1, "name": "fields", "server": "vllm-ascend", "server_version": "0.13",
         "hosts": {"node1": {"address": "10.0.0.1"}}, "weights": {"dest": "/mnt/weights/demo"},

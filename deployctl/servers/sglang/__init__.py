@@ -1,0 +1,145 @@
+"""SGLang's own server on NVIDIA GPUs (`server: sglang`, platform gpu; issue 43) (pure): one
+`python -m sglang.launch_server` per instance, its TP size its device count, with the GPU container shape of vLLM on
+GPU. SGLang's source read here is the 0.5.23 wheel's (paths below are inside it); the oracle in tests/oracle/
+feeds every rendered line to that version's own parser."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Optional
+
+from deployctl.servers.ascendcloud import FAMILY, MOE
+from deployctl.servers.base import Flavour
+from deployctl.servers.features import Feature
+from deployctl.servers.fields import VERBATIM, Flag, Refused
+from deployctl.servers.sglang.metrics import SGLANG
+from deployctl.servers.vllm_gpu import NO_GPU_SURGE
+
+if TYPE_CHECKING:
+    from deployctl.plan.container_types import Container, RanktableFiles
+    from deployctl.spec.model import Instance, Spec
+
+# sglang/launch_server.py: `python -m sglang.launch_server ARGS` parses ARGS with prepare_server_args
+# (sglang/srt/server_args.py:668), the parser the oracle runs; it warns that `sglang serve` is the newer spelling
+# of the same parser, which older images lack.
+LAUNCH_SERVER = ("python", "-m", "sglang.launch_server")
+
+# sglang/srt/arg_groups/fields/model.py:177-183 and arg_groups/choices.py:32 (QUANTIZATION_CHOICES: awq, gptq and
+# others; no smoothquant, no ascend)
+NO_SMOOTHQUANT = Refused("quantization", "quantization 'smoothquant' is AscendCloud vLLM's; SGLang's --quantization "
+                                         "has no such method (awq and gptq are among its choices)",
+                         hint="use awq or gptq weights", values=("smoothquant",))
+NO_ASCEND = Refused("quantization", "quantization 'ascend' is vllm-ascend's (w8a8 weights on Ascend NPUs); SGLang "
+                                    "on GPU takes awq or gptq", hint="use awq or gptq weights", values=("ascend",))
+# sglang/srt/arg_groups/fields/model.py:197-216: --kv-cache-dtype is auto, an fp8/fp4 kind or bf16, never int8
+NO_INT8_KV = Refused("kv_cache_dtype", "kv_cache_dtype int8 is AscendCloud vLLM's: SGLang's --kv-cache-dtype takes "
+                                       "auto, bf16 or an fp8/fp4 kind, never int8",
+                     hint="remove kv_cache_dtype and quantization_param_path")
+NO_SCALES = Refused("quantization_param_path", "quantization_param_path goes with kv_cache_dtype int8, which SGLang "
+                                               "does not take", hint="remove it")
+
+# What extra_args may not say, each with why: the flags the table renders itself (argparse keeps the last one, so a
+# second --port would move the server off the port `up` waits on), SGLang's data parallelism (an instance's devices
+# are its TP size: a --dp-size would ask for dp x tp GPUs), and vLLM's spellings a carried-over spec brings.
+OWNED = ("--model-path", "--model", "--served-model-name", "--host", "--port", "--tp-size",
+         "--tensor-parallel-size", "--context-length", "--max-running-requests", "--chunked-prefill-size",
+         "--quantization", "--kv-cache-dtype", "--enable-metrics")
+DATA_PARALLEL = ("--dp-size", "--data-parallel-size")
+VLLM_SPELLINGS = {"--gpu-memory-utilization": "--mem-fraction-static", "--max-model-len": "model.max_model_len",
+                  "--max-num-seqs": "model.max_num_seqs", "--max-num-batched-tokens": "model.max_num_batched_tokens",
+                  "--enforce-eager": "--disable-cuda-graph"}
+
+
+def _flags(words) -> set[str]:
+    return {word.split("=", 1)[0] for word in words if isinstance(word, str) and word.startswith("--")}
+
+
+def _says_none_of(flags) -> object:
+    return lambda words: not (_flags(words) & set(flags))
+
+
+TABLE = (
+    Flag("@model", "--model-path"),
+    Flag("served_name", "--served-model-name"),
+    Flag("@host", "--host"),
+    Flag("@port", "--port"),
+    Flag("@tp", "--tp-size"),
+    Flag("max_model_len", "--context-length"),
+    Flag("max_num_seqs", "--max-running-requests"),
+    # vLLM's per-step token budget is what SGLang chunks a long prefill by (arg_groups/fields/schedule.py:52-55)
+    Flag("max_num_batched_tokens", "--chunked-prefill-size"),
+    Flag("quantization", "--quantization"),
+    NO_SMOOTHQUANT,
+    NO_ASCEND,
+    NO_INT8_KV,
+    NO_SCALES,
+    Flag("@metrics", VERBATIM),  # --enable-metrics: /metrics exists only with it (metrics.py)
+    Refused("extra_args", "extra_args repeats a flag deployctl renders from the spec for server sglang ("
+                          + ", ".join(OWNED) + "): SGLang's parser keeps the last one, so the server would not run "
+                          "as the spec says", hint="set it through the spec (model.*, devices, port), not extra_args",
+            allows=_says_none_of(OWNED)),
+    Refused("extra_args", "extra_args asks for SGLang's data parallelism (--dp-size): an instance's devices are its "
+                          "TP size, so SGLang would want dp x tp GPUs; deployctl renders no --dp-size yet",
+            hint="run one instance per replica (each on its own devices and port)", allows=_says_none_of(DATA_PARALLEL)),
+    Refused("extra_args", "extra_args holds vLLM flags that SGLang's parser refuses (exit 2): "
+                          + ", ".join(f"{v} -> {s}" for v, s in VLLM_SPELLINGS.items()),
+            hint="write SGLang's spelling (the right-hand side above)", allows=_says_none_of(VLLM_SPELLINGS)),
+    Flag("extra_args", VERBATIM),
+    FAMILY,
+    MOE,
+)
+
+# SGLang on SIGTERM (sglang/srt/managers/tokenizer_manager.py:4066-4070 sets gracefully_exit; sigterm_watchdog,
+# :3508-3550): /health answers 503 from then on, the requests in flight run to the end with no limit of SGLang's
+# own (it checks every 5 s), then the schedulers get 15 s to exit (_SCHEDULER_EXIT_TIMEOUT_SECS, :456). It has no
+# --shutdown-timeout flag: docker's --time is the only bound, so the one stop policy (servers/shutdown.py) gives
+# it deployctl's default grace or the user's --shutdown-timeout, whichever `stop_grace` reads.
+
+UNSUPPORTED = {
+    Feature.FRONT: "server sglang runs without a front for now: sglang-router (its own front, issue 43) is not built, "
+                   "and the vLLM fronts (proxy, vllm-router) add and remove vLLM workers only",
+    Feature.DISAGGREGATED: "server sglang's P/D (--disaggregation-mode prefill|decode with its transfer backend) is not "
+                           "built yet",
+    Feature.COMPILE_CACHE: "deployctl knows no compile cache of SGLang's (no start-up profile names where its caches "
+                           "live)",
+    Feature.VERSION_PROFILES: "server_version picks a vllm-ascend profile; server sglang has no version profiles",
+    Feature.SURGE: NO_GPU_SURGE,
+}
+
+
+class SglangGpu(Flavour):
+    platform, server, title = "gpu", "sglang", "SGLang on GPU"
+    table = TABLE
+    wrong_platform_hint = "set platform: gpu (SGLang on Ascend is not built yet)"
+    metrics = SGLANG
+    unsupported = UNSUPPORTED
+
+    def command(self, spec: "Spec", instance: "Instance") -> tuple[str, ...]:
+        from deployctl.servers.fields import model_values, render_flags
+
+        values = model_values(spec, instance)
+        values["@metrics"] = ("--enable-metrics",)
+        return LAUNCH_SERVER + render_flags(self.table, values)
+
+    def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
+                  networks: Optional[Mapping]) -> "Container":
+        from deployctl.plan.container_types import instance_container
+        from deployctl.servers.vllm_gpu import gpu_shape
+
+        # --gpus and the weights' mount as vLLM on GPU has them; instance_container gives every server its
+        # --shm-size (container.shm_size). SGLang's own docs run its image with `--shm-size 32g --ipc=host`
+        # (benchmark/deepseek_v3/README.md); deployctl's containers never share the host's IPC namespace, as for
+        # vLLM, so a large model's TP workers need container.shm_size set that high
+        gpus, mounts = gpu_shape(spec, instance)
+        return instance_container(spec, instance, devices=(), mounts=mounts, command=self.command(spec, instance),
+                                  gpus=gpus)
+
+    def health_path(self, instance: Optional["Instance"] = None) -> str:
+        # sglang/srt/entrypoints/http_server.py:721-795: /health is 503 while the server starts and once SIGTERM
+        # came, 200 otherwise (a one-token generation only with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION);
+        # /health_generate always generates one token, which `status --answers` and the liveness probe do already
+        return "/health"
+
+    def startup(self, spec: "Spec"):
+        """SGLang logs its own start-up lines, which no profile lists yet: its ledger has no server phases and
+        `cache.compile` is refused."""
+        return None

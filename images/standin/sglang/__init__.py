@@ -1,0 +1,1 @@
+"""The stand-in's `sglang` package: `python -m sglang.launch_server` (standin/sglang_server.py)."""
