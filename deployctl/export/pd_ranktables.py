@@ -138,7 +138,7 @@ def _pod(spec: Spec, instance: Instance, instances: list[Instance], files: Rankt
     mounts.append({"name": shared, "mountPath": directory})
     args = [*rings, "--scheduler", spec.scheduler.name, "--own", instance.name, "--pod-ip", f"$({POD_IP})",
             "--out", directory, "--wait-s", str(LEADER_WAIT_S), "--retry-s", str(LEADER_RETRY_S)]
-    if instance.role == "scheduler":
+    if instance.name == spec.scheduler.name:  # the scheduler waits for the servers, they for its address
         args += ["--health", health_path(spec, instances[0]), "--node-ports", ",".join(map(str, spec.node_ports)),
                  "--health-wait-s", str(startup_budget(spec).seconds + STARTUP_MARGIN_S)]
     else:

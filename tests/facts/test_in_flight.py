@@ -32,3 +32,20 @@ def test_the_probe_passes_each_url_as_an_argument_of_a_constant_script():
     assert probe.argv == ("sh", "-c", IN_FLIGHT_SCRIPT, "sh", "1", "http://x:1/metrics", "http://x:2/metrics",
                           "http://x:3/metrics")
     assert probe.parse(f"{MARK} http://x:2/metrics\nvllm:num_requests_waiting 2\n")["b"] == 2.0
+
+
+def test_the_scripts_stop_rule_counts_every_flavours_gauges_with_the_hosts_awk():
+    """The awk rule that decides when to stop asking: vLLM's and SGLang's running and waiting gauges each count,
+    and a page holding none of them counts as empty (exit 0). Run with this machine's awk, as a host runs it."""
+    import re
+    import subprocess
+
+    rule = re.search(r"awk '([^']*)'", IN_FLIGHT_SCRIPT).group(1)
+
+    def busy(page: str) -> bool:
+        return subprocess.run(["awk", rule], input=page, text=True).returncode != 0
+
+    assert busy('vllm:num_requests_waiting{engine="0"} 1.0\n')
+    assert busy("sglang:num_running_reqs 2\n") and busy('sglang:num_queue_reqs{tp_rank="0"} 1\n')
+    assert not busy("sglang:num_running_reqs 0\nvllm:num_requests_running 0.0\nsglang:num_used_tokens 9\n")
+    assert not busy("# HELP sglang:num_queue_reqs x\nprocess_cpu_seconds_total 3.0\n")
