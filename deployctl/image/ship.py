@@ -62,22 +62,19 @@ def ship_image(image: str, source: Transport, targets: Sequence[Transport],
     return done
 
 
-# One SSH command per host. The source: its engine's version (before 25, `docker save` names layers by v1 ID,
-# not by diff ID, and none can be left out), then the image's layers. A target: its engine's kind, then the layer
-# lists of every image it holds.
-_SOURCE = ("docker version --format '{{.Server.Version}}' && "
-           "docker image inspect --format '{{json .RootFS.Layers}}' \"$1\"")
+# One SSH command per host. The source: the image's layers (any engine version: layers.py finds a layer in the
+# `docker save` of Docker >= 25 by its diff ID and in an older one's by its v1 ID). A target: its engine's kind,
+# then the layer lists of every image it holds.
+_SOURCE = "docker image inspect --format '{{json .RootFS.Layers}}' \"$1\""
 _HELD = ("docker info --format '{{.Driver}} {{json .DriverStatus}}' && "
          "docker image inspect --format '{{json .RootFS.Layers}}' $(docker image ls --all --quiet --no-trunc)")
-LAYER_NAMES_SINCE = 25  # the Docker release whose `docker save` names each layer blobs/sha256/<diff ID>
 
 
 def _held_layers(image: str, source: Transport, targets: Sequence[Transport]) -> frozenset[str]:
-    """Diff IDs of the image's layers every target already holds: none when the source's `docker save` does not
-    name layers by diff ID, or when any target's engine might check the layers it is sent (the containerd image
-    store imports every blob by its digest)."""
+    """The image's layers every target already holds (layers.held_digests): none when any target's engine might
+    check the layers it is sent (the containerd image store imports every blob by its digest)."""
     from deployctl.fanout import on_hosts
-    from deployctl.image.layers import held_prefix, skippable
+    from deployctl.image.layers import held_digests, held_prefix
 
     def lines(transport: Transport, command: Command) -> list[str]:
         result = transport.run(command, timeout=60)
@@ -91,15 +88,15 @@ def _held_layers(image: str, source: Transport, targets: Sequence[Transport]) ->
 
     try:
         mine = lines(source, Command(("sh", "-c", _SOURCE, "sh", image)))
-        if len(mine) != 2 or int(mine[0].split(".")[0]) < LAYER_NAMES_SINCE:
+        if len(mine) != 1:
             return frozenset()
-        layers = json.loads(mine[1]) or []
+        layers = json.loads(mine[0]) or []
         theirs = on_hosts({t.name: t for t in targets}, held)
     except (HostError, ValueError):
         return frozenset()  # not knowing only costs the bytes
     if not layers:
         return frozenset()
-    return skippable(layers, min(held_prefix(layers, images) for images in theirs.values()))
+    return held_digests(layers, min(held_prefix(layers, images) for images in theirs.values()))
 
 
 def relay_stdin(job: dict) -> bytes:

@@ -5,6 +5,7 @@ machine; every target ends with the source's image ID."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -20,9 +21,10 @@ TARGETS = ["tb2", "tb3", "tb4"]
 class _Counting:
     """A transport wrapper that counts the bytes written into its streams and keeps every command."""
 
-    def __init__(self, inner, log):
+    def __init__(self, inner, log, keep=False):
         self.inner, self.log, self.name, self.address = inner, log, inner.name, inner.address
         self.written = 0
+        self.kept = bytearray() if keep else None
 
     def run(self, command, **kw):
         self.log.append((self.name, command))
@@ -38,6 +40,8 @@ class _Counting:
 
             def write(self, data):
                 outer.written += len(data)
+                if outer.kept is not None:
+                    outer.kept += data
                 stream.write(data)
 
             def finish(self):
@@ -59,7 +63,7 @@ def tagged(testbed):
         testbed.docker_on(host, "image", "rm", IMAGE, check=False)
 
 
-def _transports(bed, log):
+def _transports(bed, log, keep=False):
     from deployctl.transport.connect import open_transports
     from deployctl.spec.model import Host, SshSettings
 
@@ -67,7 +71,7 @@ def _transports(bed, log):
                                                  known_hosts=str(h.known_hosts))) for h in bed.hosts[:4]]
     transports, errors = open_transports(hosts)
     assert not errors
-    return {name: _Counting(t, log) for name, t in transports.items()}
+    return {name: _Counting(t, log, keep) for name, t in transports.items()}
 
 
 def _image_id(bed, host, image=IMAGE):
@@ -121,74 +125,79 @@ def test_a_target_whose_port_is_taken_is_skipped_by_the_chain_and_served_directl
     assert direct == ["tb3"] and transports["tb4"].written == 0
 
 
-def _current_layout(legacy: bytes) -> bytes:
-    """A `docker save` archive as Docker >= 25 writes it (each layer as blobs/sha256/<diff ID>, manifest.json
-    pointing there), made from the bed's Docker 20.10 one (<v1 ID>/layer.tar); both engines load either."""
-    import hashlib
+ENGINES = ["bed", "docker26"]  # the bed's dockerd 20.10 (`<v1 ID>/layer.tar`), Debian trixie's 26 (blobs by diff ID)
+
+
+@pytest.fixture(params=ENGINES)
+def source_engine(request, testbed):
+    """tb1's engine for the test: the bed's own, or a newer dockerd on an image store of its own that gets the
+    bed's base image from tb2 (the targets keep the bed's 20.10, which loads either layout)."""
+    bed = testbed
+    if request.param == "bed":
+        yield bed
+        return
+    from tests.testbed import images, newer_docker
+
+    binary = newer_docker.ensure_dockerd()
+    if binary is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("no newer dockerd for the bed (Debian trixie's docker.io)")
+        pytest.skip("no newer dockerd for the bed (Debian trixie's docker.io)")
+    docker = images.docker_cli()
+    bed.use_dockerd("tb1", str(binary))
+    try:
+        assert not bed.docker_on("tb1", "version", "--format", "{{.Server.Version}}").stdout.startswith("20.")
+        base = bed.run_on("tb2", [docker, "save", bed.base_image], input=b"", timeout=300).stdout
+        bed.run_on("tb1", [docker, "load"], input=base, timeout=300)
+        yield bed
+    finally:
+        bed.use_dockerd("tb1", None)
+
+
+@pytest.mark.parametrize("targets", [["tb2"], TARGETS], ids=["one", "chain"])
+def test_the_base_every_target_holds_travels_as_an_empty_file_and_the_load_is_whole(source_engine, targets):
+    """An image built on the bed's base, which every target holds: what the control machine sends is the new
+    layer, not the base (~50 MB), whatever engine saved it (issue 39: before, a source older than Docker 25
+    sent its whole image, and the bed, dockerd 20.10 under a 28.2.2 client, never left a layer out); every
+    target ends with the source's image ID (ship_image checks it)."""
     import io
     import tarfile
 
-    with tarfile.open(fileobj=io.BytesIO(legacy)) as old:
-        files = {m.name: old.extractfile(m).read() for m in old if m.isfile()}
-    manifest = json.loads(files["manifest.json"])
-    blobs = {}
-    for item in manifest:
-        config = files[item["Config"]]
-        blobs[hashlib.sha256(config).hexdigest()] = config
-        item["Config"] = "blobs/sha256/" + hashlib.sha256(config).hexdigest()
-        layers = []
-        for path in item["Layers"]:
-            digest = hashlib.sha256(files[path]).hexdigest()  # an uncompressed layer's digest is its diff ID
-            blobs[digest] = files[path]
-            layers.append("blobs/sha256/" + digest)
-        item["Layers"] = layers
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as new:
-        for name, data in [*sorted(("blobs/sha256/" + d, b) for d, b in blobs.items()),
-                           ("manifest.json", json.dumps(manifest).encode())]:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            new.addfile(info, io.BytesIO(data))
-    return out.getvalue()
-
-
-def test_layers_every_target_holds_are_found_and_travel_empty_and_the_load_is_still_whole(testbed, monkeypatch):
-    """An image built on the bed's base image, which every target holds: the ship finds the base's layers held
-    on every target; its archive with them emptied is a fraction of the size, and a real `docker load` of it
-    gives the source's image ID. The bed's Docker 20.10 names layers by v1 ID in `docker save`, so the ship
-    leaves nothing out there; the test lifts that guard and rewrites the archive as Docker >= 25 writes it."""
-    import io
-    import tarfile
-
-    from deployctl.image.layers import filtered
-    from deployctl.image.ship import _held_layers
     from tests.testbed import images
 
-    bed, image = testbed, "deployctl/chain-layers:1"
+    bed, image = source_engine, "deployctl/chain-layers:1"
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
         for name, data in (("Dockerfile", f"FROM {bed.base_image}\nCOPY marker /marker\n".encode()),
-                           ("marker", b"only this layer is new\n")):
+                           ("marker", os.urandom(1 << 20))):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     docker = images.docker_cli()
     bed.run_on("tb1", [docker, "build", "-q", "-t", image, "-"], input=context.getvalue(), timeout=300)
-    transports = _transports(bed, [])
+    base = json.loads(bed.docker_on("tb1", "image", "inspect", "--format", "{{json .RootFS.Layers}}",
+                                    bed.base_image).stdout)
+    layers = json.loads(bed.docker_on("tb1", "image", "inspect", "--format", "{{json .RootFS.Layers}}",
+                                      image).stdout)
+    assert layers[:len(base)] == base and len(layers) == len(base) + 1
+    base_size = int(bed.docker_on("tb2", "image", "inspect", "--format", "{{.Size}}", bed.base_image).stdout)
+    for host in targets:
+        bed.docker_on(host, "image", "rm", image, check=False)
+    transports = _transports(bed, [], keep=targets == ["tb2"])
     try:
-        base = bed.docker_on("tb1", "image", "inspect", "--format", "{{json .RootFS.Layers}}", bed.base_image)
-        assert _held_layers(image, transports["tb1"], [transports[h] for h in TARGETS]) == frozenset()
-        monkeypatch.setattr("deployctl.image.ship.LAYER_NAMES_SINCE", 20)
-        held = _held_layers(image, transports["tb1"], [transports[h] for h in TARGETS])
-        assert held == set(json.loads(base.stdout))
-        archive = _current_layout(bed.run_on("tb1", [docker, "save", image], input=b"").stdout)
-        slim = b"".join(filtered([archive[i:i + 65536] for i in range(0, len(archive), 65536)], held))
-        assert len(slim) < len(archive) // 20
-        bed.docker_on("tb2", "image", "rm", image, check=False)
-        bed.run_on("tb2", [docker, "load"], input=slim)
-        assert _image_id(bed, "tb2", image) == _image_id(bed, "tb1", image)
+        seconds = ship_image(image, transports["tb1"], [transports[h] for h in targets])
+        assert sorted(seconds) == sorted(targets)
+        sent = sum(transports[h].written for h in targets)
+        assert 1 << 20 < sent < base_size // 4, (sent, base_size)
+        if targets == ["tb2"]:  # straight into tb2's `docker load`: the very archive, base layer emptied
+            with tarfile.open(fileobj=io.BytesIO(bytes(transports["tb2"].kept))) as archive:
+                names = ("layer.tar", *(diff_id.split(":")[1] for diff_id in layers))
+                sizes = {m.name: m.size for m in archive if m.name.endswith(names)}
+            assert sorted(sizes.values())[:len(base)] == [0] * len(base) and max(sizes.values()) > 1 << 20
+        source_id = _image_id(bed, "tb1", image)
+        assert source_id.startswith("sha256:") and all(_image_id(bed, h, image) == source_id for h in targets)
     finally:
         for transport in transports.values():
             transport.inner.close()
-        for host in ["tb1", *TARGETS]:
+        for host in ["tb1", *targets]:
             bed.docker_on(host, "image", "rm", image, check=False)

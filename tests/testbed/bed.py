@@ -232,7 +232,21 @@ class Testbed:
         self._restart_dockerd(host, ())
         return default
 
-    def _restart_dockerd(self, host: TestHost, extra_args: tuple) -> None:
+    def use_dockerd(self, host_name: str, binary: str | None) -> None:
+        """Run another dockerd on the host (e.g. newer_docker.ensure_dockerd()), on an empty image store of its
+        own so the bed's engine cache is never opened by it; None: back to the bed's own, store and all."""
+        host = self.host(host_name)
+        other = host.dir / "docker-other"
+        if binary is None:
+            self._restart_dockerd(host, ())
+            shutil.rmtree(other, ignore_errors=True)
+            return
+        shutil.rmtree(other, ignore_errors=True)
+        other.mkdir(parents=True)
+        self._restart_dockerd(host, (), binary, other)
+
+    def _restart_dockerd(self, host: TestHost, extra_args: tuple, binary: str = "dockerd",
+                         data_root: Path | None = None) -> None:
         # dockerd looks for the nvidia hook and reads its runtimes only at start.
         pid_file = host.dir / "dockerd.pid"
         if pid_file.exists():
@@ -241,7 +255,7 @@ class Testbed:
             deadline = time.monotonic() + 20
             while _alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        hosts.start_dockerd(host, extra_args)
+        hosts.start_dockerd(host, extra_args, binary, data_root)
         hosts.wait_ready(host)
 
     def calls(self, host_name: str) -> list:

@@ -210,11 +210,13 @@ def start_sshd(host: TestHost) -> None:
     start_daemon(host, "sshd", ["/usr/sbin/sshd", "-D", "-f", str(config), "-E", str(host.dir / "sshd.log")])
 
 
-def start_dockerd(host: TestHost, extra_args: tuple = ()) -> None:
-    """extra_args: e.g. `--add-runtime nvidia=runc` for a GPU host (the `nvidia` runtime of its daemon config)."""
+def start_dockerd(host: TestHost, extra_args: tuple = (), binary: str = "dockerd",
+                  data_root: Path | None = None) -> None:
+    """extra_args: e.g. `--add-runtime nvidia=runc` for a GPU host (the `nvidia` runtime of its daemon config);
+    binary and data_root: another dockerd (newer_docker.py) on an image store of its own."""
     docker = host.dir / "docker"
     start_daemon(host, "dockerd", [
-        "dockerd", "--data-root", str(host.docker_data), "--exec-root", str(docker / "exec"),
+        binary, "--data-root", str(data_root or host.docker_data), "--exec-root", str(docker / "exec"),
         "--pidfile", str(docker / "dockerd.pid"), "-H", f"unix://{host.docker_socket}",
         "--storage-driver", "overlay2", "--iptables=false", "--ip6tables=false",
         # Without --ip-forward=false dockerd sets ip_forward=1 and hides doctor's check.
