@@ -3,7 +3,6 @@ argv deployctl renders: SGLang's options and refusals, its /health, its `sglang:
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
@@ -15,7 +14,7 @@ import pytest
 
 from deployctl.plan.containers import container_for
 from deployctl.spec.load import load_spec_text
-from tests.images.test_triton_standin import wait_listening
+from tests.images.test_triton_standin import request, wait_listening
 from tests.ports import free_ports
 from tests.servers.sglang.test_flavour import BASE
 
@@ -35,17 +34,6 @@ def start(words: list[str]) -> subprocess.Popen:
     environ = {**os.environ, "PYTHONPATH": str(STANDIN), "STANDIN_STARTUP_S": "0"}
     return subprocess.Popen([sys.executable, "-m", *words], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=environ)
-
-
-def request(port, method, path, body=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                     headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
 
 
 @pytest.fixture

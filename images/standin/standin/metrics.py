@@ -61,18 +61,10 @@ def render(caches: Sequence[Tuple[str, KvCache]], model_name: str, kv_consumer: 
     metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
            lambda c: c.generation_tokens)
     def histogram(name: str, help_text: str, of) -> None:
-        # prometheus_client's text: cumulative _bucket series up to +Inf, then _sum and _count
         lines.append(f"# HELP {name} {help_text}")
         lines.append(f"# TYPE {name} histogram")
         for engine, cache in caches:
-            h = of(cache)
-            total = 0
-            for bound, count in zip(h.bounds, h.counts):
-                total += count
-                lines.append(f'{name}_bucket{{{labels(engine)},le="{float(bound)!r}"}} {float(total)!r}')
-            lines.append(f'{name}_bucket{{{labels(engine)},le="+Inf"}} {float(h.count)!r}')
-            lines.append(f"{name}_sum{{{labels(engine)}}} {float(h.sum)!r}")
-            lines.append(f"{name}_count{{{labels(engine)}}} {float(h.count)!r}")
+            lines.extend(histogram_samples(name, labels(engine), of(cache)))
 
     # the names and help texts of 0.33.0 vllm/v1/metrics/loggers.py:931-967
     histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", lambda c: c.ttft)
@@ -96,3 +88,16 @@ def render(caches: Sequence[Tuple[str, KvCache]], model_name: str, kv_consumer: 
             lines.append(f'vllm:request_success_total{{{labels(engine)},finished_reason="{reason}"}} '
                          f"{float(cache.finished[reason])!r}")
     return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def histogram_samples(name: str, labels: str, h) -> list:
+    """One histogram's samples as prometheus_client writes them: cumulative _bucket series up to +Inf, then _sum
+    and _count (`labels`: the label text inside the braces, without le)."""
+    out, total = [], 0
+    for bound, count in zip(h.bounds, h.counts):
+        total += count
+        out.append(f'{name}_bucket{{{labels},le="{float(bound)!r}"}} {float(total)!r}')
+    out.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(h.count)!r}')
+    out.append(f"{name}_sum{{{labels}}} {float(h.sum)!r}")
+    out.append(f"{name}_count{{{labels}}} {float(h.count)!r}")
+    return out

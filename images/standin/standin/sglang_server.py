@@ -23,16 +23,15 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from standin.app import App, listen, log
 from standin.args import ServerArgs
 from standin.config import Config, read_knobs, shown_env
 from standin.httpio import Request, response_bytes
 from standin.instance import InstanceEngine
-from standin.metrics import CONTENT_TYPE
+from standin.metrics import CONTENT_TYPE, histogram_samples
 
 VERSION = "0.5.23"
 FLAGS_FILE = Path(__file__).with_name("data") / "sglang_flags.json"
@@ -132,14 +131,7 @@ def render_metrics(engine: InstanceEngine, model_name: str) -> bytes:
 
     def histogram(name: str, help_text: str, of) -> None:
         lines.extend((f"# HELP {name} {help_text}", f"# TYPE {name} histogram"))
-        h = of(caches[0])
-        total = 0
-        for bound, count in zip(h.bounds, h.counts):
-            total += count
-            lines.append(f'{name}_bucket{{{labels},le="{float(bound)!r}"}} {float(total)!r}')
-        lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(h.count)!r}')
-        lines.append(f"{name}_sum{{{labels}}} {float(h.sum)!r}")
-        lines.append(f"{name}_count{{{labels}}} {float(h.count)!r}")
+        lines.extend(histogram_samples(name, labels, of(caches[0])))
 
     cache = caches[0]
     metric("sglang:num_running_reqs", "gauge", "The number of running requests.", cache.running)  # :365
