@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -245,3 +246,26 @@ def ensure_image(sockets: list) -> list:
     finally:
         shutil.rmtree(context, ignore_errors=True)
     return needy
+
+
+# -- the bed prepared for the engine (tests/real_engine/, benchmarks/rollout.py real-drain) --------------------
+HOST = "tb1"  # a GPU host: `server: vllm` on platform gpu, as a user deploys vLLM
+MODEL_PREFIX = "tiny-llama/"  # the tiny model's key prefix on the bed's S3
+
+
+@contextmanager
+def prepared_bed(bed, host: str = HOST):
+    """`host` as a 2-GPU host holding the engine image, and the tiny model on the bed's S3 under MODEL_PREFIX (what
+    `up` syncs to the host, as a user's weights come from S3/OBS); the host's GPU profile is reset at the end."""
+    from tests.testbed import real_model
+
+    model = real_model.ensure_model(venv_python())
+    bed.set_gpu_profile(host, gpus=2)
+    try:
+        ensure_image([bed.host(host).docker_socket])
+        client = bed.s3.client()
+        for path in sorted(model.iterdir()):
+            client.put_object(Bucket=bed.s3.bucket, Key=MODEL_PREFIX + path.name, Body=path.read_bytes())
+        yield bed
+    finally:
+        bed.reset_gpu(host)
