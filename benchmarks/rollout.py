@@ -307,28 +307,22 @@ def real_rollout_run(bed: Testbed, tmp: Path) -> dict:
     applied under load; drain and start are vLLM's own (its /metrics gauges, its /health)."""
     import os
 
-    from tests.real_engine.conftest import HOST, MODEL_PREFIX, real_spec
-    from tests.testbed import real_engine, real_model
+    from tests.real_engine.conftest import real_spec
+    from tests.testbed import real_engine
 
-    model = real_model.ensure_model(real_engine.venv_python())
-    bed.set_gpu_profile(HOST, gpus=2)
-    real_engine.ensure_image([bed.host(HOST).docker_socket])
-    client = bed.s3.client()
-    for path in sorted(model.iterdir()):
-        client.put_object(Bucket=bed.s3.bucket, Key=MODEL_PREFIX + path.name, Body=path.read_bytes())
     os.environ.update(bed.s3.env())  # the CLI's subprocesses read the S3 credentials as a user exports them
     first, second = tmp / "real-1.yaml", tmp / "real-2.yaml"
     first.write_text(real_spec(bed, "bench-real", (8501, 8502), front_port=8500, strategy="drain"))
     second.write_text(real_spec(bed, "bench-real", (8501, 8502), max_num_seqs=6, front_port=8500, strategy="drain"))
-    run_cli("up", first, "--yes")
-    load = bench("http://10.200.0.11:8500", int(RATE * 240))  # two starts of ~45 s, drains, checks: ~2 min
-    try:
-        timed = execute_timed(second)
-        covered = load.poll() is None
-    finally:
-        out, err = load.communicate(timeout=900)
-        run_cli("down", second, "--yes")
-        bed.reset_gpu(HOST)
+    with real_engine.prepared_bed(bed):
+        run_cli("up", first, "--yes")
+        load = bench("http://10.200.0.11:8500", int(RATE * 240))  # two starts of ~45 s, drains, checks: ~2 min
+        try:
+            timed = execute_timed(second)
+            covered = load.poll() is None
+        finally:
+            out, err = load.communicate(timeout=900)
+            run_cli("down", second, "--yes")
     (run,) = json.loads(out)["runs"]
     return {"failed": run["failed"], "requests": run["requests"], "ttft_p99_ms": run["ttft_ms"]["p99"],
             "errors": run["errors"], "covered": covered, **timed}

@@ -120,7 +120,13 @@ class Queries:
     # --- alerts -------------------------------------------------------------------------------------------------
     def hang(self) -> str:
         """Requests held (running or waiting) while the generated-token counter stood still over the last two
-        scrapes: what an HCCL hang looks like (the engine's gauges freeze with its batch in them)."""
+        scrapes: what an HCCL hang looks like (the engine's gauges freeze with its batch in them). vLLM's API
+        server moves both only when an output of its engine core arrives (vllm/v1/engine/async_llm.py
+        output_handler -> vllm/v1/metrics/loggers.py PrometheusStatLogger.record: the gauges from the batch's
+        SchedulerStats, the counter from its IterationStats), so a core stuck mid-batch leaves them as that batch
+        set them (seen on vLLM 0.32 with its core SIGSTOPped). A core stuck while idle shows nothing held, however
+        many requests then queue in the API server (none of its metrics counts them): `deployctl watch` finds
+        that one."""
         n = self.names
         held = f"sum by ({RANK}) ({n.running}{{{self.sel}}} + {n.waiting}{{{self.sel}}}) > 0"
         flat = f"sum by ({RANK}) (increase({n.generation_tokens}{{{self.sel}}}[{self.stall_window}])) == 0"

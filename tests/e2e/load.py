@@ -30,13 +30,17 @@ class Sent:
     at: float
     error: Optional[str] = None
     done: bool = False
+    chunks: int = 0
+    finish_reason: Optional[str] = None  # the last chunk's, as vLLM sent it ("length", "stop", "abort", ...)
 
 
-def stream(host: str, port: int, model: str, tokens: int, record: Sent, on_chunk=None) -> None:
-    """One streamed /v1/completions; `record` says when it ended and its error (None: answered in full);
-    `on_chunk` is called at each chunk."""
-    body = json.dumps({"model": model, "prompt": "hello " * 16, "max_tokens": tokens, "temperature": 0,
-                       "stream": True})
+def stream(host: str, port: int, model: str, tokens: int, record: Sent, on_chunk=None,
+           ignore_eos: bool = False) -> None:
+    """One streamed /v1/completions; `record` says when it ended, its error (None: answered in full), its chunks
+    and finish_reason; `on_chunk` is called at each chunk. `ignore_eos`: exactly `tokens` tokens (vLLM's
+    SamplingParams), however early the model would stop."""
+    request = {"model": model, "prompt": "hello " * 16, "max_tokens": tokens, "temperature": 0, "stream": True}
+    body = json.dumps({**request, "ignore_eos": True} if ignore_eos else request)
     connection = http.client.HTTPConnection(host, port, timeout=READ_TIMEOUT_S)
     try:
         connection.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
@@ -52,9 +56,11 @@ def stream(host: str, port: int, model: str, tokens: int, record: Sent, on_chunk
                 break
             if line.startswith(b"data: "):
                 chunk = json.loads(line[6:])
+                record.chunks += 1
                 if on_chunk:
                     on_chunk()
                 reasons = [c.get("finish_reason") for c in chunk.get("choices", ()) if c.get("finish_reason")]
+                record.finish_reason = reasons[-1] if reasons else record.finish_reason
                 aborted = next((r for r in reasons if r in FAILED_FINISH), None)
                 if aborted:  # vLLM ends a request it cut (SIGTERM) with "abort" in a 200 stream, then [DONE]
                     record.error = f"the server ended the request: finish_reason {aborted}"
@@ -139,9 +145,10 @@ class HeldRequest:
     is in flight then, counted by the server's `vllm:num_requests_running`); `cut` says how it ended (None while
     it runs; the error when it ended without a finish_reason and `[DONE]`, "" when answered in full)."""
 
-    def __init__(self, url: str, tokens: int, model: str = "tiny") -> None:
+    def __init__(self, url: str, tokens: int, model: str = "tiny", ignore_eos: bool = False) -> None:
         parts = urlsplit(url)
         self._where = (parts.hostname, parts.port or 80, model, tokens)
+        self._ignore_eos = ignore_eos
         self._record = Sent(time.monotonic())
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -156,7 +163,7 @@ class HeldRequest:
         self._thread.join(timeout=READ_TIMEOUT_S + 5)
 
     def _run(self) -> None:
-        stream(*self._where, self._record, on_chunk=self._started.set)
+        stream(*self._where, self._record, on_chunk=self._started.set, ignore_eos=self._ignore_eos)
         self._started.set()
 
     @property
@@ -164,3 +171,11 @@ class HeldRequest:
         if not self._record.done:
             return None
         return self._record.error or ""
+
+    @property
+    def chunks(self) -> int:
+        return self._record.chunks
+
+    @property
+    def finish_reason(self) -> Optional[str]:
+        return self._record.finish_reason

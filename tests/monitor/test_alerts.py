@@ -106,6 +106,9 @@ def cases(rules: dict) -> list:
          "alert_rule_test": firing(rules, "DeployctlServerHung", fails_at + 2,
                                    {**RANK, "severity": severity["DeployctlServerHung"]})
          + quiet([n for n in EVERY if n != "DeployctlServerHung"], (30, 45))},
+        {"name": "idle: nothing held, the token counter flat (as a real idle vLLM 0.32 shows)", "interval": "1s",
+         "input_series": HEALTHY + engine(DECODE, tokens=f"434x{N}", kv=f"0x{N}"),
+         "alert_rule_test": quiet(EVERY, (15, 30, 45, N - 1))},
         {"name": "saturation: the cache full, every slot busy, tokens flowing, nobody preempted", "interval": "1s",
          "input_series": HEALTHY + engine(DECODE, running=f"16x{N}", tokens=f"0+16x{N}", kv=f"1x{N}"),
          "alert_rule_test": quiet(EVERY, (15, 30, 45, N - 1))},

