@@ -6,7 +6,10 @@ reason, except under CI=true, where the venv is built (.ci/run's stage builds it
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import threading
 
 import pytest
 
@@ -64,9 +67,10 @@ def deployctl(capsys, tmp_path, monkeypatch, real_bed):
 
 
 def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port: int | None = None,
-              strategy: str | None = None, server_version: str | None = None, extra: str = "") -> str:
+              strategy: str | None = None, server_version: str | None = None, extra: str = "",
+              eager: bool = True) -> str:
     """A GPU spec deploying the real engine image on tb1: one instance per port (GPU i for the i-th), optionally
-    behind the real vllm-router, with a rollout strategy."""
+    behind the real vllm-router, with a rollout strategy; `eager=False` lets vLLM compile its graphs."""
     from tests.testbed import router_image
 
     instances = "".join(f"    - {{host: {HOST}, devices: [{i}], port: {port}}}\n" for i, port in enumerate(ports))
@@ -80,10 +84,10 @@ def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port
         f"weights: {{source: 's3://{bed.s3.bucket}/{MODEL_PREFIX}', endpoint: '{bed.s3.endpoint}', "
         "dest: /srv/weights/tiny-llama}\n"
         # float32: vLLM's CPU backend on a machine without AVX512-BF16; 512 tokens: a 2-core host.
-        # --enforce-eager: vLLM's CPU build compiles its graphs with torch inductor, which needs a C++ compiler
-        # (torch/_inductor/cpp_builder.py cpp_compiler_search); the bed's image has none
+        # --enforce-eager: no graph compiled (torch inductor, ~20 s on 2 cores per start); test_up.py compiles
         f"model: {{served_name: tiny, max_model_len: 512, max_num_seqs: {max_num_seqs}, "
-        "max_num_batched_tokens: 512,\n        extra_args: ['--dtype', 'float32', '--enforce-eager']}\n"
+        "max_num_batched_tokens: 512,\n        extra_args: ['--dtype', 'float32'"
+        + (", '--enforce-eager'" if eager else "") + "]}\n"
         # vllm/envs.py: the CPU KV cache in GiB (default 4), and no OpenMP thread pinning on a shared machine.
         # OMP_NUM_THREADS=1: one compute thread, so the bed's sshd and dockerd keep a core of this 2-core machine
         # under load (CI saw sshd miss paramiko's 10 s banner wait while 6 clients saturated a 2-thread engine);
@@ -94,3 +98,48 @@ def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port
     )
     topology = f"topology:\n  mode: mixed\n{front}  instances:\n{instances}"
     return bed.spec_yaml(name, topology, hosts_used=[HOST], extra=head)
+
+
+# -- what the tests do to a running engine ---------------------------------------------------------------------
+class Saturating:
+    """`clients` threads, each sending one long streamed completion after another to the engine until stopped:
+    more requests than its max_num_seqs, so some always wait."""
+
+    def __init__(self, clients: int, port: int) -> None:
+        self.port = port
+        self.stop = threading.Event()
+        self.answered, self.errors = 0, []
+        self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(clients)]
+        for thread in self.threads:
+            thread.start()
+
+    def _client(self) -> None:
+        body = json.dumps({"model": "tiny", "prompt": "hello " * 16, "max_tokens": 200, "temperature": 0,
+                           "ignore_eos": True})
+        while not self.stop.is_set():
+            connection = http.client.HTTPConnection("10.200.0.11", self.port, timeout=120)
+            try:
+                connection.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                if response.status == 200:
+                    self.answered += 1
+                else:
+                    self.errors.append(response.status)
+            except (OSError, http.client.HTTPException) as error:
+                self.errors.append(repr(error))
+            finally:
+                connection.close()
+
+    def join(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(150)
+
+
+def stop_engine_core(bed, container: str, sig: str = "STOP") -> str:
+    """SIGSTOP (or `sig`: CONT resumes it) the container's VLLM::EngineCore process (vllm/v1/engine/core.py names
+    it with setproctitle); its pids."""
+    script = ('for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = "VLLM::EngineCor" ]; then '
+              f'kill -{sig} "${{p#/proc/}}" && echo "${{p#/proc/}}"; fi; done')
+    return bed.docker_on(HOST, "exec", container, "sh", "-c", script).stdout.strip()

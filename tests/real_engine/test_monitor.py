@@ -15,7 +15,7 @@ from tests.monitor.conftest import prometheus_tools  # noqa: F401 (the fixture)
 from tests.monitor.prometheus import wait_until
 from tests.ports import free_port
 from tests.real_engine.conftest import real_spec
-from tests.real_engine.test_watch import stop_engine_core
+from tests.real_engine.conftest import stop_engine_core
 
 pytestmark = pytest.mark.real_engine
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.conftest import container_ids
 from tests.e2e.load import HeldRequest
-from tests.real_engine.conftest import HOST, real_spec
+from tests.real_engine.conftest import HOST, real_spec, stop_engine_core
 
 pytestmark = pytest.mark.real_engine
 
@@ -29,8 +29,6 @@ def deploy_stream_and_down(bed, deployctl, server_version, pause: bool = False) 
         argv = json.loads(bed.docker_on(HOST, "inspect", f"{NAME}-mixed-0").stdout)[0]["Args"]
         with HeldRequest(f"http://10.200.0.11:{PORT}", 400, ignore_eos=True) as held:
             if pause:
-                from tests.real_engine.test_watch import stop_engine_core
-
                 assert stop_engine_core(bed, f"{NAME}-mixed-0")
             at_down = held.chunks
             code, out, err = deployctl("down", path, "--yes")
