@@ -52,7 +52,7 @@ def doctor_probes(plan: DoctorPlan, target: Target) -> tuple[Probe, ...]:
 
         out.append(listening_probe())
     if any(name in NEEDS_ADDRESSES for name, _ in target.hccl_env):  # HCCL_IF_IP / *_SOCKET_IFNAME typed by hand
-        from deployctl.plan.probes import addresses_probe
+        from deployctl.ranktable.host_address import addresses_probe
 
         out.append(addresses_probe())
     return tuple(out)

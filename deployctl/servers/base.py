@@ -12,6 +12,8 @@ from deployctl.servers.metrics import VLLM_V1, ServerMetrics
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
+    from deployctl.facts.model import HostFacts
+    from deployctl.facts.probe import Probe
     from deployctl.plan.container_types import Container, RanktableFiles
     from deployctl.spec.model import Instance, Spec
     from deployctl.spec.profiles import StartupProfile
@@ -32,7 +34,6 @@ class Flavour:
     extra_ports: tuple[tuple[str, int], ...] = ()  # (key, offset from port): more ports each instance listens on
 
     # How it serves and how deployctl talks to it
-    reads_host_networks: bool = False  # its containers need each host's address and NIC (HCCL, DP master)
     host_tuning: bool = False  # doctor checks the host tuning its tutorials set (swappiness, NUMA balancing)
     metrics: ServerMetrics = VLLM_V1  # the names its /metrics writes (`deployctl monitor`'s panels and alerts)
     # What it cannot do, each with the reason validate, plan and export say (servers/features.py); the defaults are
@@ -55,6 +56,26 @@ class Flavour:
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":
         raise NotImplementedError
+
+    # --- what it reads of the hosts ----------------------------------------------------------------------------
+    def host_probes(self, spec: "Spec") -> tuple["Probe", ...]:
+        """What `up`, `status` and `watch` probe on each serving host for its containers, beside the generic
+        facts (vllm-ascend: each host's addresses, NPUs and image version); none by default."""
+        return ()
+
+    def network_probes(self, spec: "Spec") -> tuple["Probe", ...]:
+        """Of those, what `host_networks` reads (`watch` names a front's backends by them); none by default."""
+        return ()
+
+    def host_networks(self, spec: "Spec", facts: Mapping[str, "HostFacts"]) -> Optional[Mapping]:
+        """Host name -> its address (`.address`) and NIC as its containers are given them, from those probes'
+        facts (None: its containers take none, and a front reaches them at the spec's addresses)."""
+        return None
+
+    def with_host_facts(self, spec: "Spec", networks: Optional[Mapping], facts: Mapping[str, "HostFacts"]) -> "Spec":
+        """The spec as the hosts' facts complete it (vllm-ascend: default kv ports, the image's version); as is by
+        default."""
+        return spec
 
     def uses_ranktables(self, spec: "Spec") -> bool:
         """True when its instances find each other through HCCL ranktables (AscendCloud's P/D)."""
