@@ -107,7 +107,7 @@ def plan_for_spec(spec: Spec, only: tuple[str, ...] = ()) -> DoctorPlan:
         disaggregated=spec.mode == "disaggregated",
         pings=tuple(p for p in ping_pairs(spec) if any(p.src_host == h.name for h in hosts)),
         weights_dest=spec.weights.dest if spec.weights.source else None,
-        tuning=flavour_of(spec).host_tuning,
+        tuning="tuning" in flavour_of(spec).doctor_checks(spec),
         profile=spec.profile,
     )
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from deployctl.plan.container_types import Container, RanktableFiles
     from deployctl.spec.model import Instance, Spec
     from deployctl.spec.profiles import StartupProfile
-    from deployctl.spec.rules import Context
+    from deployctl.spec.rules import Context, Unit
 
 
 class Flavour:
@@ -32,9 +32,12 @@ class Flavour:
     # The spec's shape for this flavour
     dp_groups: bool = False  # topology of DP groups (vllm-ascend) instead of instances and a scheduler
     extra_ports: tuple[tuple[str, int], ...] = ()  # (key, offset from port): more ports each instance listens on
+    # mode -> the topology keys a spec of that mode lists its units under, in the order the rules name them (none:
+    # the flavour's own rules check its topology, as vllm-ascend's DP groups)
+    topology_keys: Mapping[str, tuple[str, ...]] = {"mixed": ("instances",),
+                                                    "disaggregated": ("scheduler", "prefill", "decode")}
 
     # How it serves and how deployctl talks to it
-    host_tuning: bool = False  # doctor checks the host tuning its tutorials set (swappiness, NUMA balancing)
     metrics: ServerMetrics = VLLM_V1  # the names its /metrics writes (`deployctl monitor`'s panels and alerts)
     # What it cannot do, each with the reason validate, plan and export say (servers/features.py); the defaults are
     # vLLM's OpenAI server's, which has no version profiles
@@ -44,6 +47,11 @@ class Flavour:
         return feature not in self.unsupported
 
     # --- spec rules -------------------------------------------------------------------------------------------
+    def document_units(self, c: "Context") -> tuple[list["Unit"], list["Unit"], Optional["Unit"]]:
+        """(instances, DP groups, scheduler) as the rules read them from the document: its instances and the
+        AscendCloud P/D scheduler by default."""
+        return list(c.worker_units()), [], c.scheduler_unit()
+
     def check(self, c: "Context") -> Iterator["Problem"]:
         """The rules only this flavour has (the field table's refusals are checked for every flavour)."""
         return iter(())
@@ -51,6 +59,12 @@ class Flavour:
     def renders(self, field: str) -> bool:
         """True when a spec field reaches this flavour's engine arguments."""
         return any(row.field == field for row in flag_rows(self.table))
+
+    # --- doctor -----------------------------------------------------------------------------------------------
+    def doctor_checks(self, spec: "Spec") -> frozenset[str]:
+        """The doctor's optional host checks its hosts need (`tuning`: the swappiness, NUMA balancing and CPU
+        governor its tutorials set); none by default."""
+        return frozenset()
 
     # --- the container ----------------------------------------------------------------------------------------
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],

@@ -86,8 +86,15 @@ class VllmAscend(Flavour):
     table = TABLE
     wrong_platform_hint = "use server: vllm on GPU hosts"
     dp_groups = True
-    host_tuning = True  # vm.swappiness, kernel.numa_balancing, the CPU governor, as its tutorials set them
+    topology_keys = {}  # DP groups: its own rules (spec/rules_upstream.py)
     metrics = VLLM_KV_CONNECTOR  # its P/D runs vLLM's scheduler with a KV connector (Mooncake)
+
+    def document_units(self, c: "Context"):
+        return [], list(c.group_units()), None
+
+    def doctor_checks(self, spec: "Spec") -> frozenset[str]:
+        """vm.swappiness, kernel.numa_balancing, the CPU governor, as its tutorials set them."""
+        return frozenset({"tuning"})
 
     def check(self, c: "Context") -> Iterator["Problem"]:
         from deployctl.spec.rules_profile import check_pd_traps, check_profile
