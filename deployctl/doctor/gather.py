@@ -13,7 +13,7 @@ from deployctl.facts import docker, system
 from deployctl.facts.assemble import ProbeOutput, host_facts_from
 from deployctl.facts.model import HostFacts
 from deployctl.facts.probes import Probe, hccn_ping_probe, probes_for
-from deployctl.plan.checks_hccl_env import NEEDS_ADDRESSES
+from deployctl.doctor.checks_hccl_env import NEEDS_ADDRESSES
 from deployctl.facts.weights_state import manifest_probe
 from deployctl.gather import run_probes
 from deployctl.doctor.targets import DoctorPlan, PingPair, Target

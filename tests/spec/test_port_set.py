@@ -210,7 +210,7 @@ def _document_ports(text: str):
 
 @pytest.mark.parametrize("name", list(EVERY_KIND))
 def test_validate_and_the_plan_read_one_set_holding_every_kind_of_port(name):
-    from deployctl.plan.checks_ports import listen_ports
+    from deployctl.doctor.checks_ports import listen_ports
     from deployctl.spec.port_set import spec_ports
 
     text, expected = EVERY_KIND[name]
