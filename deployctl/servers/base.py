@@ -52,6 +52,11 @@ class Flavour:
         AscendCloud P/D scheduler by default."""
         return list(c.worker_units()), [], c.scheduler_unit()
 
+    def topology_front(self, mode: Optional[str]) -> Optional[str]:
+        """The role of the front a topology of `mode` holds itself, under that key (`topology.scheduler`: the
+        AscendCloud P/D flow's scheduler); None: only `topology.front`."""
+        return "scheduler" if mode == "disaggregated" else None
+
     def check(self, c: "Context") -> Iterator["Problem"]:
         """The rules only this flavour has (the field table's refusals are checked for every flavour)."""
         return iter(())

@@ -92,6 +92,10 @@ class VllmAscend(Flavour):
     def document_units(self, c: "Context"):
         return [], list(c.group_units()), None
 
+    def topology_front(self, mode: Optional[str]) -> Optional[str]:
+        """Its P/D proxy (`topology.proxy`, or `topology.front` with kind proxy)."""
+        return "proxy" if mode == "disaggregated" else None
+
     def doctor_checks(self, spec: "Spec") -> frozenset[str]:
         """vm.swappiness, kernel.numa_balancing, the CPU governor, as its tutorials set them."""
         return frozenset({"tuning"})
