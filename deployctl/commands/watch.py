@@ -181,7 +181,7 @@ def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
 
 def front_addresses(spec, transports) -> dict[str, str]:
     """How the front names each host's servers, where it can change its list: vllm-ascend's proxy lists each host
-    by the address its NIC holds (servers/vllm_ascend/upstream.py host_networks), read here in one round trip per
+    by the address its NIC holds (its flavour's host_networks), read here in one round trip per
     serving host."""
     from deployctl.plan.front import front_of, reach
     from deployctl.servers import flavour_of
@@ -189,18 +189,18 @@ def front_addresses(spec, transports) -> dict[str, str]:
     front = front_of(spec)
     if front is None or not front.changes_list:
         return {}
-    if not flavour_of(spec).reads_host_networks:
+    flavour = flavour_of(spec)
+    probes = flavour.network_probes(spec)
+    if not probes:
         return reach(spec)
     from deployctl.facts.assemble import host_facts_from
     from deployctl.fanout import on_hosts
     from deployctl.gather import run_probes
-    from deployctl.plan.probes import addresses_probe
-    from deployctl.servers.vllm_ascend.upstream import host_networks
 
     used = {h.name for h in spec.used_hosts}
     answers = on_hosts({n: t for n, t in transports.items() if n in used},
-                       lambda t: host_facts_from(run_probes(t, (addresses_probe(),))))
-    return reach(spec, host_networks(spec, answers))
+                       lambda t: host_facts_from(run_probes(t, probes)))
+    return reach(spec, flavour.host_networks(spec, answers))
 
 
 def front_names(spec, transports, state: WatchState) -> dict[str, str]:

@@ -71,7 +71,7 @@ def hosts_to_fix(reports: tuple[HostChecks, ...]) -> tuple[str, ...]:
 
 def repairs_for(reports: tuple[HostChecks, ...]) -> dict[str, tuple[str, ...]]:
     """What `--fix` repairs on each host: ip_forward where it is 0, and vllm-ascend's host tuning WARNs."""
-    from deployctl.plan.checks_tuning import tuning_to_fix
+    from deployctl.doctor.checks_tuning import tuning_to_fix
 
     broken = set(hosts_to_fix(reports))
     repairs = {}

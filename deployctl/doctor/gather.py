@@ -13,7 +13,7 @@ from deployctl.facts import docker, system
 from deployctl.facts.assemble import ProbeOutput, host_facts_from
 from deployctl.facts.model import HostFacts
 from deployctl.facts.probes import Probe, hccn_ping_probe, probes_for
-from deployctl.plan.checks_hccl_env import NEEDS_ADDRESSES
+from deployctl.doctor.checks_hccl_env import NEEDS_ADDRESSES
 from deployctl.facts.weights_state import manifest_probe
 from deployctl.gather import run_probes
 from deployctl.doctor.targets import DoctorPlan, PingPair, Target
@@ -52,7 +52,7 @@ def doctor_probes(plan: DoctorPlan, target: Target) -> tuple[Probe, ...]:
 
         out.append(listening_probe())
     if any(name in NEEDS_ADDRESSES for name, _ in target.hccl_env):  # HCCL_IF_IP / *_SOCKET_IFNAME typed by hand
-        from deployctl.plan.probes import addresses_probe
+        from deployctl.ranktable.host_address import addresses_probe
 
         out.append(addresses_probe())
     return tuple(out)

@@ -7,11 +7,11 @@ from typing import Mapping, Optional
 
 from deployctl.doctor.targets import DoctorPlan
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks import check_host, check_tls_consistency, check_weights_identity
-from deployctl.plan.checks_hccl_env import check_hccl_env
-from deployctl.plan.checks_ports import check_ports
-from deployctl.plan.checks_profile import check_server_profile
-from deployctl.plan.checks_tuning import check_tuning
+from deployctl.doctor.checks import check_host, check_tls_consistency, check_weights_identity
+from deployctl.doctor.checks_hccl_env import check_hccl_env
+from deployctl.doctor.checks_ports import check_ports
+from deployctl.doctor.checks_profile import check_server_profile
+from deployctl.doctor.checks_tuning import check_tuning
 from deployctl.plan.findings import FAIL, Finding
 from deployctl.redaction import redact
 

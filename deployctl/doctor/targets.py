@@ -93,8 +93,8 @@ def plan_for_spec(spec: Spec, only: tuple[str, ...] = ()) -> DoctorPlan:
             raise UsageError(f"--host {unknown[0]}: not a host of {spec.name} "
                              f"(hosts: {', '.join(h.name for h in spec.hosts)})")
         hosts = tuple(h for h in spec.hosts if h.name in only or h.address in only)
-    from deployctl.plan.checks_hccl_env import hccl_env_for_host
-    from deployctl.plan.checks_ports import listen_ports
+    from deployctl.doctor.checks_hccl_env import hccl_env_for_host
+    from deployctl.doctor.checks_ports import listen_ports
     from deployctl.servers import flavour_of
 
     return DoctorPlan(
@@ -107,7 +107,7 @@ def plan_for_spec(spec: Spec, only: tuple[str, ...] = ()) -> DoctorPlan:
         disaggregated=spec.mode == "disaggregated",
         pings=tuple(p for p in ping_pairs(spec) if any(p.src_host == h.name for h in hosts)),
         weights_dest=spec.weights.dest if spec.weights.source else None,
-        tuning=flavour_of(spec).host_tuning,
+        tuning="tuning" in flavour_of(spec).doctor_checks(spec),
         profile=spec.profile,
     )
 

@@ -236,9 +236,8 @@ def _ports(spec: Spec, container: Container, local: int) -> list[dict]:
     if instance.port is None:
         return []
     ports = [{"name": port_name(local), "containerPort": instance.port, "protocol": "TCP"}]
-    for name, number in (("grpc", instance.grpc_port), ("metrics", instance.metrics_port)):
-        if number is not None:
-            ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
+    for key, number in instance.own_ports[1:]:  # `grpc`, `metrics`: a port's name in the pod
+        ports.append({"name": key[:-len("_port")], "containerPort": number, "protocol": "TCP"})
     return ports
 
 

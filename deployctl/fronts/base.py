@@ -51,6 +51,7 @@ class FrontKind:
     title: str = "the front"  # how a port message names it
     modes: tuple[str, ...] = ()  # the topology modes `topology.front` may front with it
     own_entry: bool = True  # its port is the front's (topology.front/proxy), not one of a flavour's instances'
+    drains: bool = False  # a drain rollout can take servers out through it (where its version changes its list)
     default_metrics_port: Optional[int] = None  # where its own metrics listen unless the spec says
 
     # --- the spec ---------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ PROXY = "proxy"  # its kind
 class Proxy(FrontKind):
     name = PROXY
     role = "proxy"
+    drains = True
     title = "the proxy"
     modes = ("disaggregated",)
 

@@ -37,6 +37,7 @@ ROUTER = "vllm-router"  # its kind
 class Router(FrontKind):
     name = ROUTER
     role = "router"
+    drains = True
     title = "the vllm-router"
     modes = ("mixed",)
     default_metrics_port = DEFAULT_ROUTER_METRICS_PORT

@@ -109,7 +109,7 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
             (("__metrics_path__", path),) if path != "/metrics" else ())
         servers.append(Target(f"{address}:{port}", labels))
     npu, node = [], []
-    taken = {(i.host, port) for i in spec.instances for port in (i.port, i.grpc_port, i.metrics_port) if port}
+    taken = {(i.host, port) for i in spec.instances for _, port in i.own_ports}
     for host in spec.used_hosts:
         for port, what in ((npu_port, npu_exporter.TITLE), (node_port, "node_exporter")):
             if port and (host.name, port) in taken:

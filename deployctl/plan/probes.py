@@ -62,24 +62,18 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
     probes = []
     if "containers" in stages:
         probes.append(deployed_probe(spec.image.name or "", deployed_dirs(spec), health))
-        if flavour_of(spec).reads_host_networks and host in used:  # each host's NIC for HCCL_IF_IP, *_SOCKET_IFNAME
-            from deployctl.facts.host_layout import layout_probe
-            from deployctl.facts.image_version import image_version_probe
-
-            # and its NPU count (the default kv_port) and /usr/local/dcmi (mounted where present)
-            probes += [addresses_probe(), layout_probe()]
-            if spec.image.name:  # the version its image was built with picks the server profile
-                probes.append(image_version_probe(spec.image.name))
+        if host in used:  # what the flavour's containers read of each host (servers/base.py host_probes)
+            probes += flavour_of(spec).host_probes(spec)
     # what `up` starts listens on ports free and reserved from the ephemeral range (status starts nothing)
     if "containers" in stages and "liveness" not in stages and host in used:
         from deployctl.facts.listening import listening_probe
 
         probes.append(listening_probe())
-        if (spec.rollout.max_surge and flavour_of(spec).supports(Feature.SURGE)
-                and not flavour_of(spec).reads_host_networks):  # a surge needs the host's free cards too
+        if spec.rollout.max_surge and flavour_of(spec).supports(Feature.SURGE):  # a surge needs its free cards too
             from deployctl.facts.host_layout import layout_probe
 
-            probes.append(layout_probe())
+            cards = layout_probe()
+            probes += [cards] if cards.key not in {p.key for p in probes} else []
     if "containers" in stages and spec.front is not None and spec.front.host == host:
         from deployctl.plan.front import front_list_probe, front_of
 
@@ -105,6 +99,8 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         if devices:
             probes.extend(device_ip_probes(devices))
         if spec.host(host).is_local:
+            from deployctl.ranktable.host_address import addresses_probe
+
             probes.append(addresses_probe())
     # even with the image stage skipped: a built image's inputs label is its identity in container digests
     if "image" in stages and spec.image.build and host in used:
@@ -112,13 +108,6 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
     if "weights" in stages and "weights" not in skip and spec.weights.dest and host in used:
         probes.append(weights_probe(spec.weights.dest, fetcher_path(spec)))
     return tuple(probes)
-
-
-def addresses_probe() -> Probe:
-    """The host's IPv4 addresses with their interfaces, and its default route's interface."""
-    from deployctl.ranktable.host_address import ADDRESSES_ARGV, parse_host_addresses
-
-    return Probe(ADDRESSES_ARGV, parse_host_addresses, "bound_addresses", tool_name="ip")
 
 
 def device_ip_of(facts: HostFacts, host: str, device: int) -> str:

@@ -13,7 +13,7 @@ from typing import Iterable, Mapping, Optional
 from deployctl.core import Command
 from deployctl.facts.listening import RESERVED, Listening, port_list
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks_ports import listen_ports, said_ports
+from deployctl.doctor.checks_ports import listen_ports, said_ports
 from deployctl.plan.model import Stage, Step
 from deployctl.spec.model import Spec
 

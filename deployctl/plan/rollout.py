@@ -19,7 +19,7 @@ from deployctl.plan.front import (Backend, Front, add_commands, await_listed, ba
                                   remove_commands, route_step)
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
-from deployctl.spec.dp_groups import MAX_PORT, kv_ports, servers_of
+from deployctl.spec.dp_groups import MAX_PORT, servers_of
 from deployctl.spec.model import Instance, Spec
 from deployctl.servers import flavour_of
 from deployctl.servers.features import Feature
@@ -304,23 +304,16 @@ def _group_surge(members: tuple[Instance, ...], index: int, launch: str, free: d
                  for m, s in zip(members, servers))
 
 
+SURGE_PORT_WHAT = {"kv_port": "kv ports", "rpc_port": "rpc port"}  # how a reservation names a surge's ports
+
+
 def _surge_ports(surge: tuple[Instance, ...]) -> dict[str, list[tuple[int, str]]]:
     """host -> (port, what) for every port the surge servers listen on there: API, and a DP group's kv and rpc."""
     out: dict[str, list[tuple[int, str]]] = {}
     for instance in surge:
-        ports = out.setdefault(instance.host, [])
-        ports += [(p, f"{instance.name} port") for p in _ports_of(instance)]
-        group = instance.server.group if instance.server is not None else None
-        if group is not None:
-            if group.binds_kv_ports:
-                ports += [(p, f"{instance.name} kv ports") for p in kv_ports(group, instance.host)]
-            if instance.host == group.hosts[0]:
-                ports.append((group.data_parallel_rpc_port, f"{instance.name} rpc port"))
+        out.setdefault(instance.host, []).extend(
+            (p, f"{instance.name} {SURGE_PORT_WHAT.get(key, 'port')}") for key, p in instance.ports)
     return out
-
-
-def _ports_of(instance: Instance) -> tuple[int, ...]:
-    return tuple(p for p in (instance.port, instance.grpc_port, instance.metrics_port) if p is not None)
 
 
 def _surge_stages(number: int, tag: str, surge: tuple[Instance, ...], front: Front, surge_container,

@@ -36,7 +36,6 @@ from deployctl.plan.probes import health_path
 from deployctl.plan.image_stage import plan_image_stages
 from deployctl.plan.answers import DEFAULT_ANSWER_TOKENS, plan_answers
 from deployctl.plan.contract import contract_step
-from deployctl.servers.vllm_ascend.upstream import HostNetwork, host_networks, with_host_facts
 from deployctl.plan.rollout import DEFAULT_DRAIN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT
 from deployctl.plan.reserve_ports import plan_reserved_ports
 from deployctl.servers.shutdown import stop_command
@@ -314,11 +313,8 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
     pending: tuple[str, ...] = ()
     rollout = None
     if "containers" in stages:
-        networks = host_networks(spec, facts) if flavour_of(spec).reads_host_networks else None
-        if networks is not None:  # default kv ports for the hosts' own NPU counts; the version the image names
-            probed = next((facts[h.name].image_version for h in spec.used_hosts
-                           if h.name in facts and facts[h.name].image_version), None)
-            spec = with_host_facts(spec, networks, probed)
+        networks = flavour_of(spec).host_networks(spec, facts)
+        spec = flavour_of(spec).with_host_facts(spec, networks, facts)
         desired = desired_containers(spec, inputs.ranktables, networks)
         if spec.cache.compile:
             desired, cache_stage = _compile_caches(spec, facts, deployed, images, desired)
@@ -416,7 +412,7 @@ def _compile_caches(spec: Spec, facts: Mapping[str, HostFacts], deployed: Mappin
     return tuple(out), plan_cache(spec, sealed, keys)
 
 
-def reach_addresses(spec: Spec, networks: Optional[Mapping[str, HostNetwork]]) -> dict[str, str]:
+def reach_addresses(spec: Spec, networks: Optional[Mapping]) -> dict[str, str]:
     """How one host reaches another's servers: vllm-ascend's derived address (what its proxy lists), else the
     spec's address."""
     from deployctl.plan.front import reach

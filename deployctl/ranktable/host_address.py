@@ -6,9 +6,12 @@ Pure parsers of `ip -4 -o addr show` and `ip -4 route show default`, and the cho
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from deployctl.errors import FactParseError, RanktableError
+
+if TYPE_CHECKING:
+    from deployctl.facts.probe import Probe
 
 IP_ADDR_ARGV = ("ip", "-4", "-o", "addr", "show")
 DEFAULT_ROUTE_ARGV = ("ip", "-4", "route", "show", "default")
@@ -74,6 +77,13 @@ ADDRESSES_ARGV = ("sh", "-c", f'{" ".join(IP_ADDR_ARGV)} && echo {SEPARATOR} && 
 def parse_host_addresses(text: str) -> HostAddresses:
     addresses, _, route = text.partition(SEPARATOR + "\n")
     return HostAddresses(parse_ip_addr(addresses), parse_default_route(route))
+
+
+def addresses_probe() -> "Probe":
+    """The host's IPv4 addresses with their interfaces, and its default route's interface."""
+    from deployctl.facts.probe import Probe
+
+    return Probe(ADDRESSES_ARGV, parse_host_addresses, "bound_addresses", tool_name="ip")
 
 
 def interface_carrying(addresses: Sequence[BoundAddress], address: str) -> Optional[str]:

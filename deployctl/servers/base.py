@@ -12,10 +12,12 @@ from deployctl.servers.metrics import VLLM_V1, ServerMetrics
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
+    from deployctl.facts.model import HostFacts
+    from deployctl.facts.probe import Probe
     from deployctl.plan.container_types import Container, RanktableFiles
     from deployctl.spec.model import Instance, Spec
     from deployctl.spec.profiles import StartupProfile
-    from deployctl.spec.rules import Context
+    from deployctl.spec.rules import Context, Unit
 
 
 class Flavour:
@@ -30,10 +32,12 @@ class Flavour:
     # The spec's shape for this flavour
     dp_groups: bool = False  # topology of DP groups (vllm-ascend) instead of instances and a scheduler
     extra_ports: tuple[tuple[str, int], ...] = ()  # (key, offset from port): more ports each instance listens on
+    # mode -> the topology keys a spec of that mode lists its units under, in the order the rules name them (none:
+    # the flavour's own rules check its topology, as vllm-ascend's DP groups)
+    topology_keys: Mapping[str, tuple[str, ...]] = {"mixed": ("instances",),
+                                                    "disaggregated": ("scheduler", "prefill", "decode")}
 
     # How it serves and how deployctl talks to it
-    reads_host_networks: bool = False  # its containers need each host's address and NIC (HCCL, DP master)
-    host_tuning: bool = False  # doctor checks the host tuning its tutorials set (swappiness, NUMA balancing)
     metrics: ServerMetrics = VLLM_V1  # the names its /metrics writes (`deployctl monitor`'s panels and alerts)
     # What it cannot do, each with the reason validate, plan and export say (servers/features.py); the defaults are
     # vLLM's OpenAI server's, which has no version profiles
@@ -43,6 +47,16 @@ class Flavour:
         return feature not in self.unsupported
 
     # --- spec rules -------------------------------------------------------------------------------------------
+    def document_units(self, c: "Context") -> tuple[list["Unit"], list["Unit"], Optional["Unit"]]:
+        """(instances, DP groups, scheduler) as the rules read them from the document: its instances and the
+        AscendCloud P/D scheduler by default."""
+        return list(c.worker_units()), [], c.scheduler_unit()
+
+    def topology_front(self, mode: Optional[str]) -> Optional[str]:
+        """The role of the front a topology of `mode` holds itself, under that key (`topology.scheduler`: the
+        AscendCloud P/D flow's scheduler); None: only `topology.front`."""
+        return "scheduler" if mode == "disaggregated" else None
+
     def check(self, c: "Context") -> Iterator["Problem"]:
         """The rules only this flavour has (the field table's refusals are checked for every flavour)."""
         return iter(())
@@ -51,10 +65,36 @@ class Flavour:
         """True when a spec field reaches this flavour's engine arguments."""
         return any(row.field == field for row in flag_rows(self.table))
 
+    # --- doctor -----------------------------------------------------------------------------------------------
+    def doctor_checks(self, spec: "Spec") -> frozenset[str]:
+        """The doctor's optional host checks its hosts need (`tuning`: the swappiness, NUMA balancing and CPU
+        governor its tutorials set); none by default."""
+        return frozenset()
+
     # --- the container ----------------------------------------------------------------------------------------
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":
         raise NotImplementedError
+
+    # --- what it reads of the hosts ----------------------------------------------------------------------------
+    def host_probes(self, spec: "Spec") -> tuple["Probe", ...]:
+        """What `up`, `status` and `watch` probe on each serving host for its containers, beside the generic
+        facts (vllm-ascend: each host's addresses, NPUs and image version); none by default."""
+        return ()
+
+    def network_probes(self, spec: "Spec") -> tuple["Probe", ...]:
+        """Of those, what `host_networks` reads (`watch` names a front's backends by them); none by default."""
+        return ()
+
+    def host_networks(self, spec: "Spec", facts: Mapping[str, "HostFacts"]) -> Optional[Mapping]:
+        """Host name -> its address (`.address`) and NIC as its containers are given them, from those probes'
+        facts (None: its containers take none, and a front reaches them at the spec's addresses)."""
+        return None
+
+    def with_host_facts(self, spec: "Spec", networks: Optional[Mapping], facts: Mapping[str, "HostFacts"]) -> "Spec":
+        """The spec as the hosts' facts complete it (vllm-ascend: default kv ports, the image's version); as is by
+        default."""
+        return spec
 
     def uses_ranktables(self, spec: "Spec") -> bool:
         """True when its instances find each other through HCCL ranktables (AscendCloud's P/D)."""

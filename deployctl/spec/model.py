@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from deployctl.core import Secret
-from deployctl.spec.dp_groups import DpGroup, Server
+from deployctl.spec.dp_groups import DpGroup, Server, kv_ports
 from deployctl.spec.profiles import ProfileChoice
 
 LOCAL_ADDRESS = "local"
@@ -138,6 +138,24 @@ class Instance:
     shm_size: Optional[str] = None  # container.shm_size written for its group, else the spec's (None: default)
     cpu: Optional[str] = None  # container.cpu written for its group, else the spec's (None: the export's default)
     memory: Optional[str] = None  # container.memory likewise
+
+    @property
+    def own_ports(self) -> tuple[tuple[str, int], ...]:
+        """(key, port) of each port its own server answers on: `port`, then its flavour's further ones (Triton's
+        grpc_port and metrics_port, a vllm-router's metrics_port). The one list every reader of them takes."""
+        return tuple((key, port) for key, port in (("port", self.port), ("grpc_port", self.grpc_port),
+                                                    ("metrics_port", self.metrics_port)) if port is not None)
+
+    @property
+    def ports(self) -> tuple[tuple[str, int], ...]:
+        """own_ports, then a DP group server's kv ports (where its group runs the connector) and, on the group's
+        first host, its rpc (DP master) port: every port it binds on its host."""
+        if self.server is None:
+            return self.own_ports
+        group = self.server.group
+        kv = tuple(("kv_port", p) for p in kv_ports(group, self.host)) if group.binds_kv_ports else ()
+        rpc = (("rpc_port", group.data_parallel_rpc_port),) if self.host == group.hosts[0] else ()
+        return self.own_ports + kv + rpc
 
 
 @dataclass(frozen=True)

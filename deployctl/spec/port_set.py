@@ -202,8 +202,7 @@ def spec_ports(spec: "Spec") -> list[PortUse]:
                 uses.append(router_metrics_port(instance.path, instance.host,
                                                 instance.metrics_port if written else None, instance.metrics_port))
         elif instance.port is not None:
-            extras = [(key, getattr(instance, key), 0) for key in ("grpc_port", "metrics_port")
-                      if getattr(instance, key) is not None]
+            extras = [(key, port, 0) for key, port in instance.own_ports if key != "port"]
             uses += instance_ports(instance.path, instance.host, instance.port, extras, own is not None)
     if spec.monitor is not None:
         flavour_ascend = spec.platform == "ascend"

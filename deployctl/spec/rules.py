@@ -51,12 +51,8 @@ class Context:
         from deployctl.servers import flavour_named
 
         self.flavour = flavour_named(self.platform, self.server)  # whose rules and field table apply
-        upstream = self.flavour.dp_groups
         # A vllm-ascend topology has DP groups, not instances: the instance rules do not apply to it.
-        self.workers = [] if upstream else list(self._workers())
-        self.groups = list(self._groups()) if upstream else []
-        scheduler = None if upstream else self.value(("topology", "scheduler"), dict)
-        self.scheduler = Unit("scheduler", ("topology", "scheduler"), scheduler) if scheduler is not None else None
+        self.workers, self.groups, self.scheduler = self.flavour.document_units(self)
 
     def line_of(self, path: Path) -> int:
         """The line of `path` in the spec file (0: unknown)."""
@@ -80,7 +76,7 @@ class Context:
             return None
         return node
 
-    def _workers(self) -> Iterator[Unit]:
+    def worker_units(self) -> Iterator[Unit]:
         # In the order the spec lists them, so "already used by" names the one written first.
         for key in self.value(("topology",), dict) or {}:
             items = self.value(("topology", key), list) if key in WORKER_LISTS else None
@@ -88,7 +84,12 @@ class Context:
                 if isinstance(item, dict) and self.ok(("topology", key, index)):
                     yield Unit("mixed" if key == "instances" else key, ("topology", key, index), item)
 
-    def _groups(self) -> Iterator[Unit]:
+    def scheduler_unit(self) -> Unit | None:
+        """The AscendCloud P/D scheduler, where the document has one."""
+        scheduler = self.value(("topology", "scheduler"), dict)
+        return Unit("scheduler", ("topology", "scheduler"), scheduler) if scheduler is not None else None
+
+    def group_units(self) -> Iterator[Unit]:
         """vllm-ascend's DP groups, prefill before decode: their order is their index across the deployment."""
         for key in ("groups", "prefill", "decode"):
             for index, item in enumerate(self.value(("topology", key), list) or []):
@@ -206,10 +207,11 @@ def check_ports(c: Context) -> Iterator[Problem]:
 def check_topology(c: Context) -> Iterator[Problem]:
     """mixed: instances only; disaggregated: one scheduler, >=1 prefill and decode, one TP size."""
     topology = c.value(("topology",), dict)
-    if topology is None or c.mode not in ("mixed", "disaggregated") or c.flavour.dp_groups:
-        return  # DP groups have their own rules (rules_upstream.py)
-    wanted = ("instances",) if c.mode == "mixed" else ("scheduler", "prefill", "decode")
-    for key in ("instances", "scheduler", "prefill", "decode"):
+    shapes = c.flavour.topology_keys  # none for DP groups: they have their own rules (rules_upstream.py)
+    if topology is None or c.mode not in shapes:
+        return
+    wanted = shapes[c.mode]
+    for key in dict.fromkeys(k for keys in shapes.values() for k in keys):
         if key in topology and key not in wanted:
             other = "disaggregated" if c.mode == "mixed" else "mixed"
             yield Problem(("topology", key), f"'{key}' belongs to mode {other}; mode {c.mode} uses "

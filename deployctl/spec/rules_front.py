@@ -4,10 +4,10 @@ rollout has something to drain through. Pure, on the plain document like the oth
 from __future__ import annotations
 
 import difflib
-from typing import Iterator
+from typing import Iterator, Optional
 
 from deployctl.errors import Problem
-from deployctl.fronts import front_kind
+from deployctl.fronts import front_for_role, front_kind
 from deployctl.servers.features import Feature
 from deployctl.spec.rules import Context
 
@@ -24,14 +24,15 @@ def check_front(c: Context) -> Iterator[Problem]:
     yield from _host(c)
     if not c.flavour.supports(Feature.OPENAI_API):
         return  # refused with the flavour's reason (spec/rules_features.py)
-    if not c.flavour.dp_groups and c.mode == "disaggregated":
+    own, drains = own_front(c)
+    if own is not None and not drains:
         yield Problem(FRONT, "the AscendCloud P/D flow keeps its scheduler (topology.scheduler) as its front: the "
                              "workers are given each other's NODE_PORTS when they start, so no router can add or "
                              "remove one while serving",
                       hint="remove topology.front; `deployctl plan` says how long this flow's update leaves no "
                            "server answering")
         return
-    if c.flavour.dp_groups and c.mode == "disaggregated" and c.value(("topology", "proxy"), dict) is not None:
+    if own is not None and c.value(("topology", own), dict) is not None:
         yield Problem(FRONT, "topology.proxy and topology.front are the same front (the proxy, kind proxy): "
                              "write one of them")
     driver = front_kind(kind)
@@ -53,7 +54,16 @@ def has_front(c: Context) -> bool:
     """The spec names a front that can change its list: topology.front, or vllm-ascend's P/D proxy."""
     if c.value(FRONT, dict) is not None:
         return True
-    return c.flavour.dp_groups and c.mode == "disaggregated" and c.value(("topology", "proxy"), dict) is not None
+    own, drains = own_front(c)
+    return own is not None and drains and c.value(("topology", own), dict) is not None
+
+
+def own_front(c: Context) -> tuple[Optional[str], bool]:
+    """The front the topology holds itself in its mode, by role and topology key (servers/base.py topology_front:
+    the AscendCloud scheduler, vllm-ascend's proxy), and whether a drain can take servers out through it."""
+    role = c.flavour.topology_front(c.mode)
+    kind = front_for_role(role) if role is not None else None
+    return role, kind is not None and kind.drains
 
 
 def check_rollout(c: Context) -> Iterator[Problem]:
@@ -63,7 +73,8 @@ def check_rollout(c: Context) -> Iterator[Problem]:
         return
     strategy = c.value(("rollout", "strategy"), str)
     if strategy == "drain" and not has_front(c):
-        scheduler = not c.flavour.dp_groups and c.mode == "disaggregated"
+        own, drains = own_front(c)
+        scheduler = own is not None and not drains
         yield Problem(("rollout", "strategy"),
                       "strategy drain takes each instance out of the front first, and "
                       + ("the AscendCloud scheduler cannot drop one while serving (its NODE_PORTS are fixed)"

@@ -29,7 +29,7 @@ def render_summary(ui, spec) -> None:
         table.add_column(column, no_wrap=column in ("container", "ports"))
     for host in spec.hosts:
         for instance in (i for i in spec.instances if i.host == host.name):
-            ports = [str(p) for p in (instance.port, instance.grpc_port, instance.metrics_port) if p]
+            ports = [str(p) for _, p in instance.own_ports]
             devices = ",".join(map(str, instance.devices)) or "-"
             row = [host.name, instance.role, instance.name, devices, "/".join(ports) or "headless",
                    str(instance.tp) if instance.devices else "-"]

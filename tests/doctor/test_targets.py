@@ -75,3 +75,12 @@ def test_plan_for_hosts_needs_one_and_removes_duplicates():
     plan = plan_for_hosts(("root@h1", "h1", "h2:23"))
     assert [(t.host.name, t.devices) for t in plan.targets] == [("h1", ()), ("h2:23", ())]
     assert plan.disk_path is None and plan.own_deployment is None and plan.requirements.cards == 8
+
+
+def test_doctor_checks_the_host_tuning_where_the_flavour_asks_for_it(spec):
+    """vllm-ascend's tutorials tune the host (servers/base.py doctor_checks); AscendCloud vLLM's do not."""
+    from deployctl.spec.load import load_spec_text
+    from tests.plan.test_upstream import QWEN3
+
+    assert plan_for_spec(load_spec_text(QWEN3 % "external")).tuning is True
+    assert plan_for_spec(spec).tuning is False

@@ -1,7 +1,7 @@
 """Every vendor output sample under tests/fixtures/formats/ (ranktables aside) against its facts.json.
 
 Add a case by adding a folder; the command in cmd.txt picks the parser, `FACTS` turns its result into
-the plain keys facts.json uses. Keys that need more than the text are checked in tests/plan/test_checks.py."""
+the plain keys facts.json uses. Keys that need more than the text are checked in tests/doctor/test_checks.py."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from deployctl.facts.assemble import ProbeOutput, host_facts_from
 from deployctl.facts.probes import container_inspect_probe, probes_for
-from deployctl.plan.checks import check_host
+from deployctl.doctor.checks import check_host
 from deployctl.spec.model import Requirements
 
 FORMATS = Path(__file__).parent.parent / "fixtures" / "formats"

@@ -278,3 +278,15 @@ def test_a_server_with_a_longer_shutdown_timeout_of_its_own_gets_as_long_from_do
                      ("docker", "stop", "--time", "300", "mix2-mixed-1")]
     plan = plan_up(after, running(before), UpInputs(shutdown_timeout=600))  # and `up`'s own when longer
     assert {c.argv[3] for s in plan.steps if s.stage == "stop" for c in s.commands if c.argv[1] == "stop"} == {"600"}
+
+
+def test_a_surge_reads_each_hosts_cards_once_whichever_flavour_probes_them():
+    """A surge needs the host's free cards: vllm-ascend's own host probes read them already (servers/base.py
+    host_probes), any other flavour's `up` adds the layout probe after the listening one."""
+    from deployctl.plan.probes import state_probes
+
+    upstream = load_spec_text(four_groups_pd() + "rollout: {max_surge: 1}\n")
+    assert [p.key for p in state_probes(upstream, "tb1", stages=frozenset({"containers"}))] == [
+        "deployed", "bound_addresses", "layout", "image_version", "listening", "front_list"]
+    keys = [p.key for p in state_probes(mixed("rollout: {max_surge: 1}\n"), "tb1", stages=frozenset({"containers"}))]
+    assert keys[keys.index("listening"):].count("layout") == 1 and "bound_addresses" not in keys

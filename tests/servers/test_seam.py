@@ -67,6 +67,59 @@ def test_the_front_seam_sees_a_comparison(tmp_path):
     assert [len(v) for v in front_comparisons(tmp_path).values()] == [6]
 
 
+# A flavour's capability read as a flag outside deployctl/servers/ (issue 42): generic code asks hooks that return
+# data instead (host_probes, host_networks, document_units, topology_keys, topology_front, doctor_checks,
+# Instance.ports). A ratchet: each file may read no more than it does now; lower a count when a site goes (the
+# first count was 24).
+CAPABILITY_FLAGS = {"dp_groups", "reads_host_networks", "host_tuning", "extra_ports", "supports"}
+CAPABILITY_SITES = {
+    # the shape of the document (DP groups or instances) picks how it is built, its front rules and its ports
+    "spec/build.py": 2,
+    "spec/port_set.py": 2,
+    "spec/rules.py": 1,  # extra_ports: the keys Triton listens on, beside `port`
+    "spec/rules_front.py": 2,  # supports(OPENAI_API); a vllm-ascend front's host is checked with its groups'
+    # `supports(Feature.X)`: the settled map of feature -> reason (servers/features.py), asked where plan acts on it
+    "plan/answers.py": 1,
+    "plan/probes.py": 2,
+    "plan/rollout.py": 1,
+    "plan/verify.py": 1,
+    "plan/watch_probes.py": 1,
+}
+
+
+def capability_reads(package: Path) -> dict[str, list[str]]:
+    """file -> the lines where generic code reads a flavour's capability attribute (`.dp_groups`, `.supports(`)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if rel.parts[0] == "servers":
+            continue
+        lines = sorted({node.lineno for node in ast.walk(ast.parse(path.read_text()))
+                        if isinstance(node, ast.Attribute) and node.attr in CAPABILITY_FLAGS})
+        if lines:
+            text = path.read_text().splitlines()
+            found[rel.as_posix()] = [f"{n}: {text[n - 1].strip()}" for n in lines]
+    return found
+
+
+def test_capability_flags_are_read_outside_the_flavours_no_more_than_the_ratchet_allows():
+    found = capability_reads(PACKAGE)
+    over = {name: lines for name, lines in found.items() if len(lines) > CAPABILITY_SITES.get(name, 0)}
+    assert over == {}, "ask a flavour hook that returns data (servers/base.py) instead"
+    assert sum(map(len, found.values())) <= sum(CAPABILITY_SITES.values()) == 13
+
+
+def test_the_capability_ratchet_sees_a_read(tmp_path):
+    (tmp_path / "plan").mkdir()
+    (tmp_path / "plan" / "x.py").write_text("import deployctl.spec.dp_groups\nfrom deployctl.spec import dp_groups\n"
+                                            "if flavour_of(spec).reads_host_networks and c.flavour.dp_groups:\n"
+                                            "    ok = flavour.supports(Feature.SURGE)\n")
+    (tmp_path / "servers").mkdir()
+    (tmp_path / "servers" / "y.py").write_text("if self.dp_groups:\n")
+    assert capability_reads(tmp_path) == {"plan/x.py": [
+        "3: if flavour_of(spec).reads_host_networks and c.flavour.dp_groups:", "4: ok = flavour.supports(Feature.SURGE)"]}
+
+
 def test_the_registry_is_keyed_by_platform_and_server():
     assert set(FLAVOURS) == {("ascend", "vllm"), ("ascend", "vllm-ascend"), ("gpu", "vllm"), ("gpu", "triton"),
                              ("gpu", "sglang")}

@@ -210,7 +210,7 @@ def _document_ports(text: str):
 
 @pytest.mark.parametrize("name", list(EVERY_KIND))
 def test_validate_and_the_plan_read_one_set_holding_every_kind_of_port(name):
-    from deployctl.plan.checks_ports import listen_ports
+    from deployctl.doctor.checks_ports import listen_ports
     from deployctl.spec.port_set import spec_ports
 
     text, expected = EVERY_KIND[name]
@@ -233,3 +233,13 @@ def test_a_default_exporter_port_is_the_packs_assumption_not_a_collision():
         ("monitor.node_exporter_port", f"port 9100 on host {host}") for host in ("node1", "node2", "node3")]
     assert errors[0].message.endswith("already used by prefill group 0 API ports 9100-9101 "
                                       "(topology.prefill[0].port, line 45)")
+
+
+@pytest.mark.parametrize("name", list(EVERY_KIND))
+def test_the_ports_of_each_instance_are_the_deployments_set(name):
+    """Instance.ports is the one list of what a unit binds (surge reservations, monitor, export and validate's table
+    read it): over the instances it is the set the port checks read, kv and rpc ports of DP groups included."""
+    text, expected = EVERY_KIND[name]
+    spec = load_spec_text(text, environ={})
+    assert {(i.host, p, "deployment") for i in spec.instances for _, p in i.ports} == {
+        e for e in expected if e[2] == "deployment"}

@@ -14,6 +14,8 @@ from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
+    from deployctl.facts.model import HostFacts
+    from deployctl.facts.probe import Probe
     from deployctl.plan.container_types import Container, RanktableFiles
     from deployctl.spec.model import Instance, Spec
     from deployctl.spec.rules import Context
@@ -84,9 +86,19 @@ class VllmAscend(Flavour):
     table = TABLE
     wrong_platform_hint = "use server: vllm on GPU hosts"
     dp_groups = True
-    reads_host_networks = True
-    host_tuning = True  # vm.swappiness, kernel.numa_balancing, the CPU governor, as its tutorials set them
+    topology_keys = {}  # DP groups: its own rules (spec/rules_upstream.py)
     metrics = VLLM_KV_CONNECTOR  # its P/D runs vLLM's scheduler with a KV connector (Mooncake)
+
+    def document_units(self, c: "Context"):
+        return [], list(c.group_units()), None
+
+    def topology_front(self, mode: Optional[str]) -> Optional[str]:
+        """Its P/D proxy (`topology.proxy`, or `topology.front` with kind proxy)."""
+        return "proxy" if mode == "disaggregated" else None
+
+    def doctor_checks(self, spec: "Spec") -> frozenset[str]:
+        """vm.swappiness, kernel.numa_balancing, the CPU governor, as its tutorials set them."""
+        return frozenset({"tuning"})
 
     def check(self, c: "Context") -> Iterator["Problem"]:
         from deployctl.spec.rules_profile import check_pd_traps, check_profile
@@ -101,6 +113,33 @@ class VllmAscend(Flavour):
         from deployctl.servers.vllm_ascend.upstream import upstream_container
 
         return upstream_container(spec, instance, networks)
+
+    def host_probes(self, spec: "Spec") -> tuple["Probe", ...]:
+        """Each host's NIC (HCCL_IF_IP, *_SOCKET_IFNAME), its NPU count (the default kv_port) and /usr/local/dcmi
+        (mounted where present), and the version its image was built with (it picks the server profile)."""
+        from deployctl.facts.host_layout import layout_probe
+        from deployctl.facts.image_version import image_version_probe
+
+        probes = self.network_probes(spec) + (layout_probe(),)
+        return probes + ((image_version_probe(spec.image.name),) if spec.image.name else ())
+
+    def network_probes(self, spec: "Spec") -> tuple["Probe", ...]:
+        from deployctl.ranktable.host_address import addresses_probe
+
+        return (addresses_probe(),)
+
+    def host_networks(self, spec: "Spec", facts: Mapping[str, "HostFacts"]) -> Optional[Mapping]:
+        from deployctl.servers.vllm_ascend.upstream import host_networks
+
+        return host_networks(spec, facts)
+
+    def with_host_facts(self, spec: "Spec", networks: Optional[Mapping], facts: Mapping[str, "HostFacts"]) -> "Spec":
+        """Default kv ports for the hosts' own NPU counts; the version the image names."""
+        from deployctl.servers.vllm_ascend.upstream import with_host_facts
+
+        probed = next((facts[h.name].image_version for h in spec.used_hosts
+                       if h.name in facts and facts[h.name].image_version), None)
+        return with_host_facts(spec, networks, probed)
 
     def startup(self, spec: "Spec"):
         """Its release line's log lines and graph caches (server_profiles.json)."""

@@ -9,15 +9,15 @@ import shlex
 from typing import Mapping, Optional
 
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks_gpu import (
+from deployctl.doctor.checks_gpu import (
     check_gpu_count,
     check_gpu_driver,
     check_gpu_free,
     check_gpu_memory,
     check_nvidia_runtime,
 )
-from deployctl.plan.checks_hccn import check_hccn, check_tls_consistency
-from deployctl.plan.checks_npu import (
+from deployctl.doctor.checks_hccn import check_hccn, check_tls_consistency
+from deployctl.doctor.checks_npu import (
     GIB,
     check_driver,
     check_firmware,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks_hccl_env import check_hccl_env, hccl_env_for_host
+from deployctl.doctor.checks_hccl_env import check_hccl_env, hccl_env_for_host
 from deployctl.ranktable.host_address import BoundAddress, HostAddresses
 from deployctl.spec.load import load_spec_text
 from tests.spec.test_upstream_build import QWEN3

@@ -8,7 +8,7 @@ import pytest
 from deployctl.doctor.report import host_reports
 from deployctl.doctor.targets import plan_for_spec
 from deployctl.facts.model import DriverVersionInfo, HostFacts
-from deployctl.plan.checks_profile import check_server_profile
+from deployctl.doctor.checks_profile import check_server_profile
 from deployctl.spec.load import load_spec_text
 from deployctl.spec.profiles import select_profile
 from tests.spec.test_upstream_build import QWEN3

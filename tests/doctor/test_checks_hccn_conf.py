@@ -2,7 +2,7 @@
 
 from deployctl.facts.hccn_model import HccnConf, HccnDeviceConf, HccnDeviceFacts, HccnIp
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks_hccn import check_hccn_conf
+from deployctl.doctor.checks_hccn import check_hccn_conf
 
 
 def facts(live: dict, configured: dict) -> HostFacts:

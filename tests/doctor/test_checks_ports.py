@@ -3,7 +3,7 @@ ephemeral range."""
 
 from deployctl.facts.listening import Listening
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks_ports import check_ports, listen_ports
+from deployctl.doctor.checks_ports import check_ports, listen_ports
 from deployctl.spec.load import load_spec_text
 from tests.plan.test_up import container_fact
 from tests.spec.test_upstream_build import QWEN3

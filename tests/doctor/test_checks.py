@@ -11,8 +11,8 @@ import pytest
 from deployctl.facts import docker, files, hccn_tool, npu_smi, nvidia_smi, system
 from deployctl.facts.hccn_model import HccnDeviceFacts
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks import IP_FORWARD_FIX, Finding, check_host, check_tls_consistency
-from deployctl.plan.checks_npu import check_driver
+from deployctl.doctor.checks import IP_FORWARD_FIX, Finding, check_host, check_tls_consistency
+from deployctl.doctor.checks_npu import check_driver
 from deployctl.spec.model import Requirements
 
 FORMATS = Path(__file__).parent.parent / "fixtures" / "formats"
@@ -324,7 +324,7 @@ def test_every_fail_has_a_one_line_fix():
 
 
 def test_weights_identity_pass_skip_warn_fail():
-    from deployctl.plan.checks import check_weights_identity
+    from deployctl.doctor.checks import check_weights_identity
 
     same = check_weights_identity({"a": "sha256:1", "b": "sha256:1"})
     assert {h: f.status for h, f in same.items()} == {"a": "PASS", "b": "PASS"}

@@ -7,7 +7,7 @@ import pytest
 from deployctl.errors import FactParseError
 from deployctl.facts.host_tuning import HostTuning, parse_host_tuning
 from deployctl.facts.model import HostFacts
-from deployctl.plan.checks_tuning import check_tuning, tuning_to_fix
+from deployctl.doctor.checks_tuning import check_tuning, tuning_to_fix
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats" / "system"
 
