@@ -1,8 +1,10 @@
 """Run by an interpreter that has vLLM installed: feed each `vllm serve` argv to vLLM's own parser.
 
-Input (stdin): a JSON list of {"name": ..., "argv": ["vllm", "serve", MODEL, ...]}.
-Output (stdout): a JSON list of {"name", "ok", "problems": [...]}, one per argv. Only the standard library and
-vLLM are imported: deployctl is not installed beside vLLM (its 9 GB of dependencies live in their own venv).
+Input (stdin): a JSON list of {"name": ..., "argv": ["vllm", "serve", MODEL, ...]} (or "engine_args": {...},
+Triton's), each with "models": {path: config.json document} to build its engine config too.
+Output (stdout): a JSON list of {"name", "ok", "problems": [...]}, one per item, with "built" and "set_aside"
+(the reasons) where it had models. Only the standard library and vLLM are imported: deployctl is not installed
+beside vLLM (its 9 GB of dependencies live in their own venv).
 
 What is checked, per argv, the way `vllm serve` itself does it (vllm/entrypoints/cli/main.py, serve.py):
 - the serve subcommand's parser (make_arg_parser) accepts every word: an unknown flag is argparse's exit 2;
@@ -146,11 +148,14 @@ def check(argv: list[str]) -> list[str]:
 
 
 # What only vllm-ascend's plugin registers, which this interpreter cannot load (it imports torch_npu): the engine
-# config is built with these words set aside, and each line says which it set aside and why.
+# config is built with these words set aside, and each line says which it set aside and why. Left in, vLLM here
+# refuses them as unknown ("Unknown quantization method: ascend", "Unsupported connector type: MooncakeConnectorV1").
 def _ascend_quantization(flag: str, value: str) -> str | None:
+    # vllm-ascend: @register_quantization_config(ASCEND_QUANTIZATION_METHOD) ("ascend", vllm_ascend/utils.py) on
+    # AscendQuantConfig (vllm_ascend/quantization/quant_config.py; AscendModelSlimConfig in later releases)
     if flag == "--quantization" and value == "ascend":
-        return ("--quantization ascend: registered by vllm-ascend (vllm_ascend/quantization/quant_config.py "
-                "@register_quantization_config('ascend')), not in vLLM's QUANTIZATION_METHODS")
+        return ("--quantization ascend: registered by vllm-ascend's plugin (@register_quantization_config), "
+                "not in vLLM's QUANTIZATION_METHODS (vllm/config/model.py _verify_quantization)")
     return None
 
 
@@ -161,12 +166,14 @@ def _plugin_connector(flag: str, value: str) -> str | None:
 
     document = json.loads(value)
     name = document.get("kv_connector")
-    if name in KVConnectorFactory._registry or document.get("kv_connector_module_path"):
-        return None  # vLLM's own connector (or one it imports by path): built as it is
+    module = document.get("kv_connector_module_path") or ""
+    if module.split(".")[0] != "vllm_ascend" and (name in KVConnectorFactory._registry or module):
+        return None  # vLLM's own connector, or one it imports by path: built as it is
     # VllmConfig asks the connector class whether it supports the hybrid KV cache manager (vllm/config/vllm.py:
-    # 2261-2264), and only vllm-ascend's registry knows this name (vllm_ascend/distributed/__init__.py)
-    return (f"--kv-transfer-config {name}: a connector vllm-ascend registers (vllm_ascend/distributed/__init__.py), "
-            "whose module imports torch_npu; its KVTransferConfig was built by the parser step")
+    # 2261-2264, factory.py:97-129): only vllm-ascend's registry (vllm_ascend/distributed/__init__.py, from
+    # v0.14.0rc1 distributed/kv_transfer/__init__.py) or its modules know this one
+    return (f"--kv-transfer-config {name}: a connector vllm-ascend registers, whose module imports torch_npu; "
+            "its KVTransferConfig was built by the parser step")
 
 
 ASCEND_ONLY = (_ascend_quantization, _plugin_connector)
