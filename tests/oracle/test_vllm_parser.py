@@ -1,5 +1,8 @@
 """vLLM's own parser judges what deployctl renders (issue 29): every `vllm serve` argv of every playbook and test
-spec that runs upstream vLLM (vllm-ascend, vLLM on GPU) and every Triton vLLM backend's engine arguments.
+spec that runs upstream vLLM (vllm-ascend, vLLM on GPU) and every Triton vLLM backend's engine arguments; then
+(issue 41) vLLM's engine config for each, built as `vllm serve` builds it on start, on the CPU platform with stub
+models (tests/oracle/models.py: config.json only), which is where vLLM refuses what the parser lets through (a dense
+model with external data parallel).
 
 vLLM is not a dependency of deployctl (about 9.4 GB with torch): the check runs in an interpreter that has it,
 `DEPLOYCTL_VLLM_PYTHON` or this one when it can import vllm, and is skipped with that reason otherwise.
@@ -21,13 +24,17 @@ import pytest
 
 from deployctl.plan.containers import container_for
 from deployctl.servers.vllm_ascend.upstream import HostNetwork
-from deployctl.spec.load import load_spec, load_spec_text
+from deployctl.spec.load import check_spec_text, load_spec, load_spec_text
 from tests.export.cases import ENVIRON
+from tests.oracle.models import MODEL_CONFIGS, QWEN3_32B, QWEN3_235B_A22B
 
 pytestmark = pytest.mark.vllm_oracle
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKER = Path(__file__).with_name("vllm_check.py")
+# every rendered line builds its engine config today (42); a line that stops carrying its models would be skipped
+# by the checker, so fewer built than this fails
+ENGINE_CONFIGS_BUILT_AT_LEAST = 42
 SPEC_FILES = sorted([*ROOT.glob("playbooks/*.yaml"), *ROOT.glob("tests/fixtures/specs/examples/*.yaml"),
                      *ROOT.glob("tests/fixtures/export/specs/*.yaml")])
 
@@ -69,6 +76,34 @@ def _vllm_serve(argv: tuple[str, ...]) -> list[str] | None:
     return None
 
 
+def model_paths(words) -> list[str]:
+    """The models a line (or an engine-args document's values) names: the served model and a drafter's `model`."""
+    paths = []
+    for word in words:
+        if isinstance(word, str) and word.startswith("{"):
+            model = json.loads(word).get("model")
+            paths += [model] if isinstance(model, str) else []
+        elif isinstance(word, str) and word.startswith("/mnt/weights/"):
+            paths.append(word)
+    return sorted(set(paths))
+
+
+def stub_models(words) -> dict[str, dict]:
+    """{path: config.json} for each model a line names; a model tests/oracle/models.py lacks fails here."""
+    missing = [p for p in model_paths(words) if p not in MODEL_CONFIGS]
+    assert not missing, f"add the config.json of {missing} to tests/oracle/models.py"
+    return {p: MODEL_CONFIGS[p] for p in model_paths(words)}
+
+
+def run_checker(python: str, items: list[dict]) -> list[dict]:
+    done = subprocess.run([python, str(CHECKER)], input=json.dumps(items), capture_output=True, text=True,
+                          timeout=1200, cwd="/")
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads(done.stdout)
+    assert [r["name"] for r in results] == [i["name"] for i in items]
+    return results
+
+
 def rendered() -> tuple[list[dict], list[dict]]:
     """Every `vllm serve` argv and every Triton engine-args document deployctl renders for the specs."""
     from deployctl.servers.triton.repository import engine_args
@@ -102,6 +137,12 @@ def test_what_the_oracle_is_fed_covers_every_flavour_it_can_judge():
     assert any("--shutdown-timeout" in c["argv"] for c in commands)  # vLLM's graceful stop, where it has one
     assert any('"model":"/mnt/weights/Qwen3-235B-A22B/eagle3"' in w for c in commands for w in c["argv"])
     assert engines, "the Triton playbook's engine arguments"
+    # each line's models have a stub config.json, a MoE one and a dense one among them
+    lines = [stub_models(c["argv"]) for c in commands] + [stub_models(e["engine_args"].values()) for e in engines]
+    assert all(lines)
+    assert len(commands) + len(engines) >= ENGINE_CONFIGS_BUILT_AT_LEAST
+    kinds = {"num_experts" in config or "n_routed_experts" in config for line in lines for config in line.values()}
+    assert kinds == {True, False}
 
 
 def test_vllms_own_parser_accepts_every_rendered_argv_as_meant():
@@ -110,14 +151,18 @@ def test_vllms_own_parser_accepts_every_rendered_argv_as_meant():
         pytest.skip("vLLM is not installed here: set DEPLOYCTL_VLLM_PYTHON to an interpreter that has "
                     "vllm==0.33.0 (see this module's docstring)")
     commands, engines = rendered()
-    items = commands + [{"name": e["name"], "engine_args": e["engine_args"]} for e in engines]
-    done = subprocess.run([python, str(CHECKER)], input=json.dumps(items), capture_output=True, text=True,
-                          timeout=600, cwd="/")
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = json.loads(done.stdout)
-    assert len(results) == len(items)
+    items = [{**c, "models": stub_models(c["argv"])} for c in commands] + [
+        {"name": e["name"], "engine_args": e["engine_args"], "models": stub_models(e["engine_args"].values())}
+        for e in engines]
+    results = run_checker(python, items)
     failed = {r["name"]: r["problems"] for r in results if not r["ok"]}
     assert not failed, json.dumps(failed, indent=1)
+    built = [r for r in results if r.get("built") is True]
+    assert len(built) >= ENGINE_CONFIGS_BUILT_AT_LEAST, f"{len(built)} engine configs built"
+    # what was set aside is only what vllm-ascend's plugin registers, and the GPU lines set nothing aside
+    assert {reason.split(":")[0] for r in built for reason in r["set_aside"]} <= {
+        "--quantization ascend", "--kv-transfer-config MooncakeConnectorV1"}
+    assert all(not r["set_aside"] for r in built if "gpu" in r["name"])
 
 
 def test_the_oracle_refuses_what_vllm_refuses():
@@ -132,7 +177,62 @@ def test_the_oracle_refuses_what_vllm_refuses():
                                   '{"kv_connector":"MooncakeConnectorV1","kv_role":"kv_sender"}']},
         {"name": "engine", "engine_args": {"model": "/m", "tensor_parallel_sise": 2}},
     ]
-    done = subprocess.run([python, str(CHECKER)], input=json.dumps(bad), capture_output=True, text=True,
-                          timeout=600, cwd="/")
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert [r["ok"] for r in json.loads(done.stdout)] == [False, False, False, False]
+    assert [r["ok"] for r in run_checker(python, bad)] == [False, False, False, False]
+
+
+DENSE = """version: 1
+name: pd
+server: vllm-ascend
+hosts:
+  node1: {address: 10.200.0.11}
+  node2: {address: 10.200.0.12}
+requirements: {cards: 16}
+image: {name: "quay.io/ascend/vllm-ascend:TAG"}
+weights: {source: SOURCE, dest: /mnt/weights/Qwen3-32B}
+model: {served_name: qwen3-32b, max_model_len: 4096}
+topology:
+  mode: disaggregated
+  connector: mooncake
+  dp_launch: external
+  proxy: {host: node1, port: 8000}
+  prefill:
+    - {hosts: [node1], dp: 2, tp: 8, port: 9100}
+  decode:
+    - {hosts: [node2], dp: 4, tp: 4, port: 9100}
+"""
+
+
+def test_vllms_engine_config_and_validate_both_refuse_a_dense_model_with_external_dp(tmp_path):
+    """Issue 41 item 1: vLLM's parser takes a dense model's `--data-parallel-rank` lines, its engine config refuses
+    them (vllm/engine/arg_utils.py:2456-2465, vLLM 0.33.0); validate refuses the same spec on the profiles of
+    vLLM >= 0.23, and both take it for a MoE model. The lines are rendered on the 0.18 profile (whose vLLM starts
+    them; validate refuses the spec from 0.23 on, so nothing renders there): the same data-parallel words."""
+    python = _oracle_python()
+    if python is None:
+        pytest.skip("vLLM is not installed here (see this module's docstring)")
+
+    def spec_text(tag, config):
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        return DENSE.replace("TAG", tag).replace("SOURCE", str(tmp_path))
+
+    for tag in ("v0.23.0-a3", "v0.25.1rc1-a3"):
+        _, errors, _ = check_spec_text(spec_text(tag, QWEN3_32B), "pd.yaml")
+        assert [p.dotted_path for p in errors] == ["topology.prefill[0].dp", "topology.decode[0].dp"], tag
+        assert all("'Non-MoE models do not support external data parallel mode'" in p.message for p in errors)
+        _, errors, _ = check_spec_text(spec_text(tag, QWEN3_235B_A22B), "pd.yaml")
+        assert errors == [], tag
+
+    spec = load_spec_text(spec_text("v0.18.0", QWEN3_32B), "pd.yaml")
+    networks = _networks(spec)
+    lines = [(i.name, _vllm_serve(container_for(spec, i, None, networks).command)) for i in spec.instances]
+    lines = [(name, argv) for name, argv in lines if argv is not None]
+    assert len(lines) == 6 and all("--data-parallel-rank" in argv for _, argv in lines)
+    first = [lines[0], lines[-1]]  # a prefill and a decode rank
+    items = [{"name": f"{shape} {name}", "argv": argv, "models": {"/mnt/weights/Qwen3-32B": config}}
+             for shape, config in (("dense", QWEN3_32B), ("moe", QWEN3_235B_A22B)) for name, argv in first]
+    results = run_checker(python, items)
+    dense, moe = results[:2], results[2:]
+    assert [r["built"] for r in dense] == [False, False]
+    assert all(r["problems"][0].startswith("create_engine_config: ValueError: Non-MoE models do not support external "
+                                           "data parallel mode") for r in dense), json.dumps(dense, indent=1)
+    assert [(r["built"], r["ok"]) for r in moe] == [(True, True), (True, True)], json.dumps(moe, indent=1)
