@@ -11,7 +11,7 @@ PACKAGE = Path(deployctl.__file__).parent
 PURE = ["spec", "facts", "plan", "ranktable", "monitor", "image/plan.py", "image/inputs.py", "image/package.py", "image/layers.py",
         "weights/manifest.py", "weights/source.py", "bench/metrics.py", "bench/stats.py", "bench/slo.py", "bench/search.py", "bench/telemetry.py", "bench/knee.py", "bench/http_parse.py",
         "doctor/report.py", "doctor/targets.py", "diagnose/plan.py", "diagnose/bundle.py", "diagnose/redact.py",
-        "diagnose/signatures.py", "export", "servers"]
+        "diagnose/signatures.py", "export", "servers", "tune"]
 FORBIDDEN = ("subprocess", "socket", "paramiko", "boto3", "botocore", "docker", "rich", "requests",
              "deployctl.transport", "deployctl.execute", "deployctl.gather", "deployctl.ui",
              "deployctl.hosts", "deployctl.prepare", "deployctl.fanout", "deployctl.batch", "deployctl.lock")
