@@ -155,3 +155,28 @@ def test_next_step_tries_the_rules_minimum_second_and_fewer_cards_when_nothing_b
     second = next_step(found, records, [first.candidate], Budget())
     assert second.candidate.layout.label == "tp2-dp1" and second.reason.startswith("the rules' minimum: ")
     assert found.axes[0].key == LAYOUT
+
+
+def test_budget_is_a_count_or_a_duration_and_bad_ones_are_usage_errors():
+    from deployctl.commands.tune import parse_budget
+
+    assert parse_budget("4") == Budget(candidates=4)
+    assert parse_budget("90s") == Budget(seconds=90) and parse_budget("2h") == Budget(seconds=7200)
+    assert parse_budget(None) == Budget()
+    for bad in ("0", "-1", "2d", "1.5", "m"):
+        with pytest.raises(UsageError, match="--budget"):
+            parse_budget(bad)
+
+
+def test_tune_refuses_bad_flags_at_the_cli_edge_without_a_traceback(tmp_path, capsys):
+    from deployctl.cli import main
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("${TUNE_SECRET}", "x"))
+    for flags, said in ((["--slo", "ttft_p99=1s", "--budget", "2d"], "--budget '2d'"),
+                        (["--slo", "ttft=1s"], "--slo 'ttft=1s'"),
+                        (["--slo", "ttft_p99=1s", "--search", "max_num_seqs"], "--search 'max_num_seqs'")):
+        assert main(["tune", str(spec), *flags]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err
+    assert not (tmp_path / ".deployctl").exists()  # nothing written, nothing deployed
