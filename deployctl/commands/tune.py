@@ -55,10 +55,10 @@ def run(args, ui) -> int:
                 "epochs": args.epochs, "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens}
     ui.info(f"tune {spec.name}: {len(space.valid)} candidate(s) pass the spec's rules, {len(space.pruned)} pruned; "
             f"results in {results}")
+    from deployctl.tune.step import next_step
+
     records, order, stopped = {}, [], ""
     while True:
-        from deployctl.tune.step import next_step
-
         step = next_step(space, records, order, budget, time.monotonic() - started)
         if step.candidate is None:
             stopped = step.reason
@@ -168,7 +168,7 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
     winner = next((c for c in order if best is not None and records[c]["label"] == best["label"]), None)
     tuned = None
     if winner is not None:
-        tuned = path.with_name(f"{path.name[:-len(path.suffix)] if path.suffix else path.name}.tuned.yaml")
+        tuned = path.with_name(f"{path.stem}.tuned.yaml")
         _write(tuned, space.texts[winner])
     if args.keep_original or winner is None:
         ui.info("deploying the original spec" + ("" if args.keep_original else " (no candidate was measured)"))
@@ -187,6 +187,11 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
         "candidates": ranked, "pruned": [{"label": p.candidate.label, "values": p.candidate.to_json(),
                                           "reason": p.reason} for p in space.pruned],
     }
+    from deployctl.tune.plot import pareto, tune_svg
+
+    document["pareto"] = [r["label"] for r in pareto(ranked)]
+    document["plot"] = str(results / "tune.svg")
+    _write(results / "tune.svg", tune_svg(ranked, f"tune {spec.name}: goodput against cards", document["winner"]))
     _write(results / "tune.json", json.dumps(document, indent=2))
     if ui.json:
         ui.emit_json(document)

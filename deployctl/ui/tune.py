@@ -12,9 +12,12 @@ from deployctl.ui import UI, escape
 class StepUI(UI):
     """A nested command's UI: its tables and lines go to stderr, its JSON document nowhere (tune prints one)."""
 
+    def console(self, stderr: bool = False):
+        return super().console(stderr=True)  # stdout holds tune's own table or document only
+
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if not self.quiet:
-            self.console(stderr=True).print(*objects, **kwargs)
+            self.console().print(*objects, **kwargs)
 
     def emit_json(self, document: Any) -> None:
         self.emitted = True

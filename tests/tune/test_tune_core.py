@@ -180,3 +180,19 @@ def test_tune_refuses_bad_flags_at_the_cli_edge_without_a_traceback(tmp_path, ca
         err = capsys.readouterr().err
         assert said in err and "Traceback" not in err
     assert not (tmp_path / ".deployctl").exists()  # nothing written, nothing deployed
+
+
+def test_plot_is_an_svg_with_every_measured_candidate_and_the_pareto_front():
+    import xml.etree.ElementTree as ET
+
+    from deployctl.tune.plot import pareto, tune_svg
+
+    records = [measured({}, "small", 2, "r", bench(4, 5, goodput=4.0), 1.0),
+               measured({}, "big", 4, "r", bench(8, 9, goodput=8.0), 1.0),
+               measured({}, "waste", 4, "r", bench(4, 5, goodput=3.0), 1.0),
+               failed({}, "broken", 1, "r", "did not start")]
+    assert [r["label"] for r in pareto(records)] == ["small", "big"]
+    root = ET.fromstring(tune_svg(records, "t <&>", "big"))
+    circles = root.findall("{http://www.w3.org/2000/svg}circle")
+    assert len(circles) == 3 + 1  # the measured three, the winner's ring
+    assert len(root.findall("{http://www.w3.org/2000/svg}polyline")) == 1
