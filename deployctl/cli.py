@@ -304,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "deployctl weights sync playbooks/mixed-1host-910b.yaml", "say what would be transferred")
 
     add_bench_parser(sub, _verb)
+    from deployctl.cli_tune import add_tune_parser
+
+    add_tune_parser(sub, _verb)
 
     p = _verb(sub, "export", "deployctl.commands.export:run",
               "render the deployment as Kubernetes manifests: plain objects, LeaderWorkerSet or Kthena "

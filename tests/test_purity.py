@@ -12,7 +12,7 @@ PURE = ["spec", "facts", "plan", "ranktable", "monitor", "image/plan.py", "image
         "weights/manifest.py", "weights/source.py", "bench/metrics.py", "bench/stats.py", "bench/slo.py", "bench/search.py", "bench/telemetry.py", "bench/knee.py", "bench/http_parse.py",
         "doctor/report.py", "doctor/targets.py", "doctor/checks.py", "doctor/checks_gpu.py", "doctor/checks_hccl_env.py", "doctor/checks_hccn.py", "doctor/checks_npu.py", "doctor/checks_ports.py", "doctor/checks_profile.py", "doctor/checks_tuning.py",
         "diagnose/plan.py", "diagnose/bundle.py", "diagnose/redact.py",
-        "diagnose/signatures.py", "export", "servers", "fronts"]
+        "diagnose/signatures.py", "export", "servers", "fronts", "tune"]
 FORBIDDEN = ("subprocess", "socket", "paramiko", "boto3", "botocore", "docker", "rich", "requests",
              "deployctl.transport", "deployctl.execute", "deployctl.gather", "deployctl.ui",
              "deployctl.hosts", "deployctl.prepare", "deployctl.fanout", "deployctl.batch", "deployctl.lock")

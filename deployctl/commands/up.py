@@ -63,7 +63,7 @@ def run(args, ui) -> int:
 
     recorder = LedgerRecorder(getattr(args, "started", None) or time.monotonic())  # the time-to-serve ledger
     skip = parse_skip(args.skip)
-    spec = load_spec(args.spec)
+    spec = getattr(args, "loaded_spec", None) or load_spec(args.spec)  # tune hands a candidate's spec over
     require_runnable(spec)
     if spec.image.build and "image" not in skip:
         from deployctl.image.fetch import require_local_package

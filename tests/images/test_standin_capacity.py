@@ -369,3 +369,22 @@ def test_generated_tokens_count_as_they_come_even_when_not_streamed(launch, weig
     assert partial["vllm:num_requests_running"] == 1
     join_all([thread])
     assert metrics.read()["vllm:generation_tokens_total"] == 20
+
+
+def test_max_num_seqs_caps_the_batch_below_the_capacity_without_preemptions(launch, weights, tmp_path):  # noqa: F811
+    # vLLM's scheduler runs at most max_num_seqs sequences (scheduler.py, max_num_running_reqs); the cache has room
+    # for 8, so the third request only queues: waiting, the cache a quarter full, no preemption
+    port = free_port()
+    env = {"STANDIN_DEV_DIR": str(dev_dir(tmp_path, [0])), "STANDIN_CAPACITY": "8", "STANDIN_TPOT_MS": "100"}
+    args = vllm_args(weights, port, 1)
+    args[args.index("--max-num-seqs") + 1] = "2"
+    server, metrics = launch(MIXED, args, env, port), Metrics(port, "llama2-13b")
+    threads = [send_in_background(server.port, f"seq{i}", body(15)) for i in range(2)]
+    metrics.wait_for(lambda m: m["vllm:num_requests_running"] == 2, "2 running")
+    threads.append(send_in_background(server.port, "seq2", body(15)))
+    queued = metrics.wait_for(lambda m: m["vllm:num_requests_waiting"] == 1, "1 waiting")
+    assert (queued["vllm:num_requests_running"], queued["vllm:kv_cache_usage_perc"]) == (2, 0.25)
+    join_all(threads)
+    trace = records(server)
+    assert trace["seq2"]["first_chunk_ns"] > min(trace[f"seq{i}"]["end_ns"] for i in range(2))
+    assert metrics.read()["vllm:num_preemptions_total"] == 0

@@ -121,14 +121,21 @@ class KvCache:
         limit = self.capacity or self.max_num_seqs
         return min(1.0, self.running / limit) if limit else 0.0
 
+    def batch_limit(self) -> int:
+        """Sequences that may run at once: the cache's capacity, and at most --max-num-seqs, which vLLM's scheduler
+        admits from its waiting queue (vllm/v1/core/sched/scheduler.py: `if len(self.running) ==
+        self.max_num_running_reqs: break`, max_num_running_reqs = scheduler_config.max_num_seqs)."""
+        return min(self.capacity, self.max_num_seqs) if self.max_num_seqs else self.capacity
+
     async def admit(self) -> bool:
-        """Take a sequence slot, waiting first-come first-served while the cache is full; True if it waited.
-        Each wait counts as a preemption: vLLM preempts (and later recomputes) sequences when KV blocks run out,
-        and that is what a benchmark has to see past the capacity."""
-        if self.capacity is None or (self.running < self.capacity and not self._waiting):
+        """Take a sequence slot, waiting first-come first-served while the cache (or the batch) is full; True if it
+        waited. A wait for a full cache counts as a preemption: vLLM preempts (and later recomputes) sequences when
+        KV blocks run out, and that is what a benchmark has to see past the capacity."""
+        if self.capacity is None or (self.running < self.batch_limit() and not self._waiting):
             self.running += 1
             return False
-        self.preemptions += 1
+        if self.running >= self.capacity:  # waiting for KV blocks; one held back by max_num_seqs is only queued
+            self.preemptions += 1
         turn = asyncio.get_running_loop().create_future()
         self._waiting.append(turn)
         try:

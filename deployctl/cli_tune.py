@@ -1,0 +1,57 @@
+"""The `tune` command's options: the SLOs, what to search, the budget, and the bench search run per candidate."""
+
+from __future__ import annotations
+
+from deployctl.cli_numbers import number
+
+EXAMPLE = ("deployctl tune playbooks/mixed-1host-910b.yaml --slo ttft_p99=2000ms,tpot_p99=50ms --yes\n"
+           "deployctl tune spec.yaml --slo ttft_p99=1s --search max_num_seqs=64,128,256 --search tp=2,4 --budget 2h")
+
+
+def add_tune_parser(sub, verb) -> None:
+    p = verb(sub, "tune", "deployctl.commands.tune:run",
+             "find the layout and engine settings that meet latency SLOs with the most goodput per card: deploy "
+             "each candidate, run bench search against it, keep the best deployed", EXAMPLE)
+    p.add_argument("spec", metavar="SPEC", help="deployment spec (YAML): the starting point and the hosts")
+    p.add_argument("--slo", required=True, metavar="METRIC_STAT=VALUE,...",
+                   help="latency targets every candidate is measured against, e.g. ttft_p99=2000ms,tpot_p99=50ms "
+                        "(as bench search's --slo; required)")
+    p.add_argument("--search", action="append", default=[], metavar="KEY=V1,V2",
+                   help="values to try for a key (repeatable): max_num_seqs, max_num_batched_tokens, tp, dp (narrow "
+                        "the layouts) or any spec path such as model.max_model_len (default: max_num_seqs halved, as "
+                        "written and doubled; max_num_batched_tokens as written and doubled; every tp x dp that fits "
+                        "the hosts' cards)")
+    p.add_argument("--budget", metavar="N|DURATION",
+                   help="stop after N candidates, or once this long has passed (30m, 2h, 90s) (default: until "
+                        "the search has no untried neighbour of the best candidate)")
+    p.add_argument("--keep-original", action="store_true",
+                   help="end with the original spec deployed, not the best candidate")
+    p.add_argument("--yes", "-y", action="store_true",
+                   help="replace the running deployment with each candidate without asking")
+    p.add_argument("--by", choices=("rate", "concurrency"), default="rate",
+                   help="what each bench search raises (default: %(default)s)")
+    p.add_argument("--start", type=number("--start"), metavar="LOAD",
+                   help="each bench search's first load (default: 1)")
+    p.add_argument("--max-runs", type=number("--max-runs"), default=8, metavar="N",
+                   help="runs per bench search (default %(default)s)")
+    p.add_argument("--precision", type=number("--precision"), default=0.1, metavar="FRACTION",
+                   help="each bench search stops when its bracket is this close (default %(default)g)")
+    p.add_argument("--run-seconds", type=number("--run-seconds"), default=10.0, metavar="S",
+                   help="by rate: each run sends rate x S requests (default %(default)g)")
+    p.add_argument("--epochs", type=number("--epochs"), default=3, metavar="N",
+                   help="by concurrency: waves per run (default %(default)s)")
+    p.add_argument("--prompt-tokens", type=number("--prompt-tokens"), default=1024, metavar="N",
+                   help="synthetic prompt length (default %(default)s)")
+    p.add_argument("--output-tokens", type=number("--output-tokens"), default=128, metavar="N",
+                   help="output length (default %(default)s)")
+    p.add_argument("--telemetry-interval", type=number("--telemetry-interval"), default=1.0, metavar="S",
+                   help="sample the hosts' devices and engines every S seconds during each run: what tells the "
+                        "search which axis binds (default %(default)g; 0: off)")
+    p.add_argument("--skip", default="", metavar="STAGE,...",
+                   help="stages each deploy skips, as `up --skip` (default: none)")
+    p.add_argument("--health-timeout", type=number("--health-timeout"), default=None, metavar="SECONDS",
+                   help="how long a candidate may take to become healthy (default: as `up`)")
+    p.add_argument("--accept-new-host-keys", action="store_true",
+                   help="trust and record keys of hosts not yet in known_hosts (never a changed key)")
+    p.add_argument("--connect-timeout", type=number("--connect-timeout"), default=10.0, metavar="SECONDS",
+                   help="give up on a host that has not connected within this long (default %(default)g)")

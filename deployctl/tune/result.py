@@ -1,0 +1,78 @@
+"""A candidate's measurement (pure): its record from a `bench search` document, what bound it at the knee, and the
+ranking: meets the SLOs first, then goodput per card, then fewer cards."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+KV_FULL = 0.95  # as bench/knee.py: a cache this full is full
+
+# what bound a candidate, read from its first run past the highest load that met the SLOs
+BINDINGS = {
+    "kv_cache": "the KV cache was full (requests preempted or waiting for blocks)",
+    "queue": "requests queued while the KV cache had room: max_num_seqs caps the batch",
+    "ttft": "TTFT broke its limit first (prefill)",
+    "tpot": "TPOT/ITL broke its limit first (decode batch)",
+    "none": "every load tried met the SLOs",
+    "unknown": "the bench does not say what bound it",
+}
+
+
+def binding(document: dict) -> str:
+    """What bound the search: a key of BINDINGS."""
+    found = document.get("search") or {}
+    key = "parallel_num" if document.get("mode") == "static" else "request_rate"
+    missing = [r for r in document.get("runs", []) if not (r.get("slo") or {}).get("met", False) or r.get("failed")]
+    if found.get("first_missing") is None and not missing:
+        return "none"
+    first = found.get("first_missing")
+    run = next((r for r in missing if r.get(key) == first), missing[0] if missing else None)
+    if run is None:
+        return "unknown"
+    telemetry = run.get("telemetry") or {}
+    usage, waiting = telemetry.get("kv_cache_usage_max"), telemetry.get("waiting_max") or 0
+    if (document.get("knee") or {}).get("cause") == "kv_cache_full" or (
+            usage is not None and usage >= KV_FULL and (waiting or telemetry.get("preemptions"))):
+        return "kv_cache"
+    if waiting > 0 and usage is not None:
+        return "queue"
+    broken = {v["slo"].split("_")[0] for v in (run.get("slo") or {}).get("violations", [])}
+    if broken and broken <= {"ttft"}:
+        return "ttft"
+    if broken & {"tpot", "itl"}:
+        return "tpot"
+    return "unknown"
+
+
+def measured(candidate_json: dict, label: str, cards: int, reason: str, document: dict,
+             deploy_s: Optional[float]) -> dict:
+    """The record of one measured candidate: goodput (at the highest load that met the SLOs), per card, the knee,
+    time to serve, why it was tried, what bound it."""
+    found = document.get("search") or {}
+    key = "parallel_num" if document.get("mode") == "static" else "request_rate"
+    best = found.get("max_meeting")
+    run = next((r for r in document.get("runs", []) if best is not None and r.get(key) == best), None)
+    slo = (run or {}).get("slo") or {}
+    goodput = slo.get("goodput_request_throughput", 0.0) if run else 0.0
+    return {
+        "label": label, "values": candidate_json, "cards": cards, "reason": reason, "status": "measured",
+        "meets_slo": best is not None, "max_load": best, "by": found.get("by"),
+        "goodput_rps": goodput, "goodput_tokens_s": slo.get("goodput_output_token_throughput", 0.0) if run else 0.0,
+        "goodput_per_card": goodput / cards if cards else 0.0,
+        "knee": document.get("knee"), "binding": binding(document), "stopped": found.get("stopped"),
+        "time_to_serve_s": deploy_s, "error": None,
+    }
+
+
+def failed(candidate_json: dict, label: str, cards: int, reason: str, error: str, deploy_s=None) -> dict:
+    """A candidate that did not start (or whose bench failed): recorded with its error; the tune goes on."""
+    return {"label": label, "values": candidate_json, "cards": cards, "reason": reason, "status": "failed",
+            "meets_slo": False, "max_load": None, "by": None, "goodput_rps": 0.0, "goodput_tokens_s": 0.0,
+            "goodput_per_card": 0.0, "knee": None, "binding": "unknown", "stopped": None,
+            "time_to_serve_s": deploy_s, "error": error}
+
+
+def rank(records: list[dict]) -> list[dict]:
+    """Best first: measured and meeting the SLOs, then goodput per card, then fewer cards, then the label."""
+    return sorted(records, key=lambda r: (r["status"] != "measured", not r["meets_slo"], -r["goodput_per_card"],
+                                          r["cards"], r["label"]))

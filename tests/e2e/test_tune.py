@@ -1,0 +1,66 @@
+"""`deployctl tune` on the test bed (issue 44): a stand-in whose batch is capped by --max-num-seqs (its emulated KV
+cache holds 64, far above every candidate), so each max_num_seqs value serves a different concurrency within the
+TTFT SLO; the tune measures 4 candidates, ranks them, leaves the best deployed and writes its spec; a second run
+with the same inputs reuses every result and deploys nothing."""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.conftest import MODEL, container_ids
+
+HOST = "tb3"
+TOPOLOGY = f"""topology:
+  mode: mixed
+  instances:
+    - {{host: {HOST}, devices: [0, 1], port: 8720}}
+"""
+# 40 ms a token, 16 tokens: an answer takes ~650 ms; one over the batch waits a whole answer (TTFT >= 650 ms), one
+# in it starts in 20 ms: a TTFT p99 of 300 ms separates them by far. No slowdown: only the batch limit differs.
+ENV = ("env: {STANDIN_CAPACITY: '64', STANDIN_TTFT_MS: '20', STANDIN_TPOT_MS: '40', "
+       "STANDIN_LOAD_SLOWDOWN: '0'}\n")
+TUNE = ("--search", "max_num_seqs=2,4,8,16", "--search", "tp=2", "--search", "dp=1",
+        "--search", "max_num_batched_tokens=2048", "--by", "concurrency", "--slo", "ttft_p99=300ms",
+        "--prompt-tokens", "16", "--output-tokens", "16", "--epochs", "2", "--max-runs", "6",
+        "--telemetry-interval", "0.2", "--skip", "weights", "--yes")
+
+
+def max_num_seqs_running(bed) -> int:
+    args = json.loads(bed.docker_on(HOST, "inspect", "--format", "{{json .Args}}", "e2e-tune-mixed-0").stdout)
+    return int(args[args.index("--max-num-seqs") + 1])
+
+
+def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, deployctl, tmp_path):
+    # the spec's own max_num_seqs is 2: the search climbs the axis the queue says binds
+    path = deployctl.write(bed.spec_yaml("e2e-tune", TOPOLOGY, hosts_used=[HOST], extra=MODEL.replace(
+        "max_num_seqs: 16", "max_num_seqs: 2") + ENV))
+    try:
+        code, doc = deployctl.json("tune", path, *TUNE)
+        assert code == 0, doc
+        ranked = [r["label"] for r in doc["candidates"]]
+        assert ranked == ["tp2-dp1-seqs16-bt2048", "tp2-dp1-seqs8-bt2048", "tp2-dp1-seqs4-bt2048",
+                          "tp2-dp1-seqs2-bt2048"], doc["candidates"]
+        assert [r["reason"] for r in doc["candidates"]][-1] == "the spec's own layout and values"
+        assert all("max_num_seqs caps the batch: more seqs" in r["reason"] for r in doc["candidates"][:3])
+        loads = {r["label"]: r["max_load"] for r in doc["candidates"]}
+        assert loads["tp2-dp1-seqs2-bt2048"] == 2 and loads["tp2-dp1-seqs4-bt2048"] == 4, loads
+        assert loads["tp2-dp1-seqs8-bt2048"] == 8 and loads["tp2-dp1-seqs16-bt2048"] >= 16, loads
+        assert doc["winner"] == doc["deployed"] == "tp2-dp1-seqs16-bt2048" and doc["measured"] == 4
+        assert doc["stopped"] == "every neighbour of the best candidate was tried"
+        assert max_num_seqs_running(bed) == 16  # the winner is what runs
+        tuned = tmp_path / "spec.tuned.yaml"
+        assert doc["tuned_spec"] == str(tuned) and "max_num_seqs: 16" in tuned.read_text()
+        results = tmp_path / ".deployctl" / "e2e-tune" / "tune"
+        assert len(list(results.glob("tp2-dp1-seqs*.bench.json"))) == 4
+
+        before = container_ids(bed, HOST, "e2e-tune")
+        code, again = deployctl.json("tune", path, *TUNE)
+        assert code == 0, again
+        assert (again["measured"], again["reused"], again["winner"]) == (0, 4, "tp2-dp1-seqs16-bt2048")
+        assert container_ids(bed, HOST, "e2e-tune") == before  # nothing redeployed, the winner kept running
+
+        code, _, err = deployctl("tune", path, *TUNE, "--keep-original")
+        assert code == 0, err
+        assert max_num_seqs_running(bed) == 2  # --keep-original: the spec as written serves again
+    finally:
+        assert deployctl("down", path, "--yes")[0] == 0
