@@ -151,7 +151,11 @@ def serving_roles(data: dict) -> tuple[str, ...]:
 
 
 def _upstream(data: dict) -> bool:
-    return data.get("server") == "vllm-ascend"
+    """The topology is written as data-parallel groups (`groups`, or prefill/decode entries with `hosts`), the
+    shape of the flavours whose topology is DP groups (servers/base.py dp_groups), not instances."""
+    topology = data.get("topology") or {}
+    entries = list(topology.get("prefill") or []) + list(topology.get("decode") or [])
+    return bool(topology.get("groups")) or any(isinstance(e, dict) and "hosts" in e for e in entries)
 
 
 def own_layout(data: dict) -> Optional[Layout]:
