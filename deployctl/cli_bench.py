@@ -93,19 +93,21 @@ def _common(p, mode: str) -> None:
                         "SSH every S seconds during each run (default %(default)g; 0: off)")
 
 
-def _search_flags(p) -> None:
+def _search_flags(p, max_runs: int = 12, epochs: int = 5) -> None:
+    """What one bench search runs: the load it raises, its budget and stopping rule (tune runs one per candidate,
+    with smaller defaults)."""
     p.add_argument("--by", choices=("rate", "concurrency"), default="rate",
                    help="what the search raises: the Poisson request rate or the concurrency of static waves "
                         "(default: %(default)s)")
     p.add_argument("--start", type=number("--start"), metavar="LOAD",
                    help="the first load tried (default: 1 req/s or concurrency 1); from there x4 until a run "
                         "misses, then halving the bracket")
-    p.add_argument("--max-runs", type=number("--max-runs"), default=12, metavar="N",
+    p.add_argument("--max-runs", type=number("--max-runs"), default=max_runs, metavar="N",
                    help="run budget (default %(default)s)")
     p.add_argument("--precision", type=number("--precision"), default=0.1, metavar="FRACTION",
                    help="stop when the lowest load that missed is within this fraction above the highest that "
                         "met (default %(default)g)")
     p.add_argument("--run-seconds", type=number("--run-seconds"), default=10.0, metavar="S",
                    help="rate: each run sends rate x S requests (at least 20; default %(default)g)")
-    p.add_argument("--epochs", type=number("--epochs"), default=5, metavar="N",
+    p.add_argument("--epochs", type=number("--epochs"), default=epochs, metavar="N",
                    help="concurrency: waves per run (default %(default)s)")

@@ -28,18 +28,9 @@ def add_tune_parser(sub, verb) -> None:
                    help="end with the original spec deployed, not the best candidate")
     p.add_argument("--yes", "-y", action="store_true",
                    help="replace the running deployment with each candidate without asking")
-    p.add_argument("--by", choices=("rate", "concurrency"), default="rate",
-                   help="what each bench search raises (default: %(default)s)")
-    p.add_argument("--start", type=number("--start"), metavar="LOAD",
-                   help="each bench search's first load (default: 1)")
-    p.add_argument("--max-runs", type=number("--max-runs"), default=8, metavar="N",
-                   help="runs per bench search (default %(default)s)")
-    p.add_argument("--precision", type=number("--precision"), default=0.1, metavar="FRACTION",
-                   help="each bench search stops when its bracket is this close (default %(default)g)")
-    p.add_argument("--run-seconds", type=number("--run-seconds"), default=10.0, metavar="S",
-                   help="by rate: each run sends rate x S requests (default %(default)g)")
-    p.add_argument("--epochs", type=number("--epochs"), default=3, metavar="N",
-                   help="by concurrency: waves per run (default %(default)s)")
+    from deployctl.cli_bench import _search_flags
+
+    _search_flags(p, max_runs=8, epochs=3)
     p.add_argument("--prompt-tokens", type=number("--prompt-tokens"), default=1024, metavar="N",
                    help="synthetic prompt length (default %(default)s)")
     p.add_argument("--output-tokens", type=number("--output-tokens"), default=128, metavar="N",
@@ -51,7 +42,6 @@ def add_tune_parser(sub, verb) -> None:
                    help="stages each deploy skips, as `up --skip` (default: none)")
     p.add_argument("--health-timeout", type=number("--health-timeout"), default=None, metavar="SECONDS",
                    help="how long a candidate may take to become healthy (default: as `up`)")
-    p.add_argument("--accept-new-host-keys", action="store_true",
-                   help="trust and record keys of hosts not yet in known_hosts (never a changed key)")
-    p.add_argument("--connect-timeout", type=number("--connect-timeout"), default=10.0, metavar="SECONDS",
-                   help="give up on a host that has not connected within this long (default %(default)g)")
+    from deployctl.cli import _host_key_flag
+
+    _host_key_flag(p)
