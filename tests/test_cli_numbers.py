@@ -135,6 +135,7 @@ COMMAND_ARGV = {
     ("bench", "static"): STATIC,
     ("bench", "dynamic"): [*DYNAMIC, "--request-rate", "1", "--num-prompts", "5"],
     ("bench", "search"): SEARCH,
+    ("tune",): ["tune", SPEC, "--slo", "ttft_p99=1s"],
 }
 
 
