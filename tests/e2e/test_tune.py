@@ -21,7 +21,7 @@ ENV = ("env: {STANDIN_CAPACITY: '64', STANDIN_TTFT_MS: '20', STANDIN_TPOT_MS: '4
        "STANDIN_LOAD_SLOWDOWN: '0'}\n")
 TUNE = ("--search", "max_num_seqs=2,4,8,16", "--search", "tp=2", "--search", "dp=1",
         "--search", "max_num_batched_tokens=2048", "--by", "concurrency", "--slo", "ttft_p99=300ms",
-        "--prompt-tokens", "16", "--output-tokens", "16", "--epochs", "2", "--max-runs", "6",
+        "--prompt-tokens", "16", "--output-tokens", "16", "--epochs", "1", "--max-runs", "6",
         "--telemetry-interval", "0.2", "--skip", "weights", "--yes")
 
 

@@ -48,4 +48,7 @@ def test_down_lets_a_request_in_flight_finish_within_the_shutdown_timeout_and_wi
 
     (reason, cut), argv, _ = deploy_stream_and_down(real_bed, deployctl, None, pause=True)
     assert "--shutdown-timeout" not in argv
-    assert cut and reason != "length", "vLLM without --shutdown-timeout aborts what runs at SIGTERM"
+    # vLLM without --shutdown-timeout aborts what runs at SIGTERM: the stream either ends with finish_reason
+    # "abort" and [DONE] (the API server's abort reached the request first; vllm #34730) or is cut as the server
+    # exits; both runs were seen here. Never all 400 tokens.
+    assert reason != "length" and (cut or reason == "abort"), (reason, cut)
