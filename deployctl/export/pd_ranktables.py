@@ -9,7 +9,10 @@ deployLabelKey, configmapKey; pod.go writeRanktableToCm; docs/en/scheduling/api/
 docs/en/scheduling/usage/basic_scheduling/03_full_npu_scheduling_and_static_vnpu_scheduling_training.md, the
 ConfigMap created with the job). It does so for Deployments, StatefulSets and Volcano Jobs only, so this shape is
 `--to k8s`: a Deployment per instance (one pod, the whole node), the scheduler's Deployment, a headless Service
-that gives the P/D pods the scheduler's IP, and the public Service in front of the scheduler.
+that gives the P/D pods the scheduler's IP, and the public Service in front of the scheduler. Never two instances a
+pod: in Volcano mode the device plugin gives a pod's NPUs to its first NPU container only, all of them (mind-cluster
+component/ascend-device-plugin/pkg/server/plugin.go checkAnnotationAllocateValid, getOldestPod), so instances that
+share a server cannot each have NPUs of their own (the seed's playbook runs one a server).
 
 Every P/D pod and the scheduler's mount every instance's ConfigMap; an init container runs deployctl's merge
 program (deployctl/incluster/pd_ranktable_merge.py, shipped in a ConfigMap and run by the image's python: the

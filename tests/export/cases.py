@@ -14,8 +14,9 @@ GOLDEN = FIXTURES / "golden"
 SECRET_VALUE = "hf_never_in_a_manifest_0123456789"
 ENVIRON = {"HF_TOKEN": SECRET_VALUE}
 
-ASCENDCLOUD_PD = "tests/fixtures/export/specs/ascendcloud-pd-2hosts.yaml"
-PD_PLAYBOOKS = ("playbooks/demo-pd.yaml", "playbooks/disaggregated-2hosts-910b.yaml", "playbooks/pd-1host-910b.yaml")
+# the seed's AscendCloud P/D playbook: an instance a whole 910B server, as MindCluster schedules them
+ASCENDCLOUD_PD = "playbooks/disaggregated-2hosts-910b.yaml"
+PD_PLAYBOOKS = ("playbooks/demo-pd.yaml", ASCENDCLOUD_PD, "playbooks/pd-1host-910b.yaml")
 
 # spec (relative to the repository) -> the flags a user would pass, and the targets it maps to
 MAPPED = {
@@ -38,9 +39,10 @@ MAPPED = {
 # playbook x target -> the spec path its one error names
 REFUSED = {
     # the AscendCloud P/D playbooks on the default stack (mindcluster): LWS and Kthena pods get no ranktable from
-    # ascend-operator; a Deployment does, but these instances ask for part of a node (whole servers only)
+    # ascend-operator; a Deployment does, but the bed's and the one-host playbook's instances ask for part of a node
+    # (whole servers only; the seed's, ASCENDCLOUD_PD, runs on whole servers and maps)
     **{(p, t): "topology" for p in PD_PLAYBOOKS for t in ("lws", "kthena")},
-    **{(p, "k8s"): "topology.prefill[0].devices" for p in PD_PLAYBOOKS},
+    **{(p, "k8s"): "topology.prefill[0].devices" for p in PD_PLAYBOOKS if p != ASCENDCLOUD_PD},
     **{("playbooks/mixed-router-910b.yaml", t): "topology.front" for t in ("k8s", "lws", "kthena")},
     ("playbooks/vllm-ascend-mixed-2hosts-internal.yaml", "k8s"): "topology.groups[0].hosts",
     ("playbooks/vllm-ascend-pd-qwen3.yaml", "k8s"): "topology.decode[0].hosts",

@@ -177,51 +177,108 @@ def backends():
         s.server_close()
 
 
-def test_the_rendered_scheduler_init_step_runs_as_rendered(tmp_path, backends):
-    """The golden export's scheduler pod: its init container's command, with only its mount paths moved under
-    tmp_path and NODE_PORTS to the local backends' ports, merges what the operator wrote into the directory the
-    server reads, then returns once both instances answer their health path."""
+def _seed_export() -> dict:
+    """The seed playbook's export (mindcluster, --to k8s), each object but the Services by name."""
     bodies = [m.body for m in exported(ASCENDCLOUD_PD, "k8s", "mindcluster")]
-    by_name = {b["metadata"]["name"]: b for b in bodies if b["kind"] != "Service"}
-    pod = by_name["llama3-70b-pd-scheduler-0"]["spec"]["template"]["spec"]
+    return {b["metadata"]["name"]: b for b in bodies if b["kind"] != "Service"}
+
+
+def _run_init(here: Path, by_name: dict, deployment: str, writes: dict, pod_ip: str, *edits) -> tuple[dict, Path]:
+    """Run `deployment`'s init container as the kubelet would, its mount paths moved under `here`: each ConfigMap's
+    keys projected as files, the operator's hccl.json of each instance from `writes` (name -> text), $(POD_IP)
+    `pod_ip`; each edit (flag, value) replaces a flag's value (value None: drops the flag). Returns the pod spec and
+    the directory the server reads its ranktables from."""
+    pod = by_name[deployment]["spec"]["template"]["spec"]
     (init,) = pod["initContainers"]
     assert init["command"][:2] == ["python3", f"{SCRIPT_DIR}/{SCRIPT_NAME}"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     moved = {}
     for mount in init["volumeMounts"]:
-        here = tmp_path / mount["mountPath"].lstrip("/")
-        here.mkdir(parents=True)
-        moved[mount["mountPath"]] = str(here)
+        path = here / mount["mountPath"].lstrip("/")
+        path.mkdir(parents=True)
+        moved[mount["mountPath"]] = str(path)
         source = volumes[mount["name"]]
         if "configMap" in source:  # what the kubelet projects: the ConfigMap's keys as files
             for key, text in by_name[source["configMap"]["name"]]["data"].items():
-                (here / key).write_text(text)
-    rings = [(w, by_name[f"rings-config-{w}"]) for w in ("llama3-70b-pd-prefill-0", "llama3-70b-pd-decode-0")]
-    for (name, config_map), (ip, _) in zip(rings, backends):  # the operator's write, once each pod is placed
-        assert json.loads(config_map["data"]["hccl.json"]) == {"status": "initializing"}
-        entry = {"server_ip": ip, "device": [{"device_id": str(n), "device_ip": f"198.51.100.{10 * (ip[-1] == '3') + n}"}
-                                             for n in range(8)]}
-        (Path(moved[f"/opt/deployctl/rings/{name}"]) / "hccl.json").write_text(operator_hccl(entry))
+                (path / key).write_text(text)
+    for name, text in writes.items():  # the operator's write, once the instance's pod is placed
+        assert json.loads(by_name[f"rings-config-{name}"]["data"]["hccl.json"]) == {"status": "initializing"}
+        (Path(moved[f"/opt/deployctl/rings/{name}"]) / "hccl.json").write_text(text)
+
     def move(word: str) -> str:
-        for path, here in moved.items():
+        for path, local in moved.items():
             if word == path or word.startswith(path + "/"):
-                return here + word[len(path):]
+                return local + word[len(path):]
         return word
 
     argv = [move(word) for word in init["command"]]
-    argv[argv.index("--node-ports") + 1] = ",".join(str(port) for _, port in backends)
-    argv[argv.index("--pod-ip") + 1] = "127.0.0.4"  # the kubelet's $(POD_IP)
+    argv[argv.index("--pod-ip") + 1] = pod_ip  # the kubelet's $(POD_IP)
+    for flag, value in edits:
+        at = argv.index(flag)
+        argv[at:at + 2] = [] if value is None else [flag, value]
     done = subprocess.run([sys.executable, "-I", *argv[1:]], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    server = next(c for c in pod["containers"] if c["name"] == "server")
-    env = {e["name"]: e.get("value") for e in server["env"]}
     directory = moved[next(m["mountPath"] for m in init["volumeMounts"] if m["mountPath"].endswith("/ranktables"))]
-    merged = json.loads((Path(directory) / Path(env["GLOBAL_RANK_TABLE_FILE_PATH"]).name).read_text())
+    return pod, Path(directory)
+
+
+def _server_env(pod: dict) -> dict:
+    server = next(c for c in pod["containers"] if c["name"] == "server")
+    return {e["name"]: e.get("value") for e in server["env"]}
+
+
+def test_the_rendered_scheduler_init_step_runs_as_rendered(tmp_path, backends):
+    """The golden export's scheduler pod: its init container's command, with only its mount paths moved under
+    tmp_path and NODE_PORTS to the local backends' ports, merges what the operator wrote into the directory the
+    server reads, then returns once both instances answer their health path."""
+    by_name = _seed_export()
+    writes = {}
+    for name, (ip, _) in zip(("llama3-70b-pd-prefill-0", "llama3-70b-pd-decode-0"), backends):
+        entry = {"server_ip": ip, "device": [{"device_id": str(n), "device_ip": f"198.51.100.{10 * (ip[-1] == '3') + n}"}
+                                             for n in range(8)]}
+        writes[name] = operator_hccl(entry)
+    pod, directory = _run_init(tmp_path, by_name, "llama3-70b-pd-scheduler-0", writes, "127.0.0.4",
+                               ("--node-ports", ",".join(str(port) for _, port in backends)))
+    env = _server_env(pod)
+    merged = json.loads((directory / Path(env["GLOBAL_RANK_TABLE_FILE_PATH"]).name).read_text())
     assert check_ranktable(merged, complete=True).valid
     assert [[s["server_ip"] for s in g["server_list"]] for g in merged["server_group_list"]] == [
         ["127.0.0.4"], ["127.0.0.2"], ["127.0.0.3"]]
-    local = json.loads((Path(directory) / Path(env["RANK_TABLE_FILE_PATH"]).name).read_text())
+    local = json.loads((directory / Path(env["RANK_TABLE_FILE_PATH"]).name).read_text())
     assert local["server_list"] == [{"server_id": "127.0.0.4", "server_ip": "127.0.0.4"}]
+
+
+def test_the_seed_playbooks_init_steps_write_ups_ranktables_from_the_beds_inputs(tmp_path):
+    """The seed's P/D playbook (disaggregated-2hosts-910b, a whole server an instance) on the bed's merge inputs:
+    node1 and node2 as the bed's tb1 and tb2 (their addresses as the pods' IPs, their NPUs' device IPs from the bed's
+    hccn_tool, tests/testbed/layout.py). Each exported pod's init step, run as rendered on what ascend-operator
+    writes for those pods, gives the global ranktable `up` builds from the same inputs and the pod's local file
+    `up` writes for that instance, at the paths its server reads."""
+    spec = load_spec(ROOT / ASCENDCLOUD_PD)
+    bed = {"node1": 1, "node2": 2}
+    device_ips = {host: dict(enumerate(layout.device_ips(i, spec.requirements.cards))) for host, i in bed.items()}
+    addresses = {host: layout.host_address(i) for host, i in bed.items()}
+    up = build_global_for_spec(spec, device_ips, addresses)
+    writes = {}
+    for instance in (*spec.role("prefill"), *spec.role("decode")):
+        # what the device plugin reports of the pod's NPUs (the whole server) and the operator writes
+        entry = {"server_ip": addresses[instance.host],
+                 "device": [{"device_id": str(d), "device_ip": device_ips[instance.host][d]} for d in instance.devices]}
+        writes[instance.name] = operator_hccl(entry, node=instance.host)
+    by_name = _seed_export()
+    scheduler = spec.scheduler
+    for instance in (*spec.role("prefill"), *spec.role("decode"), scheduler):
+        # the scheduler's headless Service resolves to its pod's IP; its own /health wait is the test above's
+        edit = ("--health", None) if instance is scheduler else ("--scheduler-address", addresses[scheduler.host])
+        pod, directory = _run_init(tmp_path / instance.name, by_name, instance.name, writes,
+                                   addresses[instance.host], edit)
+        env = _server_env(pod)
+        merged = (directory / Path(env["GLOBAL_RANK_TABLE_FILE_PATH"]).name).read_text()
+        assert merged == up.global_json
+        local = (directory / Path(env["RANK_TABLE_FILE_PATH"]).name).read_text()
+        assert local == up.local_files[instance.host][up.instance_files[instance.name]]
+    assert [len(g.servers) for g in up.global_ranktable.groups] == [1, 1, 1]
+    assert {len(s.devices) for g in up.global_ranktable.groups[1:] for s in g.servers} == {8}
 
 
 def test_the_check_rules_of_the_cluster_ranktables_catch_a_broken_shape():
