@@ -146,11 +146,11 @@ def serving_roles(data: dict) -> tuple[str, ...]:
     ranktables tie each instance to devices; its model keys are still searched)."""
     topology = data.get("topology") or {}
     if topology.get("mode") == "disaggregated":
-        return ("prefill", "decode") if _upstream(data) else ()
+        return ("prefill", "decode") if _dp_groups(data) else ()
     return ("mixed",)
 
 
-def _upstream(data: dict) -> bool:
+def _dp_groups(data: dict) -> bool:
     """The topology is written as data-parallel groups (`groups`, or prefill/decode entries with `hosts`), the
     shape of the flavours whose topology is DP groups (servers/base.py dp_groups), not instances."""
     topology = data.get("topology") or {}
@@ -163,7 +163,7 @@ def own_layout(data: dict) -> Optional[Layout]:
     topology = data.get("topology") or {}
     roles = []
     for role in serving_roles(data):
-        if _upstream(data):
+        if _dp_groups(data):
             groups = topology.get("groups" if role == "mixed" else role) or []
             if not groups:
                 return None
@@ -203,7 +203,7 @@ def layouts(data: dict, cards: Mapping[str, int], tps=None, dps=None) -> list[La
 def _serving_hosts(data: dict) -> list[str]:
     topology = data.get("topology") or {}
     hosts: list[str] = []
-    if _upstream(data):
+    if _dp_groups(data):
         for role in ("groups", "prefill", "decode"):
             for group in topology.get(role) or []:
                 hosts += [h for h in group.get("hosts") or [] if h not in hosts]
@@ -217,7 +217,7 @@ def apply_layout(data: dict, layout: Layout, cards: Mapping[str, int]) -> None:
     ports from the first instance's up); vllm-ascend groups take tp and dp (one group per role keeps the first)."""
     topology = data["topology"]
     hosts = _serving_hosts(data)
-    if _upstream(data):
+    if _dp_groups(data):
         for role, tp, dp in layout.roles:
             key = "groups" if role == "mixed" else role
             first = dict(topology[key][0])
