@@ -57,16 +57,28 @@ def run(args, ui) -> int:
             f"results in {results}")
     from deployctl.tune.step import next_step
 
-    records, order, stopped = {}, [], ""
-    while True:
-        step = next_step(space, records, order, budget, time.monotonic() - started)
-        if step.candidate is None:
-            stopped = step.reason
-            break
-        candidate = step.candidate
-        order.append(candidate)
-        records[candidate] = _measure(args, ui, spec, path, space, candidate, step.reason, results, settings, slos)
-    return _finish(args, ui, spec, path, space, records, order, stopped, results, settings)
+    records, order, stopped, interrupted = {}, [], "", False
+    try:
+        while True:
+            step = next_step(space, records, order, budget, time.monotonic() - started)
+            if step.candidate is None:
+                stopped = step.reason
+                break
+            candidate = step.candidate
+            order.append(candidate)
+            records[candidate] = _measure(args, ui, spec, path, space, candidate, step.reason, results, settings,
+                                          slos)
+    except KeyboardInterrupt:
+        # Ctrl-C mid-candidate: up has rolled its own change back, or the candidate serves unmeasured; either way
+        # the tune ends as it would have, on the best finished candidate, and a re-run redoes the cut one
+        interrupted = True
+        cut = [c for c in order if c not in records]
+        order = [c for c in order if c in records]
+        stopped = (f"interrupted during {cut[0].label}: not recorded, a re-run measures it" if cut
+                   else "interrupted")
+        ui.info(f"{stopped}; ending with the best finished candidate (or the original) deployed: Ctrl-C again "
+                "leaves what runs now")
+    return _finish(args, ui, spec, path, space, records, order, stopped, results, settings, interrupted)
 
 
 def _files(results: Path, space, candidate, settings) -> tuple[Path, Path, Path]:
@@ -160,7 +172,7 @@ def _bench(args, ui, spec, slos) -> dict:
     return document
 
 
-def _finish(args, ui, spec, path, space, records, order, stopped, results, settings) -> int:
+def _finish(args, ui, spec, path, space, records, order, stopped, results, settings, interrupted=False) -> int:
     from deployctl.tune.result import rank
 
     ranked = rank([records[c] for c in order])
@@ -180,8 +192,8 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
         deployed = winner.label
     document = {
         "deployment": spec.name, "spec": str(path), "results_dir": str(results), "slo": settings["slo"],
-        "by": settings["by"], "stopped": stopped, "winner": winner.label if winner else None,
-        "meets_slo": bool(best and best["meets_slo"]), "deployed": deployed,
+        "by": settings["by"], "stopped": stopped, "interrupted": interrupted,
+        "winner": winner.label if winner else None, "meets_slo": bool(best and best["meets_slo"]), "deployed": deployed,
         "tuned_spec": str(tuned) if tuned else None, "measured": sum(1 for r in ranked if not r.get("reused")),
         "reused": sum(1 for r in ranked if r.get("reused")),
         "candidates": ranked, "pruned": [{"label": p.candidate.label, "values": p.candidate.to_json(),
@@ -199,6 +211,8 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
         from deployctl.ui.tune import render_tune
 
         render_tune(ui, document)
+    if interrupted:
+        return ExitStatus.INTERRUPTED
     return ExitStatus.OK if document["meets_slo"] else ExitStatus.FAILED
 
 

@@ -1,13 +1,16 @@
 """`deployctl tune` on the test bed (issue 44): a stand-in whose batch is capped by --max-num-seqs (its emulated KV
 cache holds 64, far above every candidate), so each max_num_seqs value serves a different concurrency within the
-TTFT SLO; the tune measures 4 candidates, ranks them, leaves the best deployed and writes its spec; a second run
-with the same inputs reuses every result and deploys nothing."""
+TTFT SLO; a first run cut by Ctrl-C during the third candidate's bench leaves the best finished candidate serving;
+the next run resumes (the two finished records reused, the cut one measured again), measures 4 candidates in all,
+ranks them, leaves the best deployed and writes its spec; a run after it with the same inputs reuses every result and
+deploys nothing."""
 
 from __future__ import annotations
 
 import json
 
-from tests.e2e.conftest import MODEL, container_ids
+from tests.children import deployctl_child
+from tests.e2e.conftest import MODEL, container_ids, http_json
 
 HOST = "tb3"
 TOPOLOGY = f"""topology:
@@ -35,8 +38,28 @@ def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, dep
     path = deployctl.write(bed.spec_yaml("e2e-tune", TOPOLOGY, hosts_used=[HOST], extra=MODEL.replace(
         "max_num_seqs: 16", "max_num_seqs: 2") + ENV))
     try:
+        # Ctrl-C once the third candidate (seqs 8) serves and its bench has begun (events on stderr, not time)
+        child = deployctl_child("tune", path, *TUNE, "--output", "json")
+        try:
+            assert child.stderr.wait_for("tp2-dp1-seqs8-bt2048 (2 card(s))", timeout=900), child.stderr.text(0)
+            assert child.stderr.wait_for("bench search by concurrency", timeout=300), child.stderr.text(0)
+            child.interrupt()
+            code, out, err = child.finish(timeout=600)
+        finally:
+            child.kill()
+        assert code == 130, err
+        cut = json.loads(out)
+        assert cut["interrupted"] and cut["stopped"].startswith("interrupted during tp2-dp1-seqs8-bt2048"), cut
+        assert [r["label"] for r in cut["candidates"]] == ["tp2-dp1-seqs4-bt2048", "tp2-dp1-seqs2-bt2048"]
+        # the best finished candidate serves, not the cut one (nor the spec as written)
+        assert cut["deployed"] == "tp2-dp1-seqs4-bt2048" and max_num_seqs_running(bed) == 4
+        assert http_json(bed, HOST, 8720, "/v1/models")["data"][0]["id"] == "tiny"
+
         code, doc = deployctl.json("tune", path, *TUNE)
         assert code == 0, doc
+        reused = {r["label"]: bool(r.get("reused")) for r in doc["candidates"]}
+        assert reused == {"tp2-dp1-seqs2-bt2048": True, "tp2-dp1-seqs4-bt2048": True,
+                          "tp2-dp1-seqs8-bt2048": False, "tp2-dp1-seqs16-bt2048": False}, reused
         ranked = [r["label"] for r in doc["candidates"]]
         assert ranked == ["tp2-dp1-seqs16-bt2048", "tp2-dp1-seqs8-bt2048", "tp2-dp1-seqs4-bt2048",
                           "tp2-dp1-seqs2-bt2048"], doc["candidates"]
@@ -45,7 +68,8 @@ def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, dep
         loads = {r["label"]: r["max_load"] for r in doc["candidates"]}
         assert loads["tp2-dp1-seqs2-bt2048"] == 2 and loads["tp2-dp1-seqs4-bt2048"] == 4, loads
         assert loads["tp2-dp1-seqs8-bt2048"] == 8 and loads["tp2-dp1-seqs16-bt2048"] >= 16, loads
-        assert doc["winner"] == doc["deployed"] == "tp2-dp1-seqs16-bt2048" and doc["measured"] == 4
+        assert doc["winner"] == doc["deployed"] == "tp2-dp1-seqs16-bt2048" and not doc["interrupted"]
+        assert (doc["measured"], doc["reused"]) == (2, 2)
         assert doc["stopped"] == "every neighbour of the best candidate was tried"
         assert max_num_seqs_running(bed) == 16  # the winner is what runs
         tuned = tmp_path / "spec.tuned.yaml"
