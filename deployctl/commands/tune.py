@@ -196,8 +196,9 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
         "winner": winner.label if winner else None, "meets_slo": bool(best and best["meets_slo"]), "deployed": deployed,
         "tuned_spec": str(tuned) if tuned else None, "measured": sum(1 for r in ranked if not r.get("reused")),
         "reused": sum(1 for r in ranked if r.get("reused")),
-        "candidates": ranked, "pruned": [{"label": p.candidate.label, "values": p.candidate.to_json(),
-                                          "reason": p.reason} for p in space.pruned],
+        "candidates": ranked, "pruned_count": len(space.pruned),
+        "pruned": [{"label": p.candidate.label, "values": p.candidate.to_json(), "reason": p.reason}
+                   for p in space.pruned],
     }
     from deployctl.tune.plot import pareto, tune_svg
 

@@ -47,9 +47,8 @@ def render_tune(ui: UI, document: dict) -> None:
                       escape(record["reason"]))
     ui.print(table)
     pruned = document["pruned"]
-    if pruned:
-        ui.print(f"{len(pruned)} candidate(s) pruned by the spec's rules before any deploy, e.g. "
-                 f"{escape(pruned[0]['label'])}: {escape(pruned[0]['reason'])}")
+    example = f", e.g. {escape(pruned[0]['label'])}: {escape(pruned[0]['reason'])}" if pruned else ""
+    ui.print(f"{document['pruned_count']} candidate(s) pruned by the spec's rules before any deploy{example}")
     ui.print(f"search: {escape(document['stopped'])}")
     if document["winner"]:
         ui.print(f"[green]best: {escape(document['winner'])}[/], written to {escape(document['tuned_spec'] or '-')}")

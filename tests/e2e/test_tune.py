@@ -2,8 +2,8 @@
 cache holds 64, far above every candidate), so each max_num_seqs value serves a different concurrency within the
 TTFT SLO; a first run cut by Ctrl-C during the third candidate's bench leaves the best finished candidate serving;
 the next run resumes (the two finished records reused, the cut one measured again), measures 4 candidates in all,
-ranks them, leaves the best deployed and writes its spec; a run after it with the same inputs reuses every result and
-deploys nothing."""
+records the one the stand-in refuses to start and goes on, counts the ones the rules prune, ranks them, leaves the
+best deployed and writes its spec; a run after it with the same inputs reuses every result and deploys nothing."""
 
 from __future__ import annotations
 
@@ -22,8 +22,12 @@ TOPOLOGY = f"""topology:
 # in it starts in 20 ms: a TTFT p99 of 300 ms separates them by far. No slowdown: only the batch limit differs.
 ENV = ("env: {STANDIN_CAPACITY: '64', STANDIN_TTFT_MS: '20', STANDIN_TPOT_MS: '40', "
        "STANDIN_LOAD_SLOWDOWN: '0'}\n")
+# max_num_batched_tokens 1024 is under max_model_len: validate refuses it, so 8 candidates are pruned unseen; the
+# stand-in refuses STANDIN_CAPACITY '0' at start (images/standin/standin/config.py), as vLLM refuses a bad engine
+# argument: the one candidate with it fails to start once the search tries the best's neighbours
 TUNE = ("--search", "max_num_seqs=2,4,8,16", "--search", "tp=2", "--search", "dp=1",
-        "--search", "max_num_batched_tokens=2048", "--by", "concurrency", "--slo", "ttft_p99=300ms",
+        "--search", "max_num_batched_tokens=1024,2048", "--search", 'env.STANDIN_CAPACITY="64","0"',
+        "--by", "concurrency", "--slo", "ttft_p99=300ms",
         "--prompt-tokens", "16", "--output-tokens", "16", "--epochs", "1", "--max-runs", "6",
         "--telemetry-interval", "0.2", "--skip", "weights", "--yes")
 
@@ -31,6 +35,10 @@ TUNE = ("--search", "max_num_seqs=2,4,8,16", "--search", "tp=2", "--search", "dp
 def max_num_seqs_running(bed) -> int:
     args = json.loads(bed.docker_on(HOST, "inspect", "--format", "{{json .Args}}", "e2e-tune-mixed-0").stdout)
     return int(args[args.index("--max-num-seqs") + 1])
+
+
+def label(seqs: int, capacity: str = "64") -> str:
+    return f"tp2-dp1-seqs{seqs}-bt2048-STANDIN_CAPACITY{capacity}"
 
 
 def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, deployctl, tmp_path):
@@ -41,7 +49,7 @@ def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, dep
         # Ctrl-C once the third candidate (seqs 8) serves and its bench has begun (events on stderr, not time)
         child = deployctl_child("tune", path, *TUNE, "--output", "json")
         try:
-            assert child.stderr.wait_for("tp2-dp1-seqs8-bt2048 (2 card(s))", timeout=900), child.stderr.text(0)
+            assert child.stderr.wait_for(f"{label(8)} (2 card(s))", timeout=900), child.stderr.text(0)
             assert child.stderr.wait_for("bench search by concurrency", timeout=300), child.stderr.text(0)
             child.interrupt()
             code, out, err = child.finish(timeout=600)
@@ -49,42 +57,49 @@ def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, dep
             child.kill()
         assert code == 130, err
         cut = json.loads(out)
-        assert cut["interrupted"] and cut["stopped"].startswith("interrupted during tp2-dp1-seqs8-bt2048"), cut
-        assert [r["label"] for r in cut["candidates"]] == ["tp2-dp1-seqs4-bt2048", "tp2-dp1-seqs2-bt2048"]
+        assert cut["interrupted"] and cut["stopped"].startswith(f"interrupted during {label(8)}"), cut
+        assert [r["label"] for r in cut["candidates"]] == [label(4), label(2)]
         # the best finished candidate serves, not the cut one (nor the spec as written)
-        assert cut["deployed"] == "tp2-dp1-seqs4-bt2048" and max_num_seqs_running(bed) == 4
+        assert cut["deployed"] == label(4) and max_num_seqs_running(bed) == 4
         assert http_json(bed, HOST, 8720, "/v1/models")["data"][0]["id"] == "tiny"
 
         code, doc = deployctl.json("tune", path, *TUNE)
         assert code == 0, doc
         reused = {r["label"]: bool(r.get("reused")) for r in doc["candidates"]}
-        assert reused == {"tp2-dp1-seqs2-bt2048": True, "tp2-dp1-seqs4-bt2048": True,
-                          "tp2-dp1-seqs8-bt2048": False, "tp2-dp1-seqs16-bt2048": False}, reused
+        assert reused == {label(2): True, label(4): True, label(8): False, label(16): False, label(16, "0"): False}
         ranked = [r["label"] for r in doc["candidates"]]
-        assert ranked == ["tp2-dp1-seqs16-bt2048", "tp2-dp1-seqs8-bt2048", "tp2-dp1-seqs4-bt2048",
-                          "tp2-dp1-seqs2-bt2048"], doc["candidates"]
-        assert [r["reason"] for r in doc["candidates"]][-1] == "the spec's own layout and values"
+        assert ranked == [label(16), label(8), label(4), label(2), label(16, "0")], doc["candidates"]
+        assert [r["reason"] for r in doc["candidates"]][3] == "the spec's own layout and values"
         assert all("max_num_seqs caps the batch: more seqs" in r["reason"] for r in doc["candidates"][:3])
         loads = {r["label"]: r["max_load"] for r in doc["candidates"]}
-        assert loads["tp2-dp1-seqs2-bt2048"] == 2 and loads["tp2-dp1-seqs4-bt2048"] == 4, loads
-        assert loads["tp2-dp1-seqs8-bt2048"] == 8 and loads["tp2-dp1-seqs16-bt2048"] >= 16, loads
-        assert doc["winner"] == doc["deployed"] == "tp2-dp1-seqs16-bt2048" and not doc["interrupted"]
-        assert (doc["measured"], doc["reused"]) == (2, 2)
+        assert loads[label(2)] == 2 and loads[label(4)] == 4, loads
+        assert loads[label(8)] == 8 and loads[label(16)] >= 16, loads
+        # the candidate the stand-in refused: recorded with its error, and the tune went on to its end
+        refused = doc["candidates"][-1]
+        assert refused["status"] == "failed" and "exited while starting" in refused["error"], refused
+        assert "along env.STANDIN_CAPACITY" in refused["reason"]
+        # the rules' refusals: counted, never deployed (no spec of theirs among the results)
+        assert doc["pruned_count"] == len(doc["pruned"]) == 8
+        assert all(p["reason"].startswith("model.max_num_batched_tokens") for p in doc["pruned"]), doc["pruned"]
+        assert doc["winner"] == doc["deployed"] == label(16) and not doc["interrupted"]
+        assert (doc["measured"], doc["reused"]) == (3, 2)
         assert doc["stopped"] == "every neighbour of the best candidate was tried"
         assert max_num_seqs_running(bed) == 16  # the winner is what runs
         tuned = tmp_path / "spec.tuned.yaml"
         assert doc["tuned_spec"] == str(tuned) and "max_num_seqs: 16" in tuned.read_text()
         results = tmp_path / ".deployctl" / "e2e-tune" / "tune"
         assert len(list(results.glob("tp2-dp1-seqs*.bench.json"))) == 4
+        assert not list(results.glob("*bt1024*"))
 
         before = container_ids(bed, HOST, "e2e-tune")
         code, again = deployctl.json("tune", path, *TUNE)
         assert code == 0, again
-        assert (again["measured"], again["reused"], again["winner"]) == (0, 4, "tp2-dp1-seqs16-bt2048")
+        assert (again["measured"], again["reused"], again["winner"]) == (0, 5, label(16))
         assert container_ids(bed, HOST, "e2e-tune") == before  # nothing redeployed, the winner kept running
 
-        code, _, err = deployctl("tune", path, *TUNE, "--keep-original")
+        code, out, err = deployctl("tune", path, *TUNE, "--keep-original")
         assert code == 0, err
+        assert "8 candidate(s) pruned by the spec's rules before any deploy" in out
         assert max_num_seqs_running(bed) == 2  # --keep-original: the spec as written serves again
     finally:
         assert deployctl("down", path, "--yes")[0] == 0

@@ -196,3 +196,23 @@ def test_plot_is_an_svg_with_every_measured_candidate_and_the_pareto_front():
     circles = root.findall("{http://www.w3.org/2000/svg}circle")
     assert len(circles) == 3 + 1  # the measured three, the winner's ring
     assert len(root.findall("{http://www.w3.org/2000/svg}polyline")) == 1
+
+
+def test_the_search_never_picks_a_pruned_candidate_and_goes_on_after_one_that_failed_to_start():
+    found = space(["max_num_seqs=4,8,16", "max_num_batched_tokens=2048,4096"])
+    pruned = {p.candidate for p in found.pruned}
+    assert len(pruned) == 33 and len(found.valid) == 9  # 7 layouts x 3 x 2; bt2048 < max_model_len, tp 1 under the model's minimum
+    records, order = {}, []
+    while True:
+        step = next_step(found, records, order, Budget())
+        if step.candidate is None:
+            break
+        assert step.candidate not in pruned and step.candidate in found.texts
+        order.append(step.candidate)
+        # the first candidate fails to start: recorded with its error, the search goes on from the next
+        records[step.candidate] = (failed({}, step.candidate.label, found.cards[step.candidate], step.reason,
+                                          "e2e-mixed-0 exited while starting") if len(order) == 1 else
+                                   measured({}, step.candidate.label, found.cards[step.candidate], step.reason,
+                                            bench(4, 5, violations=("tpot_p99",)), 1.0))
+    assert records[order[0]]["status"] == "failed" and len(order) > 1
+    assert [r["label"] for r in rank(list(records.values()))][-1] == order[0].label  # a failure ranks last
