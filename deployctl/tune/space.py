@@ -182,22 +182,38 @@ def own_layout(data: dict) -> Optional[Layout]:
 
 
 def layouts(data: dict, cards: Mapping[str, int], tps=None, dps=None) -> list[Layout]:
-    """Every (tp, dp) per role that fits the hosts the spec serves on: tp a power of two up to a host's cards, dp up
-    to what the hosts hold at that tp (both roles together for P/D); the rules prune the rest."""
+    """Every (tp, dp) per role that fits the hosts that role serves on: tp a power of two up to a host's cards, dp
+    up to what those hosts hold at that tp; for P/D both roles together within the cards of all their hosts (a
+    role's group keeps its hosts, so prefill on one host and decode on two split the cards that way); the rules
+    prune the rest."""
     roles = serving_roles(data)
     hosts = _serving_hosts(data)
     if not roles or not hosts:
         return []
-    per_host = min(cards.get(h, 0) for h in hosts)
-    total = per_host * len(hosts)
-    tp_values = [t for t in (1, 2, 4, 8, 16) if t <= per_host and (not tps or t in tps)]
-    options = [(t, d) for t in tp_values for d in range(1, total // t + 1) if not dps or d in dps]
+    total = min(cards.get(h, 0) for h in hosts) * len(hosts)
+    per_role = []
+    for role in roles:
+        mine = _role_hosts(data, role) or hosts
+        per_host = min(cards.get(h, 0) for h in mine)
+        tp_values = [t for t in (1, 2, 4, 8, 16) if t <= per_host and (not tps or t in tps)]
+        per_role.append([(t, d) for t in tp_values for d in range(1, per_host * len(mine) // t + 1)
+                         if not dps or d in dps])
     out = []
-    for combo in itertools.product(options, repeat=len(roles)):
+    for combo in itertools.product(*per_role):
         layout = Layout(tuple((role, t, d) for role, (t, d) in zip(roles, combo)))
         if layout.cards <= total:
             out.append(layout)
     return sorted(out, key=lambda layout: (layout.cards, layout.roles))
+
+
+def _role_hosts(data: dict, role: str) -> list[str]:
+    """The hosts a role's DP groups name (the groups of a mixed spec); [] for a topology of instances."""
+    if not _dp_groups(data):
+        return []
+    hosts: list[str] = []
+    for group in (data.get("topology") or {}).get("groups" if role == "mixed" else role) or []:
+        hosts += [h for h in group.get("hosts") or [] if isinstance(h, str) and h not in hosts]
+    return hosts
 
 
 def _serving_hosts(data: dict) -> list[str]:

@@ -216,3 +216,75 @@ def test_the_search_never_picks_a_pruned_candidate_and_goes_on_after_one_that_fa
                                             bench(4, 5, violations=("tpot_p99",)), 1.0))
     assert records[order[0]]["status"] == "failed" and len(order) > 1
     assert [r["label"] for r in rank(list(records.values()))][-1] == order[0].label  # a failure ranks last
+
+
+# a P/D shape as vllm-ascend writes it (DP groups per role; the stand-in's shape on the bed, tests/e2e/
+# test_vllm_ascend.py): prefill on one 8-card host, decode on another
+PD = """version: 1
+name: tune-pd
+server: vllm-ascend
+hosts:
+  n1: {address: 192.0.2.11}
+  n2: {address: 192.0.2.12}
+requirements: {cards: 8}
+image: {name: "quay.io/ascend/vllm-ascend:v0.23.0"}
+weights: {dest: /mnt/weights/qwen}
+model: {served_name: qwen, max_model_len: 4096, max_num_seqs: 16, max_num_batched_tokens: 4096}
+topology:
+  mode: disaggregated
+  connector: mooncake
+  dp_launch: external
+  proxy: {host: n1, port: 8000}
+  prefill:
+    - {hosts: [n1], dp: 1, tp: 2, port: 9100}
+  decode:
+    - {hosts: [n2], dp: 2, tp: 2, port: 9100}
+"""
+
+
+def pd_space(search=("max_num_seqs=16", "max_num_batched_tokens=4096")):
+    return space(list(search), text=PD, cards={"n1": 8, "n2": 8})
+
+
+def test_a_pd_spec_searches_tp_and_dp_per_role_within_each_roles_hosts():
+    found = pd_space()
+    assert found.original.label == "p2x1-d2x2-seqs16-bt4096" and found.cards[found.original] == 6
+    for candidate in found.valid:
+        (_, ptp, pdp), (_, dtp, ddp) = candidate.layout.roles
+        assert ptp * pdp <= 8 and dtp * ddp <= 8  # each role within its own host's cards, never the other's
+        assert ptp >= dtp  # vllm-ascend's rule, applied by validate's own checker
+    # a role over its hosts' cards is not even a candidate; what the rules refuse is pruned with their words
+    labels_all = {c.label for c in found.valid} | {p.candidate.label for p in found.pruned}
+    assert "p2x5-d1x1-seqs16-bt4096" not in labels_all and "p8x1-d8x1-seqs16-bt4096" in labels_all
+    reasons = {p.candidate.label: p.reason for p in found.pruned}
+    assert reasons["p1x1-d2x1-seqs16-bt4096"].startswith("topology.prefill[0].tp: prefill tp 1 is smaller than "
+                                                         "decode tp 2")
+    assert len(found.valid) + len(found.pruned) == len(labels_all)
+
+
+def test_a_pd_candidate_rewrites_each_roles_group_and_keeps_its_hosts():
+    found = pd_space(["max_num_seqs=16", "max_num_batched_tokens=4096", "tp=4", "dp=1,2"])
+    candidate = next(c for c in found.valid if c.label == "p4x2-d4x1-seqs16-bt4096")
+    data = compose_document(found.texts[candidate], ENV, "c.yaml").data
+    prefill, decode = data["topology"]["prefill"], data["topology"]["decode"]
+    assert [(g["hosts"], g["tp"], g["dp"]) for g in prefill] == [(["n1"], 4, 2)]
+    assert [(g["hosts"], g["tp"], g["dp"]) for g in decode] == [(["n2"], 4, 1)]
+
+
+def test_a_ttft_bound_pd_candidate_moves_cards_to_prefill_within_its_cards():
+    found = pd_space()
+    first = next_step(found, {}, [], Budget())
+    assert first.candidate == found.original
+    records = {found.original: {"status": "measured", "binding": "none", "label": found.original.label,
+                                "meets_slo": True, "goodput_per_card": 1.0, "cards": 6}}
+    minimum = next_step(found, records, [found.original], Budget())
+    assert minimum.reason.startswith("the rules' minimum") and minimum.candidate.label == "p1x1-d1x1-seqs16-bt4096"
+    # the spec's own layout measured last, TTFT-bound: more prefill cards on no more cards than it had
+    records[minimum.candidate] = {"status": "measured", "binding": "none", "label": minimum.candidate.label,
+                                  "meets_slo": True, "goodput_per_card": 0.5, "cards": 2}
+    records[found.original]["binding"] = "ttft"
+    more = next_step(found, records, [minimum.candidate, found.original], Budget())
+    (_, ptp, pdp), (_, dtp, ddp) = more.candidate.layout.roles
+    assert more.reason.endswith("TTFT broke its limit first (prefill): more prefill"), more.reason
+    assert ptp * pdp > 2 and ptp * pdp + dtp * ddp <= 6 and ptp >= dtp
+
