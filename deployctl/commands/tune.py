@@ -45,7 +45,7 @@ def run(args, ui) -> int:
     spec = load_spec(args.spec)  # the original must be valid: its errors, not a candidate's, come first
     path = Path(args.spec).resolve()
     document = compose_document(path.read_text(), os.environ, str(path))
-    cards = {h.name: spec.requirements.cards for h in spec.hosts}  # what `up`'s checks hold every host to
+    cards, cards_from = _cards(args, ui, spec, document.data)
     space = build_space(document.data, document.references, cards, search,
                         rules_check(str(path), path.parent, os.environ))
     results = spec.state_dir / "tune"
@@ -78,7 +78,35 @@ def run(args, ui) -> int:
                    else "interrupted")
         ui.info(f"{stopped}; ending with the best finished candidate (or the original) deployed: Ctrl-C again "
                 "leaves what runs now")
-    return _finish(args, ui, spec, path, space, records, order, stopped, results, settings, interrupted)
+    return _finish(args, ui, spec, path, space, records, order, stopped, results, settings, interrupted,
+                   (cards, cards_from))
+
+
+def _cards(args, ui, spec, data) -> tuple[dict, str]:
+    """Cards per serving host: requirements.cards where the spec writes it, else what the hosts' npu-smi or
+    nvidia-smi count (one round trip each)."""
+    from deployctl.tune.cards import card_budget, written_cards
+    from deployctl.tune.space import serving_hosts
+
+    names = serving_hosts(data)
+    facts = {}
+    if written_cards(data) is None and names:
+        from deployctl.facts.assemble import host_facts_from
+        from deployctl.facts.probes import NPU_SMI, gpu_probes
+        from deployctl.facts.probe import Probe
+        from deployctl.facts import npu_smi
+        from deployctl.fanout import on_hosts
+        from deployctl.gather import run_probes
+        from deployctl.hosts import connect_options, connected
+
+        probes = gpu_probes()[:1] if spec.platform == "gpu" else (
+            Probe((NPU_SMI, "info"), npu_smi.parse_npu_smi_info, "npu_info", parse_failed_output=True),
+            Probe((NPU_SMI, "info", "-l"), npu_smi.parse_npu_smi_count, "npu_count"))
+        with connected(spec, hosts=[spec.host(n) for n in names], options=connect_options(args, ui)) as transports:
+            facts = on_hosts(transports, lambda t: host_facts_from(run_probes(t, probes, timeout=60), disk_path=None))
+    cards, said = card_budget(data, names, facts)
+    ui.info(f"cards per host: {said}")
+    return cards, said
 
 
 def _files(results: Path, space, candidate, settings) -> tuple[Path, Path, Path]:
@@ -172,9 +200,10 @@ def _bench(args, ui, spec, slos) -> dict:
     return document
 
 
-def _finish(args, ui, spec, path, space, records, order, stopped, results, settings, interrupted=False) -> int:
+def _finish(args, ui, spec, path, space, records, order, stopped, results, settings, interrupted, budget) -> int:
     from deployctl.tune.result import rank
 
+    cards, cards_from = budget
     ranked = rank([records[c] for c in order])
     best = next((r for r in ranked if r["status"] == "measured"), None)
     winner = next((c for c in order if best is not None and records[c]["label"] == best["label"]), None)
@@ -192,7 +221,8 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
         deployed = winner.label
     document = {
         "deployment": spec.name, "spec": str(path), "results_dir": str(results), "slo": settings["slo"],
-        "by": settings["by"], "stopped": stopped, "interrupted": interrupted,
+        "by": settings["by"], "cards": {"per_host": cards, "from": cards_from}, "stopped": stopped,
+        "interrupted": interrupted,
         "winner": winner.label if winner else None, "meets_slo": bool(best and best["meets_slo"]), "deployed": deployed,
         "tuned_spec": str(tuned) if tuned else None, "measured": sum(1 for r in ranked if not r.get("reused")),
         "reused": sum(1 for r in ranked if r.get("reused")),

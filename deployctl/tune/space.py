@@ -187,7 +187,7 @@ def layouts(data: dict, cards: Mapping[str, int], tps=None, dps=None) -> list[La
     role's group keeps its hosts, so prefill on one host and decode on two split the cards that way); the rules
     prune the rest."""
     roles = serving_roles(data)
-    hosts = _serving_hosts(data)
+    hosts = serving_hosts(data)
     if not roles or not hosts:
         return []
     total = min(cards.get(h, 0) for h in hosts) * len(hosts)
@@ -216,7 +216,8 @@ def _role_hosts(data: dict, role: str) -> list[str]:
     return hosts
 
 
-def _serving_hosts(data: dict) -> list[str]:
+def serving_hosts(data: dict) -> list[str]:
+    """The hosts whose cards the layouts use, in the spec's order."""
     topology = data.get("topology") or {}
     hosts: list[str] = []
     if _dp_groups(data):
@@ -232,7 +233,7 @@ def apply_layout(data: dict, layout: Layout, cards: Mapping[str, int]) -> None:
     """Rewrite the topology for `layout`: AscendCloud mixed instances fill the hosts in order (devices from 0,
     ports from the first instance's up); vllm-ascend groups take tp and dp (one group per role keeps the first)."""
     topology = data["topology"]
-    hosts = _serving_hosts(data)
+    hosts = serving_hosts(data)
     if _dp_groups(data):
         for role, tp, dp in layout.roles:
             key = "groups" if role == "mixed" else role

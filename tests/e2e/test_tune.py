@@ -81,6 +81,8 @@ def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, dep
         # the rules' refusals: counted, never deployed (no spec of theirs among the results)
         assert doc["pruned_count"] == len(doc["pruned"]) == 8
         assert all(p["reason"].startswith("model.max_num_batched_tokens") for p in doc["pruned"]), doc["pruned"]
+        # the spec writes no requirements.cards: the host's own npu-smi counts them (the bed's fake says 8)
+        assert doc["cards"] == {"per_host": {HOST: 8}, "from": f"the hosts' NPUs ({HOST} 8)"}, doc["cards"]
         assert doc["winner"] == doc["deployed"] == label(16) and not doc["interrupted"]
         assert (doc["measured"], doc["reused"]) == (3, 2)
         assert doc["stopped"] == "every neighbour of the best candidate was tried"
