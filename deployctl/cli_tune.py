@@ -24,6 +24,9 @@ def add_tune_parser(sub, verb) -> None:
     p.add_argument("--budget", metavar="N|DURATION",
                    help="stop after N candidates, or once this long has passed (30m, 2h, 90s) (default: until "
                         "the search has no untried neighbour of the best candidate)")
+    p.add_argument("--grid", action="store_true",
+                   help="try every candidate the rules accept instead of searching (a deploy and a bench each: "
+                        "what the search is measured against)")
     p.add_argument("--keep-original", action="store_true",
                    help="end with the original spec deployed, not the best candidate")
     p.add_argument("--yes", "-y", action="store_true",

@@ -55,12 +55,15 @@ def run(args, ui) -> int:
                 "epochs": args.epochs, "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens}
     ui.info(f"tune {spec.name}: {len(space.valid)} candidate(s) pass the spec's rules, {len(space.pruned)} pruned; "
             f"results in {results}")
-    from deployctl.tune.step import next_step
+    from deployctl.tune.step import grid_step, next_step
 
     records, order, stopped, interrupted = {}, [], "", False
     try:
         while True:
-            step = next_step(space, records, order, budget, time.monotonic() - started)
+            if args.grid:
+                step = grid_step(space, order, budget, time.monotonic() - started)
+            else:
+                step = next_step(space, records, order, budget, time.monotonic() - started)
             if step.candidate is None:
                 stopped = step.reason
                 break
@@ -132,7 +135,9 @@ def _measure(args, ui, spec, path, space, candidate, reason, results, settings, 
     try:
         candidate_spec = _deploy(args, ui, path, spec_file)
         deploy_s = time.monotonic() - deployed
+        benched = time.monotonic()
         document = _bench(args, ui, candidate_spec, slos)
+        bench_s = time.monotonic() - benched
     except UsageError:
         raise  # a refusal (no --yes without a terminal): the same for every candidate
     except DeployctlError as error:
@@ -140,7 +145,7 @@ def _measure(args, ui, spec, path, space, candidate, reason, results, settings, 
         record = failed(values, candidate.label, cards, reason, error.message, time.monotonic() - deployed)
     else:
         _write(bench_file, json.dumps(document, indent=2))
-        record = measured(values, candidate.label, cards, reason, document, deploy_s)
+        record = {**measured(values, candidate.label, cards, reason, document, deploy_s), "bench_s": bench_s}
     record = {**record, "spec_file": str(spec_file), "bench_file": str(bench_file)}
     _write(record_file, json.dumps(record, indent=2))  # as it finishes: an interrupted tune resumes from here
     return record
@@ -211,6 +216,7 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
     if winner is not None:
         tuned = path.with_name(f"{path.stem}.tuned.yaml")
         _write(tuned, space.texts[winner])
+    ending = time.monotonic()
     if args.keep_original or winner is None:
         ui.info("deploying the original spec" + ("" if args.keep_original else " (no candidate was measured)"))
         _deploy(args, ui, path, path)
@@ -224,7 +230,7 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
         "by": settings["by"], "cards": {"per_host": cards, "from": cards_from}, "stopped": stopped,
         "interrupted": interrupted,
         "winner": winner.label if winner else None, "meets_slo": bool(best and best["meets_slo"]), "deployed": deployed,
-        "tuned_spec": str(tuned) if tuned else None, "measured": sum(1 for r in ranked if not r.get("reused")),
+        "end_deploy_s": time.monotonic() - ending, "tuned_spec": str(tuned) if tuned else None, "measured": sum(1 for r in ranked if not r.get("reused")),
         "reused": sum(1 for r in ranked if r.get("reused")),
         "candidates": ranked, "pruned_count": len(space.pruned),
         "pruned": [{"label": p.candidate.label, "values": p.candidate.to_json(), "reason": p.reason}

@@ -71,6 +71,20 @@ def next_step(space: Space, records: Mapping[Candidate, dict], order: list[Candi
     return Step(None, "every neighbour of the best candidate was tried")
 
 
+def grid_step(space: Space, order: list[Candidate], budget: Budget, elapsed_s: float = 0.0) -> Step:
+    """`--grid`: every candidate the rules accept, in grid order, within the budget (what the search is measured
+    against)."""
+    if budget.candidates is not None and len(order) >= budget.candidates:
+        return Step(None, f"budget spent: {budget.candidates} candidate(s)")
+    if budget.seconds is not None and elapsed_s >= budget.seconds:
+        return Step(None, f"budget spent: {budget.seconds:g} s")
+    tried = set(order)
+    untried = [c for c in space.valid if c not in tried]
+    if not untried:
+        return Step(None, "the full grid was tried" if space.texts else "no candidate passes the spec's rules")
+    return Step(untried[0], f"the full grid (--grid): {len(space.valid) - len(untried) + 1} of {len(space.valid)}")
+
+
 def _ranked(records: Mapping[Candidate, dict], done: list[Candidate]) -> list[Candidate]:
     by_label = {records[c]["label"]: c for c in done}
     return [by_label[r["label"]] for r in rank([records[c] for c in done])]

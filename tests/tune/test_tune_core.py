@@ -288,3 +288,14 @@ def test_a_ttft_bound_pd_candidate_moves_cards_to_prefill_within_its_cards():
     assert more.reason.endswith("TTFT broke its limit first (prefill): more prefill"), more.reason
     assert ptp * pdp > 2 and ptp * pdp + dtp * ddp <= 6 and ptp >= dtp
 
+
+def test_grid_step_tries_every_valid_candidate_in_order_within_the_budget():
+    from deployctl.tune.step import grid_step
+
+    found = space(["max_num_seqs=4,8", "max_num_batched_tokens=4096"])
+    order = []
+    while (step := grid_step(found, order, Budget())).candidate is not None:
+        order.append(step.candidate)
+    assert order == found.valid and step.reason == "the full grid was tried"
+    assert grid_step(found, [], Budget(candidates=1)).reason.startswith("the full grid (--grid): 1 of ")
+    assert grid_step(found, order[:1], Budget(candidates=1)).reason == "budget spent: 1 candidate(s)"
