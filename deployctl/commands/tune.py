@@ -94,10 +94,10 @@ def _cards(args, ui, spec, data) -> tuple[dict, str]:
     names = serving_hosts(data)
     facts = {}
     if written_cards(data) is None and names:
-        from deployctl.facts.assemble import host_facts_from
-        from deployctl.facts.probes import NPU_SMI, gpu_probes
-        from deployctl.facts.probe import Probe
         from deployctl.facts import npu_smi
+        from deployctl.facts.assemble import host_facts_from
+        from deployctl.facts.probe import Probe
+        from deployctl.facts.probes import NPU_SMI, gpu_probes
         from deployctl.fanout import on_hosts
         from deployctl.gather import run_probes
         from deployctl.hosts import connect_options, connected
@@ -228,9 +228,9 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
     document = {
         "deployment": spec.name, "spec": str(path), "results_dir": str(results), "slo": settings["slo"],
         "by": settings["by"], "cards": {"per_host": cards, "from": cards_from}, "stopped": stopped,
-        "interrupted": interrupted,
-        "winner": winner.label if winner else None, "meets_slo": bool(best and best["meets_slo"]), "deployed": deployed,
-        "end_deploy_s": time.monotonic() - ending, "tuned_spec": str(tuned) if tuned else None, "measured": sum(1 for r in ranked if not r.get("reused")),
+        "interrupted": interrupted, "winner": winner.label if winner else None,
+        "meets_slo": bool(best and best["meets_slo"]), "deployed": deployed, "end_deploy_s": time.monotonic() - ending,
+        "tuned_spec": str(tuned) if tuned else None, "measured": sum(1 for r in ranked if not r.get("reused")),
         "reused": sum(1 for r in ranked if r.get("reused")),
         "candidates": ranked, "pruned_count": len(space.pruned),
         "pruned": [{"label": p.candidate.label, "values": p.candidate.to_json(), "reason": p.reason}

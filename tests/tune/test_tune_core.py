@@ -201,7 +201,8 @@ def test_plot_is_an_svg_with_every_measured_candidate_and_the_pareto_front():
 def test_the_search_never_picks_a_pruned_candidate_and_goes_on_after_one_that_failed_to_start():
     found = space(["max_num_seqs=4,8,16", "max_num_batched_tokens=2048,4096"])
     pruned = {p.candidate for p in found.pruned}
-    assert len(pruned) == 33 and len(found.valid) == 9  # 7 layouts x 3 x 2; bt2048 < max_model_len, tp 1 under the model's minimum
+    # 7 layouts x 3 x 2: bt2048 under max_model_len, tp 1 under the model's minimum
+    assert len(pruned) == 33 and len(found.valid) == 9
     records, order = {}, []
     while True:
         step = next_step(found, records, order, Budget())
