@@ -61,6 +61,8 @@ def test_it_serves_health_answers_and_sglang_metrics(server):
     assert status == 200
     assert 'sglang:generation_tokens_total{model_name="tiny",engine_type="unified"} 3.0' in text
     assert "sglang:num_running_reqs{" in text and "vllm:" not in text
+    assert 'sglang:per_stage_req_latency_seconds_count{model_name="tiny",engine_type="unified",' \
+           'stage="prefill_forward"} 1.0' in text
 
 
 def test_sigterm_turns_health_503_then_it_exits_once_nothing_is_in_flight(server):

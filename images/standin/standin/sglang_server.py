@@ -154,6 +154,11 @@ def render_metrics(engine: InstanceEngine, model_name: str) -> bytes:
     histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
               lambda c: c.e2e)  # :2068
     histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", lambda c: c.queue)  # :838
+    # :884-890, label `stage`: of a mixed server's stages the scheduler observes request_process and
+    # prefill_forward (req_time_stats.py RequestStage, metrics_is_observed); the stand-in models the prefill's
+    stage = "sglang:per_stage_req_latency_seconds"
+    lines.extend((f"# HELP {stage} The latency of each stage of requests.", f"# TYPE {stage} histogram"))
+    lines.extend(histogram_samples(stage, labels + ',stage="prefill_forward"', cache.prefill))
     histogram("sglang:prompt_tokens_histogram", "Histogram of prompt token length.", lambda c: c.prompt_len)
     histogram("sglang:generation_tokens_histogram", "Histogram of generation token length.",
               lambda c: c.generation_len)  # :1909, :1925
