@@ -150,8 +150,11 @@ class SglangGpu(Flavour):
 
     def health_path(self, instance: Optional["Instance"] = None) -> str:
         # sglang/srt/entrypoints/http_server.py:721-795: /health is 503 while the server starts and once SIGTERM
-        # came, 200 otherwise (a one-token generation only with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION);
-        # /health_generate always generates one token, which `status --answers` and the liveness probe do already
+        # came, 200 otherwise (a one-token generation only with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION), a hung
+        # scheduler included; /health_generate always generates one token and says 503 when no answer came within
+        # SGLANG_HEALTH_CHECK_TIMEOUT (20 s). `status --answers` and watch's liveness probe ask that same one-token
+        # question through /v1/completions within their own --hang-timeout, so a hang is found behind a green
+        # /health (tests/e2e/test_gpu.py restarts one)
         return "/health"
 
     def startup(self, spec: "Spec"):
