@@ -50,7 +50,8 @@ IMAGE_HINT = (f"SGLang's router has no image of its own: build one from its PyPI
 REMOVE_SCRIPT = r'''p=$1; n=$2; u=$3; w=http://127.0.0.1:$p/workers
 list() { curl --silent --show-error --fail --max-time 10 "$w"; }
 a=$(list) || { echo "sglang-router on port $p did not answer GET /workers" >&2; exit 1; }
-id=$(printf '%s\n' "$a" | tr '{' '\n' | grep -F "\"url\":\"$u\"" | sed -n 's/^"id":"\([0-9A-Fa-f-]*\)".*/\1/p' | head -n 1)
+id=$(printf '%s\n' "$a" | tr '{' '\n' | grep -F "\"url\":\"$u\"" \
+  | sed -n 's/^"id":"\([0-9A-Fa-f-]*\)".*/\1/p' | head -n 1)
 [ -n "$id" ] || exit 0
 curl --silent --show-error --fail-with-body --max-time 10 --request DELETE "$w/$id" >/dev/null || exit 1
 i=0; while [ "$i" -lt "$((n * 5))" ]; do
