@@ -86,3 +86,11 @@ def test_a_drain_takes_a_worker_out_by_its_id_and_a_route_puts_it_back_each_awai
     # DELETE takes the id its list gives (worker_service.rs parse_worker_id), waited for until unlisted
     assert 'request DELETE "$w/$id"' in REMOVE_SCRIPT and "still lists" in REMOVE_SCRIPT
     assert '"is_healthy":true' in ADD_SCRIPT
+
+
+def test_export_refuses_the_router_at_topology_front_with_the_way_out():
+    from deployctl.export.refusals import _front
+
+    (problem,) = _front(spec(TWO))
+    assert problem.path == ("topology", "front") and "sglang-router front (topology.front) is not exported" in \
+        problem.message and problem.hint == "remove topology.front from a copy of the spec to export it"
