@@ -9,9 +9,10 @@ from deployctl.fronts.base import FrontKind
 from deployctl.fronts.proxy import Proxy
 from deployctl.fronts.router import Router
 from deployctl.fronts.scheduler import Scheduler
+from deployctl.fronts.sglang_router import SglangRouter
 
 # In the order Spec.front looks for them.
-FRONTS: dict[str, FrontKind] = {f.name: f for f in (Scheduler(), Proxy(), Router())}
+FRONTS: dict[str, FrontKind] = {f.name: f for f in (Scheduler(), Proxy(), Router(), SglangRouter())}
 FRONT_ROLES: tuple[str, ...] = tuple(f.role for f in FRONTS.values())
 
 

@@ -267,9 +267,10 @@ class Spec:
 
     @property
     def front(self) -> Optional[Instance]:
-        """The public endpoint in front of the workers: the AscendCloud scheduler, the vllm-ascend proxy or the
-        vllm-router."""
-        found = self.role("scheduler") + self.role("proxy") + self.role("router")
+        """The public endpoint in front of the workers: the AscendCloud scheduler, else the instance a front kind
+        made of topology.front (or vllm-ascend's topology.proxy): the proxy, vllm-router or sglang-router."""
+        found = self.role("scheduler") + tuple(i for i in self.instances
+                                               if i.path in (("topology", "front"), ("topology", "proxy")))
         return found[0] if found else None
 
     @property

@@ -1,12 +1,15 @@
-"""GPU hosts on the test bed: Triton (vLLM backend) and plain vLLM deploy on a fake NVIDIA host; doctor's GPU checks."""
+"""GPU hosts on the test bed: Triton (vLLM backend), plain vLLM and SGLang behind sglang-router deploy on a fake NVIDIA
+host; doctor's GPU checks."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from tests.e2e.conftest import MODEL, container_ids
+from tests.monitor.conftest import prometheus_tools  # noqa: F401 (the fixture)
 
 HOST = "tb4"
 ADDRESS = "10.200.0.14"
@@ -98,32 +101,156 @@ def test_plain_vllm_on_gpu_deploys(gpu_host, deployctl):
         assert container_ids(bed, HOST, "e2e-gpu-vllm") == {}
 
 
-def test_sglang_on_gpu_up_rerun_status_and_down(gpu_host, deployctl):
-    """server sglang (issue 43) on the playbook's shape: the stand-in plays SGLang's launch_server (its own option
-    list, /health, sglang: metrics, its SIGTERM drain)."""
+SGLANG = "e2e-sglang"
+# Requests that last about 1.6 s (16 tokens 100 ms apart) through the drain rollout; the watch's saturation sends
+# 60-token ones (6 s) beyond max_num_seqs at once, so they queue
+SGLANG_TOPOLOGY = """env: {STANDIN_TPOT_MS: '100', STANDIN_STARTUP_S: '0.5'}
+topology:
+  mode: mixed
+  front: {kind: sglang-router, host: tb4, port: 8464, metrics_port: 8467, image: "%s", policy: round_robin}
+  instances:
+    - {host: tb4, devices: [0], port: 8465}
+    - {host: tb4, devices: [1], port: 8466}
+"""
+SGLANG_SERVERS = (f"{SGLANG}-mixed-0", f"{SGLANG}-mixed-1")
+
+
+def sglang_spec(bed, deployctl, max_num_seqs: int, monitor: str = ""):
+    from tests.testbed import sglang_router_image
+
+    model = monitor + (f"image: {{name: deployctl/standin-vllm:latest}}\nweights: {{dest: /srv/weights/tiny}}\n"
+             f"model: {{served_name: tiny, max_model_len: 2048, max_num_seqs: {max_num_seqs}, "
+             f"max_num_batched_tokens: 2048}}\n")
+    text = bed.spec_yaml(SGLANG, SGLANG_TOPOLOGY % sglang_router_image.IMAGE, hosts_used=[HOST],
+                         extra=model + GPU + "server: sglang\n")
+    return deployctl.write(text, name=f"{SGLANG}-{max_num_seqs}.yaml")
+
+
+def router_workers(bed, path) -> dict:
+    """The router's list, asked and read as deployctl's front_list probe does: address:port -> role."""
+    from deployctl.plan.front import front_of, list_command, parse_roles
+    from deployctl.spec.load import load_spec
+
+    front = front_of(load_spec(path, unresolved_env="allow"))
+    return parse_roles(front.kind, bed.run_on(HOST, list(list_command(front).argv)).stdout)
+
+
+def test_sglang_behind_sglang_router_up_rerun_status_monitor_drain_rollout_watch_and_down(
+        gpu_host, deployctl, prometheus_tools, tmp_path):  # noqa: F811
+    """server sglang (issue 43) behind the real sglang-router 0.3.2 (tests/testbed/sglang_router_image.py), the
+    stand-in playing SGLang's launch_server (its own option list, /health and /health_generate, sglang: metrics,
+    its SIGTERM drain): up and its answer check through every path, a no-op re-run, status; a real Prometheus on
+    its monitoring pack finds every target up and series for every panel (SGLang's metric names); a drain rollout
+    under a steady streaming load through the router fails no request; watch: saturation restarts nothing, a hung
+    server is restarted and put back into the router; down."""
+    from tests.e2e.load import SteadyLoad
+    from tests.e2e.test_monitor import Monitoring, check_pack_serves, monitor_key
+    from tests.e2e.test_watch import load, watch_once
+    from tests.ports import free_port
+    from tests.testbed import sglang_router_image
+
     bed = gpu_host
-    path = write_spec(bed, deployctl, "e2e-sglang", mixed("0, 1", 8464), server="sglang")
+    if sglang_router_image.IMAGE not in bed.docker_on(HOST, "images", "--format",
+                                                      "{{.Repository}}:{{.Tag}}").stdout:
+        pytest.fail(f"the bed has no {sglang_router_image.IMAGE} "
+                    f"(pip install sglang-router=={sglang_router_image.VERSION} failed)")
+    pack, blackbox_port = tmp_path / "pack", free_port()
+    monitor = monitor_key(pack, blackbox_port)
+    path = sglang_spec(bed, deployctl, 4, monitor)
+    monitoring = None
+    workers = {f"{ADDRESS}:8465": "mixed", f"{ADDRESS}:8466": "mixed"}
     try:
-        code, doc = deployctl.json("up", path, "--skip", "weights")
+        code, doc = deployctl.json("up", path, "--skip", "weights")  # its answer check asks every path
         assert code == 0 and doc["changed"] is True, doc
-        assert doc["smoke"]["e2e-sglang-mixed-0"]
-        inspect = json.loads(bed.docker_on(HOST, "inspect", "e2e-sglang-mixed-0").stdout)[0]
-        assert inspect["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == ["0", "1"]
-        assert inspect["Args"][:2] == ["-m", "sglang.launch_server"]
-        assert inspect["Args"][inspect["Args"].index("--tp-size") + 1] == "2"
-        assert "sglang:num_running_reqs{" in host_curl(bed, "http://127.0.0.1:8464/metrics").stdout
+        assert doc["endpoint"] == f"http://{ADDRESS}:8464"
+        assert [(i["name"], i["healthy"]) for i in doc["instances"]] == [
+            (SGLANG_SERVERS[0], True), (SGLANG_SERVERS[1], True), (f"{SGLANG}-router", True)]
+        inspect = json.loads(bed.docker_on(HOST, "inspect", *SGLANG_SERVERS, f"{SGLANG}-router").stdout)
+        assert [i["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] for i in inspect[:2]] == [["0"], ["1"]]
+        assert inspect[0]["Args"][:2] == ["-m", "sglang.launch_server"]
+        assert inspect[0]["Args"][inspect[0]["Args"].index("--max-running-requests") + 1] == "4"
+        assert inspect[2]["Path"] == "python3" and inspect[2]["Args"][:2] == ["-m", "sglang_router.launch_router"]
+        assert router_workers(bed, path) == workers
+        assert "sglang:num_running_reqs{" in host_curl(bed, "http://127.0.0.1:8465/metrics").stdout
+        assert "smg_" in host_curl(bed, "http://127.0.0.1:8467/metrics").stdout  # the router's own, off 29000
         code, status = deployctl.json("status", path)
-        assert code == 0
-        assert [(i["name"], i["state"], i["healthy"]) for i in status["instances"]] == [
-            ("e2e-sglang-mixed-0", "running", True)]
-        before = container_ids(bed, HOST, "e2e-sglang")
+        assert code == 0 and all(i["healthy"] for i in status["instances"]), status
+        # the pack's panels read SGLang's names: each has series once Prometheus scraped the servers (the answer
+        # check and the smoke request gave the histograms observations); the router is probed at its /health
+        monitoring = Monitoring(pack, blackbox_port)
+        check_pack_serves(pack, monitoring.prometheus, {"deployctl-servers": 2, "deployctl-front": 1})
+        monitoring.stop()
+        monitoring = None
+        before = container_ids(bed, HOST, SGLANG)
         code, doc = deployctl.json("up", path, "--skip", "weights")
         assert code == 0 and doc["changed"] is False
-        assert container_ids(bed, HOST, "e2e-sglang") == before
+        assert container_ids(bed, HOST, SGLANG) == before
+
+        # a drain rollout (max_num_seqs 4 -> 8) under a load that starts before `up` and ends after it returned
+        changed = sglang_spec(bed, deployctl, 8, monitor)
+        with SteadyLoad(f"http://{ADDRESS}:8464") as steady:
+            began = time.monotonic()
+            code, doc = deployctl.json("up", changed, "--yes", "--skip", "weights", "--drain-timeout", "30")
+            ended = time.monotonic()
+        run = steady.summary(began, ended)
+        assert code == 0, doc
+        assert run["during"] > 0 and run["failed"] == 0, run
+        after = container_ids(bed, HOST, SGLANG)
+        assert all(after[s] != before[s] for s in SGLANG_SERVERS) and after[f"{SGLANG}-router"] == before[
+            f"{SGLANG}-router"]
+        assert all(i["healthy"] for i in doc["instances"]) and router_workers(bed, changed) == workers
+
+        # watch: an idle baseline, then 24 slow requests on one server (8 run at a time): busy, never restarted
+        assert {line["instance"]: line["verdict"] for line in watch_once(deployctl, changed)} == {
+            SGLANG_SERVERS[0]: "idle", SGLANG_SERVERS[1]: "idle", f"{SGLANG}-router": "healthy"}
+        started = started_at(bed, SGLANG_SERVERS)
+        saturating = load(bed, HOST, (8465,), 24)
+        verdicts = []
+        for _ in range(2):
+            lines = watch_once(deployctl, changed)
+            assert not [line for line in lines if line["type"] == "action"], lines
+            verdicts += [(line["instance"], line["verdict"]) for line in lines]
+        assert (SGLANG_SERVERS[0], "busy") in verdicts, verdicts
+        assert {v for _, v in verdicts} <= {"busy", "idle", "healthy"}, verdicts  # healthy: the router
+        saturating.join(300)
+        assert not saturating.is_alive() and started_at(bed, SGLANG_SERVERS) == started
+
+        # one server's engine hangs (/health stays 200, /health_generate and a generate never answer): restarted
+        hung = bed.run_on(HOST, ["curl", "--silent", "-X", "POST", "--data", '{"mode": "hang"}',
+                                 "http://127.0.0.1:8466/standin/stall"]).stdout
+        assert json.loads(hung)["hung"]
+        assert host_curl(bed, "--output", "/dev/null", "--write-out", "%{http_code}",
+                         "http://127.0.0.1:8466/health").stdout == "200"
+        actions = []
+        for _ in range(3):  # suspect at the first probe (nothing held before), stalled at the next
+            actions = [line for line in watch_once(deployctl, changed) if line["type"] == "action"]
+            if actions:
+                break
+        assert [(a["containers"], a["result"]) for a in actions] == [
+            ([SGLANG_SERVERS[1]], "restarting"), ([SGLANG_SERVERS[1]], "ok")], actions
+        now = started_at(bed, SGLANG_SERVERS)
+        assert now[SGLANG_SERVERS[0]] == started[SGLANG_SERVERS[0]]
+        assert now[SGLANG_SERVERS[1]][0] == started[SGLANG_SERVERS[1]][0] and now[SGLANG_SERVERS[1]] != started[
+            SGLANG_SERVERS[1]]
+        assert router_workers(bed, changed) == workers  # put back once it served
+        for _ in range(4):  # round robin over both
+            body = json.dumps({"model": "tiny", "prompt": "after the restart", "max_tokens": 4})
+            out = bed.run_on(HOST, ["curl", "--silent", "--fail", "--max-time", "60", "-H",
+                                    "Content-Type: application/json", "--data", body,
+                                    "http://127.0.0.1:8464/v1/completions"]).stdout
+            assert json.loads(out)["choices"][0]["text"]
     finally:
+        if monitoring is not None:
+            monitoring.stop()
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0, err
-        assert container_ids(bed, HOST, "e2e-sglang") == {}
+        assert container_ids(bed, HOST, SGLANG) == {}
+
+
+def started_at(bed, names) -> dict:
+    """name -> (container id, when it last started)."""
+    out = bed.docker_on(HOST, "inspect", "--format", "{{.Name}} {{.Id}} {{.State.StartedAt}}", *names).stdout
+    return {line.split()[0].lstrip("/"): tuple(line.split()[1:]) for line in out.splitlines()}
 
 
 def failing(doc):

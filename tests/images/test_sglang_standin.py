@@ -30,8 +30,8 @@ def rendered(port: int) -> list[str]:
     return command[2:]
 
 
-def start(words: list[str]) -> subprocess.Popen:
-    environ = {**os.environ, "PYTHONPATH": str(STANDIN), "STANDIN_STARTUP_S": "0"}
+def start(words: list[str], **env: str) -> subprocess.Popen:
+    environ = {**os.environ, "PYTHONPATH": str(STANDIN), "STANDIN_STARTUP_S": "0", **env}
     return subprocess.Popen([sys.executable, "-m", *words], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=environ)
 
@@ -61,6 +61,8 @@ def test_it_serves_health_answers_and_sglang_metrics(server):
     assert status == 200
     assert 'sglang:generation_tokens_total{model_name="tiny",engine_type="unified"} 3.0' in text
     assert "sglang:num_running_reqs{" in text and "vllm:" not in text
+    assert 'sglang:per_stage_req_latency_seconds_count{model_name="tiny",engine_type="unified",' \
+           'stage="prefill_forward"} 1.0' in text
 
 
 def test_sigterm_turns_health_503_then_it_exits_once_nothing_is_in_flight(server):
@@ -97,3 +99,22 @@ def test_it_refuses_what_sglangs_parser_refuses_with_exit_2(extra, error):
     done = subprocess.run([sys.executable, "-m", *rendered(30000), *extra], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(STANDIN)}, timeout=30)
     assert done.returncode == 2 and done.stderr.splitlines()[-1] == error
+
+
+def test_a_hung_engine_keeps_health_200_and_fails_health_generate_after_its_timeout():
+    """SGLang's /health answers without generating; /health_generate waits SGLANG_HEALTH_CHECK_TIMEOUT for the
+    scheduler's answer to its one-token request and says 503 when none came (http_server.py:721-795)."""
+    (port,) = free_ports(1)
+    words = rendered(port)
+    words[words.index("--host") + 1] = "127.0.0.1"
+    proc = start(words, SGLANG_HEALTH_CHECK_TIMEOUT="1")
+    try:
+        wait_listening(proc, port)
+        assert request(port, "POST", "/standin/stall", {"mode": "hang"})[0] == 200
+        assert request(port, "GET", "/health") == (200, b"")
+        assert request(port, "GET", "/health_generate") == (503, b"")
+        assert request(port, "DELETE", "/standin/stall")[0] == 200
+        assert request(port, "GET", "/health_generate") == (200, b"")
+    finally:
+        proc.kill()
+        proc.wait()

@@ -291,3 +291,29 @@ def test_known_error_lines_become_a_textfile_metric(prometheus_tools):
     assert render_textfile("demo-pd", list(reversed(logs)), 1700000000.0) == text
     lint = promtool("check", "metrics", stdin=text)
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_sglang_panels_and_rules_name_only_sglangs_metrics_and_its_router_is_probed():
+    """Issue 43: server sglang behind sglang-router. Every server metric a panel or an alert queries is one of
+    SGLang's names (servers/metrics.py SGLANG, read from SGLang 0.5.23's metrics_collector.py); the router's own
+    smg_* metrics have no panels yet, so no vllm-router panel is drawn and its health is probed instead (its /health
+    is its liveness: sgl-model-gateway src/server.rs `health`)."""
+    from dataclasses import fields
+
+    from deployctl.servers.metrics import SGLANG
+    from tests.fronts.test_sglang_router import TWO
+
+    spec = load_spec_text(TWO, environ={})
+    assert flavour_of(spec).metrics is SGLANG
+    pack = render_pack(spec)
+    panels = json.loads(pack.files[f"grafana/dashboards/{spec.name}.json"])["panels"]
+    exprs = [t["expr"] for p in panels for t in p["targets"]] + [
+        r["expr"] for g in yaml.safe_load(pack.files[RULES])["groups"] for r in g["rules"]]
+    named = {getattr(SGLANG, f.name) for f in fields(SGLANG) if f.name != "source" and getattr(SGLANG, f.name)}
+    allowed = named | {f"{n}_{s}" for n in named for s in ("bucket", "sum", "count")}
+    used = {m for e in exprs for m in re.findall(r"[A-Za-z_][A-Za-z0-9_]*:[A-Za-z0-9_:]+", e)}
+    assert used and used <= allowed, used - allowed
+    assert {SGLANG.ttft + "_bucket", SGLANG.running, SGLANG.waiting, SGLANG.generation_tokens} <= used
+    assert not [p["title"] for p in panels if p["title"].startswith("Router:")]
+    assert targets(pack, "router") == []
+    assert [g["targets"] for g in targets(pack, "fronts")] == [["http://10.200.0.11:8000/health"]]

@@ -46,3 +46,35 @@ def test_the_router_parses_the_rendered_argv_as_meant():
     parsed = json.loads(result.stdout.strip().splitlines()[-1])
     assert parsed == {"worker_urls": ["http://192.0.2.11:8080", "http://192.0.2.11:8081"], "port": 8000,
                       "host": "0.0.0.0", "policy": "round_robin"}
+
+
+SGLANG_CHECK = ("import json, sys\nfrom sglang_router.launch_router import parse_router_args\n"
+                "args = parse_router_args(sys.argv[1:])\n"
+                "print(json.dumps({'worker_urls': args.worker_urls, 'port': args.port, 'host': args.host, "
+                "'policy': args.policy, 'prometheus_port': args.prometheus_port, "
+                "'prometheus_host': args.prometheus_host}))\n")
+
+
+def test_sglang_router_parses_the_rendered_argv_as_meant():
+    """Issue 43: `python3 -m sglang_router.launch_router ...` through the 0.3.2 wheel's own parse_router_args (the
+    bed's cache, tests/testbed/sglang_router_image.py, or $DEPLOYCTL_SGLANG_ROUTER_SITE)."""
+    from tests.fronts.test_sglang_router import TWO
+    from tests.testbed import sglang_router_image
+
+    site = next((Path(c) for c in (os.environ.get("DEPLOYCTL_SGLANG_ROUTER_SITE"), str(sglang_router_image.site_dir()))
+                 if c and (Path(c) / "sglang_router" / "launch_router.py").exists()), None)
+    if site is None:
+        pytest.skip("sglang-router is not installed here: set DEPLOYCTL_SGLANG_ROUTER_SITE to a `pip install --target` "
+                    "directory holding sglang-router==0.3.2 (the test bed's cache has one once a bed ran)")
+    from deployctl.spec.load import load_spec_text
+
+    spec = load_spec_text(TWO, environ={})
+    command = container_for(spec, spec.front).command
+    assert command[:3] == ("python3", "-m", "sglang_router.launch_router")
+    result = subprocess.run([sys.executable, "-c", SGLANG_CHECK, *command[3:]], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(site)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert parsed == {"worker_urls": ["http://10.200.0.11:30000", "http://10.200.0.11:30001"], "port": 8000,
+                      "host": "0.0.0.0", "policy": "round_robin", "prometheus_port": 19000,
+                      "prometheus_host": "0.0.0.0"}

@@ -35,6 +35,8 @@ VA_MIXED = """topology:
   groups: [{hosts: [h1], dp: 2, tp: 1, port: 9100, devices: [0, 1]}]
 """
 ROUTER = "  front: {kind: vllm-router, host: h1, port: 8000, image: 'vllm-router:0.1.17'}\n"
+# server sglang is fronted by its own router (servers/sglang FRONT_KINDS)
+SGLANG_ROUTER = "  front: {kind: sglang-router, host: h1, port: 8000, image: 'sglang-router:0.3.2'}\n"
 # each feature, as a spec asks for it (appended to the spec; the front goes inside topology)
 ASKING = {
     Feature.OPENAI_API: "",
@@ -55,7 +57,7 @@ def spec_text(key: tuple[str, str], extra: str = "", front: bool = True) -> str:
     topology = VA_MIXED if key[1] == "vllm-ascend" else MIXED
     return ("version: 1\nname: feat\nhosts:\n  h1: {address: 10.200.0.11}\n" + BASE[key]
             + "weights: {dest: /srv/models/tiny}\nmodel: {served_name: tiny}\n" + topology
-            + (ROUTER if front else "") + extra)
+            + ((SGLANG_ROUTER if key[1] == "sglang" else ROUTER) if front else "") + extra)
 
 
 def test_every_flavour_spec_here_is_valid_when_it_asks_for_nothing_it_cannot_do():

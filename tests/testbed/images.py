@@ -180,9 +180,12 @@ def wanted_hashes() -> dict:
         wanted.update(standin_images(standin))
     from tests.testbed import router_image
 
-    router = router_image.content_hash(base)  # the real vllm-router, for a mixed deployment's front
-    if router is not None:
-        wanted[router_image.IMAGE] = router
+    from tests.testbed import sglang_router_image
+
+    for module in (router_image, sglang_router_image):  # the real routers, for a mixed deployment's front
+        router = module.content_hash(base)
+        if router is not None:
+            wanted[module.IMAGE] = router
     return wanted
 
 
@@ -195,10 +198,11 @@ def build_on(socket: Path, wanted: dict | None = None) -> dict:
         docker(socket, "import", "--change", f"LABEL {layout.HASH_LABEL}={base}",
                "--change", 'CMD ["/bin/sh"]', "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                "-", layout.BASE_IMAGE, input=base_tar())
-    from tests.testbed import router_image
+    from tests.testbed import router_image, sglang_router_image
 
-    if router_image.IMAGE in wanted and image_hash(socket, router_image.IMAGE) != wanted[router_image.IMAGE]:
-        router_image.build(socket, wanted[router_image.IMAGE], python_files()[1])
+    for module in (router_image, sglang_router_image):
+        if module.IMAGE in wanted and image_hash(socket, module.IMAGE) != wanted[module.IMAGE]:
+            module.build(socket, wanted[module.IMAGE], python_files()[1])
     if layout.STANDIN_IMAGE not in wanted:
         return wanted
     versions, newest = standin_versions()

@@ -40,18 +40,23 @@ def site_dir() -> Path:
 def ensure_site() -> Optional[Path]:
     """The router and its dependencies installed for this python (`pip install --target`, once, kept in the bed's
     cache); None when PyPI cannot be reached (the bed goes on without the router image, and says so)."""
-    site = site_dir()
-    if (site / "vllm_router" / "launch_router.py").exists():
+    return install_site(site_dir(), f"vllm-router=={VERSION}", Path("vllm_router") / "launch_router.py")
+
+
+def install_site(site: Path, requirement: str, marker: Path) -> Optional[Path]:
+    """`requirement` and its dependencies installed into `site` for this python (once: `marker` inside says it is
+    there); None when the registry cannot give them (said on stderr)."""
+    if (site / marker).exists():
         return site
     site.parent.mkdir(parents=True, exist_ok=True)
     tmp = site.parent / f"{site.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                             "--target", str(tmp), "--only-binary=:all:", f"vllm-router=={VERSION}"],
+                             "--target", str(tmp), "--only-binary=:all:", requirement],
                             capture_output=True, text=True)
     if result.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        print(f"testbed: no vllm-router image (pip install vllm-router=={VERSION} failed: "
+        print(f"testbed: no image of {requirement} (pip install failed: "
               f"{(result.stderr or result.stdout).strip().splitlines()[-1:]})", file=sys.stderr)
         return None
     try:
@@ -87,7 +92,12 @@ def shared_libraries(site: Path, base_libraries: list, extra: tuple = ()) -> lis
 
 def context(base_libraries: list) -> bytes:
     """The docker build context, as a tar: the Dockerfile, the installed site, the libraries, the launcher."""
-    site = ensure_site()
+    return site_context(ensure_site(), DOCKERFILE, {"vllm-router": LAUNCHER}, base_libraries)
+
+
+def site_context(site: Path, dockerfile: str, programs: dict, base_libraries: list) -> bytes:
+    """A build context of `dockerfile`, the installed `site` (as site/), the host libraries its shared objects need
+    that the base lacks (as lib/) and `programs` (name -> script, executable)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         def text(name: str, content: str, mode: int = 0o644) -> None:
@@ -96,8 +106,9 @@ def context(base_libraries: list) -> bytes:
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
 
-        text("Dockerfile", DOCKERFILE)
-        text("vllm-router", LAUNCHER, 0o755)
+        text("Dockerfile", dockerfile)
+        for name, script in programs.items():
+            text(name, script, 0o755)
         tar.add(str(site), arcname="site", filter=lambda i: None if "__pycache__" in i.name else i)
         info = tarfile.TarInfo("lib")
         info.type, info.mode = tarfile.DIRTYPE, 0o755

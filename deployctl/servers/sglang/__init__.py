@@ -5,7 +5,7 @@ feeds every rendered line to that version's own parser."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
@@ -15,8 +15,10 @@ from deployctl.servers.metrics import SGLANG
 from deployctl.servers.vllm_gpu import NO_GPU_SURGE
 
 if TYPE_CHECKING:
+    from deployctl.errors import Problem
     from deployctl.plan.container_types import Container, RanktableFiles
     from deployctl.spec.model import Instance, Spec
+    from deployctl.spec.rules import Context
 
 # sglang/launch_server.py: `python -m sglang.launch_server ARGS` parses ARGS with prepare_server_args
 # (sglang/srt/server_args.py:668), the parser the oracle runs; it warns that `sglang serve` is the newer spelling
@@ -95,8 +97,6 @@ TABLE = (
 # it deployctl's default grace or the user's --shutdown-timeout, whichever `stop_grace` reads.
 
 UNSUPPORTED = {
-    Feature.FRONT: "server sglang runs without a front for now: sglang-router (its own front, issue 43) is not built, "
-                   "and the vLLM fronts (proxy, vllm-router) add and remove vLLM workers only",
     Feature.DISAGGREGATED: "server sglang's P/D (--disaggregation-mode prefill|decode with its transfer backend) is not "
                            "built yet",
     Feature.COMPILE_CACHE: "deployctl knows no compile cache of SGLang's (no start-up profile names where its caches "
@@ -106,12 +106,27 @@ UNSUPPORTED = {
 }
 
 
+# Its front is SGLang's own router (fronts/sglang_router.py). vllm-router is a fork of it, but deployctl has run it
+# only before vLLM's servers, and vllm-ascend's proxy lists vLLM P/D servers: neither is offered for SGLang.
+FRONT_KINDS = ("sglang-router",)
+
+
 class SglangGpu(Flavour):
     platform, server, title = "gpu", "sglang", "SGLang on GPU"
     table = TABLE
     wrong_platform_hint = "set platform: gpu (SGLang on Ascend is not built yet)"
     metrics = SGLANG
     unsupported = UNSUPPORTED
+
+    def check(self, c: "Context") -> Iterator["Problem"]:
+        from deployctl.errors import Problem
+
+        kind = c.value(("topology", "front", "kind"), str)
+        if kind is not None and kind not in FRONT_KINDS:
+            yield Problem(("topology", "front", "kind"), f"server sglang is fronted by SGLang's own router (kind "
+                                                         f"sglang-router), not kind {kind}: vllm-router and the proxy "
+                                                         "are run before vLLM servers only",
+                          hint="kind: sglang-router")
 
     def command(self, spec: "Spec", instance: "Instance") -> tuple[str, ...]:
         from deployctl.servers.fields import model_values, render_flags
@@ -135,8 +150,11 @@ class SglangGpu(Flavour):
 
     def health_path(self, instance: Optional["Instance"] = None) -> str:
         # sglang/srt/entrypoints/http_server.py:721-795: /health is 503 while the server starts and once SIGTERM
-        # came, 200 otherwise (a one-token generation only with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION);
-        # /health_generate always generates one token, which `status --answers` and the liveness probe do already
+        # came, 200 otherwise (a one-token generation only with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION), a hung
+        # scheduler included; /health_generate always generates one token and says 503 when no answer came within
+        # SGLANG_HEALTH_CHECK_TIMEOUT (20 s). `status --answers` and watch's liveness probe ask that same one-token
+        # question through /v1/completions within their own --hang-timeout, so a hang is found behind a green
+        # /health (tests/e2e/test_gpu.py restarts one)
         return "/health"
 
     def startup(self, spec: "Spec"):

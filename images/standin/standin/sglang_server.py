@@ -6,7 +6,10 @@ test bed plays it, on the stand-in's generation engine. Each behaviour follows S
   tools/sglang_flags.py); any other option is argparse's `unrecognized arguments` and exit 2, as
   prepare_server_args (sglang/srt/server_args.py:668-700) does;
 - GET /health and /health_generate (sglang/srt/entrypoints/http_server.py:721-795): 503 once SIGTERM came, else
-  200 (/health_generate after a one-token generation, which the stand-in's engine answers at once);
+  /health 200 at once (no generation without SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION, :739-743) and
+  /health_generate 200 once the scheduler answered its one-token request: while the engine hangs (POST
+  /standin/stall) nothing answers, and after HEALTH_CHECK_TIMEOUT (SGLANG_HEALTH_CHECK_TIMEOUT, default 20 s, :218)
+  it is 503 (:782-795), /health staying 200;
 - GET /metrics only with --enable-metrics (http_server.py:314-317), with the `sglang:` names of
   sglang/srt/observability/metrics_collector.py and its labels model_name and engine_type "unified"
   (tokenizer_metric_labels, :1804-1819; DisaggregationMode.to_engine_type, disaggregation/utils.py:156-161);
@@ -35,6 +38,7 @@ from standin.metrics import CONTENT_TYPE, histogram_samples
 
 VERSION = "0.5.23"
 FLAGS_FILE = Path(__file__).with_name("data") / "sglang_flags.json"
+HEALTH_CHECK_TIMEOUT_S = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", 20))  # http_server.py:218
 WATCHDOG_POLL_S = 5.0  # sigterm_watchdog's `await asyncio.sleep(5)` (tokenizer_manager.py:3510, :3538-3539)
 LOAD_S = 0.5
 PROG = "sglang serve"  # prepare_server_args' ArgumentParser(prog=...)
@@ -150,6 +154,11 @@ def render_metrics(engine: InstanceEngine, model_name: str) -> bytes:
     histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
               lambda c: c.e2e)  # :2068
     histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", lambda c: c.queue)  # :838
+    # :884-890, label `stage`: of a mixed server's stages the scheduler observes request_process and
+    # prefill_forward (req_time_stats.py RequestStage, metrics_is_observed); the stand-in models the prefill's
+    stage = "sglang:per_stage_req_latency_seconds"
+    lines.extend((f"# HELP {stage} The latency of each stage of requests.", f"# TYPE {stage} histogram"))
+    lines.extend(histogram_samples(stage, labels + ',stage="prefill_forward"', cache.prefill))
     histogram("sglang:prompt_tokens_histogram", "Histogram of prompt token length.", lambda c: c.prompt_len)
     histogram("sglang:generation_tokens_histogram", "Histogram of generation token length.",
               lambda c: c.generation_len)  # :1909, :1925
@@ -168,8 +177,8 @@ class SglangApp(App):
     async def handle(self, req: Request, writer: asyncio.StreamWriter) -> None:
         if req.path in ("/health", "/health_generate") and req.method == "GET":
             # http_server.py:721-795: `Response(status_code=...)`, no body
-            writer.write(response_bytes(503 if self.gracefully_exit else 200, b"", req.keep_alive,
-                                        content_type=None))
+            ok = not self.gracefully_exit and (req.path == "/health" or await self._generates_one_token())
+            writer.write(response_bytes(200 if ok else 503, b"", req.keep_alive, content_type=None))
             await writer.drain()
             return
         if req.path == "/metrics" and not self.metrics_on:
@@ -177,6 +186,18 @@ class SglangApp(App):
             await writer.drain()
             return
         await super().handle(req, writer)
+
+    async def _generates_one_token(self) -> bool:
+        """/health_generate's wait (http_server.py:775-782): any answer of the scheduler within the timeout, polled
+        every second; a hung engine gives none."""
+        stalls = self.engine.stalls
+        waited = 0.0
+        while stalls is not None and any(stall.hung for stall in stalls.engines.values()):
+            if waited >= HEALTH_CHECK_TIMEOUT_S:
+                return False
+            await asyncio.sleep(1.0)
+            waited += 1.0
+        return True
 
     def _metrics(self, keep_alive: bool) -> bytes:
         return response_bytes(200, render_metrics(self.engine, self.config.args.served_names[0]), keep_alive,

@@ -130,8 +130,8 @@ def test_vllm_spellings_in_extra_args_are_refused_naming_sglangs():
     (("platform: gpu", "platform: ascend"),
      "s.yaml:4:9: server: server sglang runs on platform gpu only; this spec is platform ascend"),
     (("  mode: mixed\n", "  mode: mixed\n  front: {kind: vllm-router, host: tb1, port: 8000, image: 'r:1'}\n"),
-     "s.yaml:14:10: topology.front: server sglang runs without a front for now: sglang-router (its own front, "
-     "issue 43) is not built, and the vLLM fronts (proxy, vllm-router) add and remove vLLM workers only"),
+     "s.yaml:14:17: topology.front.kind: server sglang is fronted by SGLang's own router (kind sglang-router), "
+     "not kind vllm-router: vllm-router and the proxy are run before vLLM servers only"),
     (("mode: mixed", "mode: disaggregated"),
      "s.yaml:13:9: topology.mode: server sglang's P/D (--disaggregation-mode prefill|decode with its transfer "
      "backend) is not built yet"),

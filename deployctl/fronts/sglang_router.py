@@ -1,0 +1,180 @@
+"""SGLang's router (`sglang-router` on PyPI, 0.3.2, the "SGLang Model Gateway") in front of server sglang's mixed
+instances (pure): deployctl runs it on an image of its own, as it runs vllm-router (a fork of it, fronts/router.py).
+
+Its flags are the wheel's sglang_router/router_args.py (`RouterArgs.add_cli_args`): `--host`, `--port`,
+`--worker-urls URL ...` (`nargs="*"`: it starts with none), `--policy` (random | round_robin | cache_aware |
+power_of_two | manual), `--prometheus-host`/`--prometheus-port` (its own metrics, on 0.0.0.0:29000 unless told;
+a second router or a kv port there makes it panic at start: "failed to install Prometheus metrics exporter").
+`python -m sglang_router.launch_router ARGS` parses them (launch_router.py `parse_router_args`; the console script
+`sglang-router` wants a `launch` word first, cli.py).
+
+Its list is the worker API of sgl-model-gateway/src/server.rs (`build_app`) and src/core/worker_service.rs:
+`GET /workers` -> `{"workers": [{"id": UUID, "url": URL, ..., "worker_type": "regular", "is_healthy": true, ...}],
+"total": N, ...}`; `POST /workers {"url": URL}` and `DELETE /workers/{id}` queue a job and answer 202 at once
+(the list changes once the job ran); DELETE takes the worker's UUID only (`parse_worker_id`: "Invalid worker_id
+... (expected UUID)"). vllm-router's `/add_worker`, `/remove_worker` and `/list_workers` answer 404 in 0.3.2 (all
+of this as the 0.3.2 wheel answered on loopback). `/liveness` is 200 once it serves, whatever its workers do;
+`/readiness` is 503 until a worker is healthy."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional
+
+from deployctl.core import Command
+from deployctl.fronts.base import CALL_TIMEOUT, AnswerTarget, Backend, FrontKind, backends
+
+if TYPE_CHECKING:
+    from deployctl.errors import Problem
+    from deployctl.plan.container_types import Container
+    from deployctl.spec.model import FrontSpec, Instance, Spec
+    from deployctl.spec.rules import Context
+
+SGLANG_ROUTER = "sglang-router"  # its kind, and the role of the instance that runs it
+VERSION = "0.3.2"
+LAUNCH_ROUTER = ("python3", "-m", "sglang_router.launch_router")
+HEALTH_PATH = "/liveness"  # src/server.rs `liveness`: 200 once it serves
+# Its own default (29000, router_args.py) is a kv port of group 10 on 8-NPU hosts, as vllm-router's is: the same
+# default as deployctl gives vllm-router (fronts/router.py)
+DEFAULT_METRICS_PORT = 19000
+POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")  # router_args.py --policy choices
+CHANGE_BOUND_S = 30  # how long a change may take to show in its list (its job queue runs it in the background)
+IMAGE_HINT = (f"SGLang's router has no image of its own: build one from its PyPI wheel (a python image with `pip "
+              f"install sglang-router=={VERSION}`, which brings python3 -m sglang_router.launch_router) and write "
+              "front.image")
+
+# args: router port, bound (s), worker URL. Its DELETE takes the worker's id: read from GET /workers (one object a
+# line once split at `{`; "id" comes before "url" in WorkerInfo), then wait until the list no longer holds the
+# URL, so that the drain that follows counts only requests it sent before. A URL it does not list is not there to
+# take out.
+REMOVE_SCRIPT = r'''p=$1; n=$2; u=$3; w=http://127.0.0.1:$p/workers
+list() { curl --silent --show-error --fail --max-time 10 "$w"; }
+a=$(list) || { echo "sglang-router on port $p did not answer GET /workers" >&2; exit 1; }
+id=$(printf '%s\n' "$a" | tr '{' '\n' | grep -F "\"url\":\"$u\"" \
+  | sed -n 's/^"id":"\([0-9A-Fa-f-]*\)".*/\1/p' | head -n 1)
+[ -n "$id" ] || exit 0
+curl --silent --show-error --fail-with-body --max-time 10 --request DELETE "$w/$id" >/dev/null || exit 1
+i=0; while [ "$i" -lt "$((n * 5))" ]; do
+  case "$(list)" in *"\"url\":\"$u\""*) sleep 0.2; i=$((i + 1));; *) exit 0;; esac
+done
+echo "sglang-router on port $p still lists $u $n s after DELETE /workers/$id" >&2; exit 1'''
+
+# args: router port, bound (s), worker URL. Its POST answers before the worker is in: wait until it is listed
+# healthy (the router routes to healthy workers only), so that the next wave's drain never leaves it none. A URL
+# it lists already is not added twice.
+ADD_SCRIPT = r'''p=$1; n=$2; u=$3; w=http://127.0.0.1:$p/workers
+list() { curl --silent --show-error --fail --max-time 10 "$w"; }
+healthy() { printf '%s\n' "$1" | tr '{' '\n' | grep -F "\"url\":\"$u\"" | grep -q '"is_healthy":true'; }
+a=$(list) || { echo "sglang-router on port $p did not answer GET /workers" >&2; exit 1; }
+case "$a" in *"\"url\":\"$u\""*) ;; *)
+  curl --silent --show-error --fail-with-body --max-time 10 --request POST --header "Content-Type: application/json" \
+    --data-binary "{\"url\":\"$u\"}" "$w" >/dev/null || exit 1;;
+esac
+i=0; while [ "$i" -lt "$((n * 5))" ]; do
+  a=$(list) && healthy "$a" && exit 0
+  sleep 0.2; i=$((i + 1))
+done
+echo "sglang-router on port $p does not list $u as healthy $n s after POST /workers" >&2; exit 1'''
+
+
+class SglangRouter(FrontKind):
+    name = SGLANG_ROUTER
+    role = SGLANG_ROUTER
+    drains = True
+    title = "the sglang-router"
+    modes = ("mixed",)
+    default_metrics_port = DEFAULT_METRICS_PORT
+
+    def check(self, c: "Context", front: Mapping, path: tuple) -> Iterator["Problem"]:
+        from deployctl.errors import Problem
+
+        if c.mode == "disaggregated":
+            yield Problem(path + ("kind",), "sglang-router's P/D mode (--pd-disaggregation) is not built yet: "
+                                            "deployctl runs it in front of mixed servers only",
+                          hint="mode: mixed")
+        if "image" not in front:
+            yield Problem(path, "kind sglang-router needs front.image", hint=IMAGE_HINT)
+        policy = c.value(path + ("policy",), str)
+        if policy is not None and policy not in POLICIES:
+            yield Problem(path + ("policy",), f"sglang-router {VERSION} has no policy {policy!r} (its --policy "
+                                              f"takes {', '.join(POLICIES)})", hint="policy: round_robin")
+
+    def instance(self, deployment: str, front: "FrontSpec", topology: Mapping,
+                 upstream: bool) -> Optional["Instance"]:
+        from deployctl.spec.model import Instance
+
+        return Instance(role=SGLANG_ROUTER, index=0, host=front.host, devices=(), port=front.port,
+                        name=f"{deployment}-router", tp=0, path=("topology", "front"),
+                        metrics_port=front.metrics_port)
+
+    def container(self, spec: "Spec", instance: "Instance",
+                  address_of: Mapping[str, str]) -> Optional["Container"]:
+        from deployctl.plan.container_types import LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE, Container
+
+        return Container(
+            name=instance.name, instance=instance, image=(spec.front_spec.image if spec.front_spec else None) or "",
+            devices=(), mounts=(), env=(), env_file=None, secret_env=(),
+            labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),
+            command=router_command(spec, instance, address_of), identity_command=router_command(spec, instance, None),
+        )
+
+    def health_path(self) -> Optional[str]:
+        return HEALTH_PATH
+
+    def pulls_own_image(self) -> bool:
+        return True
+
+    def metrics_port(self, instance: "Instance") -> Optional[int]:
+        # It serves its own metrics there (smg_* names, not vllm-router's vllm_router_*), but the monitoring pack's
+        # router panels are vllm-router's: until the pack reads a front's names from its kind, Prometheus probes
+        # its health instead, and the port stays reserved in the spec's port set
+        return None
+
+    def export_refusal(self) -> Optional[tuple[str, str]]:
+        return ("the sglang-router front (topology.front) is not exported: on a cluster the deployment's Service "
+                "balances its servers, and a rollout drains them by readiness",
+                "remove topology.front from a copy of the spec to export it")
+
+    def answer_targets(self, spec: "Spec", front: "Instance") -> tuple[AnswerTarget, ...]:
+        """Each mixed server, then the router."""
+        return tuple((i.name, i, None) for i in spec.api_servers if i is not front) + ((front.name, front, None),)
+
+    def why_fixed(self, spec: "Spec") -> str:
+        return ""
+
+    def change_commands(self, port: int, changed: tuple[Backend, ...], verb: str) -> tuple[Command, ...]:
+        script = ADD_SCRIPT if verb == "add" else REMOVE_SCRIPT
+        what = "put into" if verb == "add" else "taken out of"
+        return tuple(Command(("sh", "-c", script, "sh", str(port), str(CHANGE_BOUND_S), b.url),
+                             failure=f"{b.url} was not {what} the sglang-router on port {port}") for b in changed)
+
+    def list_command(self, port: int) -> Command:
+        return Command(("curl", "--silent", "--show-error", "--fail", "--max-time", CALL_TIMEOUT,
+                        f"http://127.0.0.1:{port}/workers"))
+
+    def parse_roles(self, text: str) -> dict[str, str]:
+        """Its regular workers are mixed servers (worker_type "regular"); P/D's are listed by their type."""
+        return {w["url"].split("://", 1)[-1].rstrip("/"): _role(w.get("worker_type"))
+                for w in json.loads(text)["workers"]}
+
+
+def _role(worker_type) -> str:
+    if worker_type == "regular":
+        return "mixed"
+    if isinstance(worker_type, dict) and worker_type:  # {"prefill": {...}} in P/D mode
+        return str(next(iter(worker_type)))
+    return str(worker_type)
+
+
+def router_command(spec: "Spec", instance: "Instance", address_of: Optional[Mapping[str, str]]) -> tuple[str, ...]:
+    """`python3 -m sglang_router.launch_router --host 0.0.0.0 --port P --prometheus-host 0.0.0.0 --prometheus-port M
+    --worker-urls URL... [--policy P]` (None: without the list, its identity)."""
+    words = [*LAUNCH_ROUTER, "--host", "0.0.0.0", "--port", str(instance.port)]
+    if instance.metrics_port is not None:
+        words += ["--prometheus-host", "0.0.0.0", "--prometheus-port", str(instance.metrics_port)]
+    if address_of is not None:
+        words += ["--worker-urls", *(b.url for b in backends(spec, address_of))]
+    if spec.front_spec is not None and spec.front_spec.policy:
+        words += ["--policy", spec.front_spec.policy]
+    return tuple(words)
+
