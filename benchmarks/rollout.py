@@ -62,6 +62,7 @@ PD = ("server: vllm-ascend\ntopology:\n  mode: disaggregated\n  connector: moonc
       "  decode:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9500, devices: [2]}\n"
       "    - {hosts: [tb1], dp: 1, tp: 1, port: 9510, devices: [3]}\nrollout: {strategy: %s}\n")
 RATE = 4.0
+WALL = time.time() - time.monotonic()  # monotonic -> wall clock (docker's log timestamps)
 
 
 class _Timed:
@@ -198,13 +199,15 @@ def execute_timed(path: Path) -> dict:
         for s in mine:
             stage_spans.setdefault(s[2].stage, []).append(s[:2])
         # a stage's steps run in parallel, stages one after another: the time covered by each kind
-        waves[wave] = {"drain_s": _covered(drains), "start_s": _covered(starts),
+        waves[wave] = {"wall_start": WALL + min(s[0] for s in mine), "drain_s": _covered(drains),
+                       "start_s": _covered(starts),
                        "real_drain_s": _covered(real_drains), "real_start_s": _covered(real_starts),
                        "span_s": max(s[1] for s in mine) - min(s[0] for s in mine),
                        "timeline": [(stage, round(min(b for b, _ in sp) - min(s[0] for s in mine), 3),
                                      round(_covered(sp), 3)) for stage, sp in
                                     sorted(stage_spans.items(), key=lambda kv: min(b for b, _ in kv[1]))],
-                       "commands": [(s[2].stage, " ".join(argv)[:60], round(e - b, 3)) for s in mine
+                       "commands": [(s[2].stage, " ".join(argv)[:60], round(b - min(x[0] for x in mine), 3),
+                                     round(e - b, 3)) for s in mine
                                     for argv, b, e in ran(s)]}
     stages: dict = {}  # seconds per stage name over every wave (the time its steps covered)
     for name in {stage for (stage, _, _) in done}:
@@ -317,15 +320,52 @@ def real_rollout_run(bed: Testbed, tmp: Path) -> dict:
     with real_engine.prepared_bed(bed):
         run_cli("up", first, "--yes")
         load = bench("http://10.200.0.11:8500", int(RATE * 240))  # two starts of ~45 s, drains, checks: ~2 min
+        # the old servers' own words while they are drained and stopped (uvicorn's access lines, vLLM's
+        # [shutdown] lines and errors), with docker's timestamps: where a failed request met its server
+        follow = {name: _follow(bed, name, tmp / f"{name}.log")
+                  for name in ("bench-real-mixed-0", "bench-real-mixed-1")}
         try:
             timed = execute_timed(second)
             covered = load.poll() is None
         finally:
             out, err = load.communicate(timeout=900)
             run_cli("down", second, "--yes")
+            for process in follow.values():
+                process.terminate()
+                process.wait(10)
     (run,) = json.loads(out)["runs"]
+    logs = {name: (tmp / f"{name}.log").read_text(errors="replace") for name in follow}
     return {"failed": run["failed"], "requests": run["requests"], "ttft_p99_ms": run["ttft_ms"]["p99"],
-            "errors": run["errors"], "covered": covered, **timed}
+            "errors": run["errors"], "covered": covered, "server_logs": logs, **timed}
+
+
+def _follow(bed: Testbed, name: str, path: Path) -> subprocess.Popen:
+    """`docker logs --follow --timestamps` of a container on tb1 into `path` (it ends when the container goes)."""
+    from tests.testbed import images
+
+    with open(path, "wb") as out:
+        return subprocess.Popen([images.docker_cli(), "-H", f"unix://{bed.host('tb1').docker_socket}", "logs",
+                                 "--follow", "--timestamps", name], stdout=out, stderr=subprocess.STDOUT)
+
+
+def _server_lines(row: dict) -> None:
+    """Each old server's lines from its wave's start on: requests it answered, its shutdown, errors (seconds from
+    the wave's start, as the timeline's)."""
+    from datetime import datetime
+
+    keep = ("POST /v1/", "[shutdown]", "Error", "error", "dead", "Dead")
+    for number, wave in row["waves"].items():
+        name = f"bench-real-mixed-{number - 1}"
+        lines = []
+        for line in row["server_logs"].get(name, "").splitlines():
+            stamp, _, text = line.partition(" ")
+            try:
+                at = datetime.fromisoformat(stamp[:26] + "+00:00").timestamp() - wave["wall_start"]
+            except ValueError:
+                continue
+            if at >= -2 and any(k in text for k in keep):
+                lines.append(f"{at:+.3f} {text.strip()[:140]}")
+        print(f"    wave {number}, {name} (old): " + (" | ".join(lines[:40]) or "no line after the wave's start"))
 
 
 SCENARIOS = ("drain", "recreate", "surge", "pd-drain", "pd-surge", "pd-recreate", "scheduler", "real-drain")
@@ -373,7 +413,10 @@ def report(name: str, row: dict, timeline: bool) -> None:
         for number, wave in row["waves"].items():
             print(f"    wave {number}: " + ", ".join(f"{stage} +{at:.2f} {took:.2f}s" for stage, at, took in
                                                    wave["timeline"]))
-            print("      " + "; ".join(f"{stage}: {argv} {took:.3f}s" for stage, argv, took in wave["commands"]))
+            print("      " + "; ".join(f"{stage}: {argv} +{at:.2f} {took:.3f}s"
+                                         for stage, argv, at, took in wave["commands"]))
+        if row.get("server_logs"):
+            _server_lines(row)
 
 
 def main() -> None:
