@@ -315,8 +315,15 @@ def real_rollout_run(bed: Testbed, tmp: Path) -> dict:
 
     os.environ.update(bed.s3.env())  # the CLI's subprocesses read the S3 credentials as a user exports them
     first, second = tmp / "real-1.yaml", tmp / "real-2.yaml"
-    first.write_text(real_spec(bed, "bench-real", (8501, 8502), front_port=8500, strategy="drain"))
-    second.write_text(real_spec(bed, "bench-real", (8501, 8502), max_num_seqs=6, front_port=8500, strategy="drain"))
+    # server_version names the image's vLLM, as the README asks of a custom image: deployctl then renders
+    # --shutdown-timeout (vLLM >= 0.18), so a drained server's stop lets what it still runs finish. Without it
+    # vLLM stops with mode=abort and kills its engine core at once (its own [shutdown] lines); a request the drain
+    # could not yet see in vLLM's gauges failed "EngineCore encountered an issue" (3 of 960 in one run here).
+    version = real_engine.VERSION
+    first.write_text(real_spec(bed, "bench-real", (8501, 8502), front_port=8500, strategy="drain",
+                               server_version=version))
+    second.write_text(real_spec(bed, "bench-real", (8501, 8502), max_num_seqs=6, front_port=8500, strategy="drain",
+                                server_version=version))
     with real_engine.prepared_bed(bed):
         run_cli("up", first, "--yes")
         load = bench("http://10.200.0.11:8500", int(RATE * 240))  # two starts of ~45 s, drains, checks: ~2 min
