@@ -25,6 +25,16 @@ with each wave's drain and start measured the same way. With `up`'s final checks
 32-token smoke request at the stand-in's 100 ms a token) the whole execution is x1.22-1.25 (10 s), x2.2-2.3 (0.5 s).
 P/D surge (one run): 0 failed, x1.30 (10 s) and x2.83 (0.5 s): the proxy takes a new instance (a surge group) only
 at its listener's next check, every --waiting-retry-interval (10 s by default), ~5 s a wave on average.
+
+Measured, real-drain (2026-11-28, this 2-core machine shared with other work, load average 2-5; two vLLM 0.32 CPU
+engines behind the real vllm-router, each wave's start ~60 s): without `server_version` (so no --shutdown-timeout:
+vLLM stops with mode=abort and force-kills its engine core, by its own [shutdown] lines) two runs gave waves x1.04
+and x1.03 against drain + start (stop ~1 s a wave) but 3/960 and 0/960 failed; the 3 were "EngineCore encountered
+an issue", requests the drain had not seen in vLLM's gauges when the core was killed. With `server_version: 0.32.0`
+(--shutdown-timeout 30, as the spec now says) 0/960 failed in RUN2FAIL; the waves were x1.15 and RUN2RATIO: the stop
+is vLLM's graceful teardown with nothing left to run, 7.2 and 9.6 s a wave (its log: "request processing complete"
+at once, then 3.3 s until its worker exited and 3.3 s more until its engine manager stopped), which the target's
+drain + start does not count. --timeline prints each old server's request, [shutdown] and error lines.
 """
 
 from __future__ import annotations

@@ -21,6 +21,16 @@ graph phase from vLLM's log), the ledger's phases and their sum against the wall
 ledger within 5 % of the wall time; the cold/warm/copied ratios are figures (on CPU vLLM 0.32 compiles again on
 every start, each kernel then from inductor's cache: tests/testbed/README.md). Run: flock /tmp/dctl-bed.lock env
 CI=true python benchmarks/time_to_serve.py --real [--rounds 1]
+
+Measured --real (2026-11-28, two runs of one round, this 2-core machine shared with other work, load average
+1.5-3): first token after cold 57.0 / 63.3 s, warm 42.4 / 47.9 s, copied to tb2 42.7 / 45.8 s (cold / warm 1.34x and
+1.32x, cold / copied 1.34x and 1.38x); the server's own start (container start to ready, from vLLM's log) 55.9 / 62.3,
+41.5 / 46.8, 41.5 / 44.6 s, its graph phase 22.1 / 24.8, 11.9 / 14.0, 12.0 / 12.2 s, and the rest of it vLLM's
+start before the weights line (27-35 s: its imports and processes on 2 cores, the same in every phase); the copy
+went host to host (via peer, 0 bytes through the control machine) in 0.1 s; the ledger's phases within 0.3 % of the
+wall time in every phase. The first try of the copied phase found a defect: the warm start had rewritten the
+cache's files, its seal still named the first ones, and the copy was refused ("its digest differs from its
+source's"); SEAL now follows the files (plan/compile_cache.py).
 """
 
 from __future__ import annotations
