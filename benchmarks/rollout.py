@@ -31,10 +31,10 @@ engines behind the real vllm-router, each wave's start ~60 s): without `server_v
 vLLM stops with mode=abort and force-kills its engine core, by its own [shutdown] lines) two runs gave waves x1.04
 and x1.03 against drain + start (stop ~1 s a wave) but 3/960 and 0/960 failed; the 3 were "EngineCore encountered
 an issue", requests the drain had not seen in vLLM's gauges when the core was killed. With `server_version: 0.32.0`
-(--shutdown-timeout 30, as the spec now says) 0/960 failed in RUN2FAIL; the waves were x1.15 and RUN2RATIO: the stop
-is vLLM's graceful teardown with nothing left to run, 7.2 and 9.6 s a wave (its log: "request processing complete"
-at once, then 3.3 s until its worker exited and 3.3 s more until its engine manager stopped), which the target's
-drain + start does not count. --timeline prints each old server's request, [shutdown] and error lines.
+(--shutdown-timeout 30, as the spec now says) 0/960 failed in both runs; the waves were x1.15 and x1.16 (the whole
+execution x1.16 and x1.19): the stop is vLLM's graceful teardown with nothing left to run, 7.2-9.9 s a wave (its log:
+"request processing complete" at once, then 3.3 s until its worker exited and 3.3 s more until its engine manager
+stopped), which the target's drain + start does not count. --timeline prints each old server's request, [shutdown] and error lines.
 """
 
 from __future__ import annotations
