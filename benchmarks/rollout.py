@@ -34,7 +34,8 @@ an issue", requests the drain had not seen in vLLM's gauges when the core was ki
 (--shutdown-timeout 30, as the spec now says) 0/960 failed in both runs; the waves were x1.15 and x1.16 (the whole
 execution x1.16 and x1.19): the stop is vLLM's graceful teardown with nothing left to run, 7.2-9.9 s a wave (its log:
 "request processing complete" at once, then 3.3 s until its worker exited and 3.3 s more until its engine manager
-stopped), which the target's drain + start does not count. --timeline prints each old server's request, [shutdown] and error lines.
+stopped), which the target's drain + start does not count. --timeline prints each old server's request, [shutdown]
+and error lines.
 """
 
 from __future__ import annotations
