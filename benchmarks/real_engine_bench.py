@@ -11,7 +11,16 @@ server has the request. Prints one line per run: requests, and bench's against t
 then vLLM's own benchmark client (`vllm bench serve`) on the same shape against the engine's figures for its run:
 the reference for how far a client's TTFT lies from the engine's own. Figures only; nothing here is asserted.
 
-Measured (2026-11-28, two runs, this 2-core machine): see the issue 40 closing note.
+Measured (2026-11-28, this 2-core machine; the engine's worker, core and API server take ~1.6 cores while it
+generates, the client the rest). TTFT p50, bench against the engine's (bucket-interpolated), with the warm-up, two
+runs: parallel 1 +0.6 / +1.2 ms, parallel 4 +33.8 / +1.6 ms, 4 req/s +2.2 / +1.4 ms; TTFT mean, exact on both
+sides: +1.2 / +4.3, +37.4 / +2.3, +3.4 / +1.5 ms; vLLM's own client, next on the same engine: +3.6 / +5.6, +6.3 / +2.9,
++6.2 / +5.8 ms. E2E means within +1.3..+2.9 ms in every run. Before the warm-up (two runs, deployctl bench first on
+a just-started engine): parallel 1 +38.8 / +2.4, parallel 4 +4.6 / +2.0, 4 req/s +1.6 / +1.7 ms (p50). A run that
+misses (+34..+39 ms) has the same mark each time: its TTFT lies a few ms short of its E2E, which stays within 3 ms of
+the engine's, so the first chunk was read together with most of the answer: once the kernel queues several chunks
+it keeps one receive time, the last one's (three sends 20 ms apart, read late: one stamp), so no kernel stamp can
+give the first chunk's time back; which side waited (bench's read or the server's write) is not known yet.
 """
 
 from __future__ import annotations
@@ -128,6 +137,16 @@ def main() -> None:
         engine = real_engine.start(model, free_port(), Path(tmp) / "serve.log")
         try:
             print(f"vLLM {real_engine.VERSION} (CPU) healthy in {engine.started_s:.0f} s at {engine.url}")
+            # Not measured: in the first seconds after /health answers, the first chunks reached deployctl bench
+            # tens of ms after the engine's own first token (TTFT p50 +39 and +43 ms at parallel 1 in two runs,
+            # +1.6 ms on the same engine a few seconds later), while the engine's histogram saw 8-9 ms; the client
+            # that ran first (deployctl bench, before vLLM's own) paid for it alone.
+            before = histograms(engine.url)
+            warm = bench(engine.url, "static", "--prompt-tokens", "64", "--output-tokens", "32", "--parallel-num", "1",
+                         "--epochs", "20")
+            seen = engine_figures(before, histograms(engine.url))["ttft"]
+            print(f"{'warm-up (not counted)':>20}: TTFT p50 bench {warm['ttft_ms']['p50']:.1f} ms, engine "
+                  f"~{seen['p50']:.1f} (buckets); mean bench {warm['ttft_ms']['mean']:.1f}, engine {seen['mean']:.1f}")
             for index, (label, argv, shape) in enumerate(RUNS):
                 before = histograms(engine.url)
                 run = bench(engine.url, *argv)

@@ -25,6 +25,17 @@ with each wave's drain and start measured the same way. With `up`'s final checks
 32-token smoke request at the stand-in's 100 ms a token) the whole execution is x1.22-1.25 (10 s), x2.2-2.3 (0.5 s).
 P/D surge (one run): 0 failed, x1.30 (10 s) and x2.83 (0.5 s): the proxy takes a new instance (a surge group) only
 at its listener's next check, every --waiting-retry-interval (10 s by default), ~5 s a wave on average.
+
+Measured, real-drain (2026-11-28, this 2-core machine shared with other work, load average 2-5; two vLLM 0.32 CPU
+engines behind the real vllm-router, each wave's start ~60 s): without `server_version` (so no --shutdown-timeout:
+vLLM stops with mode=abort and force-kills its engine core, by its own [shutdown] lines) two runs gave waves x1.04
+and x1.03 against drain + start (stop ~1 s a wave) but 3/960 and 0/960 failed; the 3 were "EngineCore encountered
+an issue", requests the drain had not seen in vLLM's gauges when the core was killed. With `server_version: 0.32.0`
+(--shutdown-timeout 30, as the spec now says) 0/960 failed in both runs; the waves were x1.15 and x1.16 (the whole
+execution x1.16 and x1.19): the stop is vLLM's graceful teardown with nothing left to run, 7.2-9.9 s a wave (its log:
+"request processing complete" at once, then 3.3 s until its worker exited and 3.3 s more until its engine manager
+stopped), which the target's drain + start does not count. --timeline prints each old server's request, [shutdown]
+and error lines.
 """
 
 from __future__ import annotations
@@ -62,6 +73,7 @@ PD = ("server: vllm-ascend\ntopology:\n  mode: disaggregated\n  connector: moonc
       "  decode:\n    - {hosts: [tb1], dp: 1, tp: 1, port: 9500, devices: [2]}\n"
       "    - {hosts: [tb1], dp: 1, tp: 1, port: 9510, devices: [3]}\nrollout: {strategy: %s}\n")
 RATE = 4.0
+WALL = time.time() - time.monotonic()  # monotonic -> wall clock (docker's log timestamps)
 
 
 class _Timed:
@@ -198,13 +210,15 @@ def execute_timed(path: Path) -> dict:
         for s in mine:
             stage_spans.setdefault(s[2].stage, []).append(s[:2])
         # a stage's steps run in parallel, stages one after another: the time covered by each kind
-        waves[wave] = {"drain_s": _covered(drains), "start_s": _covered(starts),
+        waves[wave] = {"wall_start": WALL + min(s[0] for s in mine), "drain_s": _covered(drains),
+                       "start_s": _covered(starts),
                        "real_drain_s": _covered(real_drains), "real_start_s": _covered(real_starts),
                        "span_s": max(s[1] for s in mine) - min(s[0] for s in mine),
                        "timeline": [(stage, round(min(b for b, _ in sp) - min(s[0] for s in mine), 3),
                                      round(_covered(sp), 3)) for stage, sp in
                                     sorted(stage_spans.items(), key=lambda kv: min(b for b, _ in kv[1]))],
-                       "commands": [(s[2].stage, " ".join(argv)[:60], round(e - b, 3)) for s in mine
+                       "commands": [(s[2].stage, " ".join(argv)[:60], round(b - min(x[0] for x in mine), 3),
+                                     round(e - b, 3)) for s in mine
                                     for argv, b, e in ran(s)]}
     stages: dict = {}  # seconds per stage name over every wave (the time its steps covered)
     for name in {stage for (stage, _, _) in done}:
@@ -312,20 +326,64 @@ def real_rollout_run(bed: Testbed, tmp: Path) -> dict:
 
     os.environ.update(bed.s3.env())  # the CLI's subprocesses read the S3 credentials as a user exports them
     first, second = tmp / "real-1.yaml", tmp / "real-2.yaml"
-    first.write_text(real_spec(bed, "bench-real", (8501, 8502), front_port=8500, strategy="drain"))
-    second.write_text(real_spec(bed, "bench-real", (8501, 8502), max_num_seqs=6, front_port=8500, strategy="drain"))
+    # server_version names the image's vLLM, as the README asks of a custom image: deployctl then renders
+    # --shutdown-timeout (vLLM >= 0.18), so a drained server's stop lets what it still runs finish. Without it
+    # vLLM stops with mode=abort and kills its engine core at once (its own [shutdown] lines); a request the drain
+    # could not yet see in vLLM's gauges failed "EngineCore encountered an issue" (3 of 960 in one run here).
+    version = real_engine.VERSION
+    first.write_text(real_spec(bed, "bench-real", (8501, 8502), front_port=8500, strategy="drain",
+                               server_version=version))
+    second.write_text(real_spec(bed, "bench-real", (8501, 8502), max_num_seqs=6, front_port=8500, strategy="drain",
+                                server_version=version))
     with real_engine.prepared_bed(bed):
         run_cli("up", first, "--yes")
         load = bench("http://10.200.0.11:8500", int(RATE * 240))  # two starts of ~45 s, drains, checks: ~2 min
+        # the old servers' own words while they are drained and stopped (uvicorn's access lines, vLLM's
+        # [shutdown] lines and errors), with docker's timestamps: where a failed request met its server
+        follow = {name: _follow(bed, name, tmp / f"{name}.log")
+                  for name in ("bench-real-mixed-0", "bench-real-mixed-1")}
         try:
             timed = execute_timed(second)
             covered = load.poll() is None
         finally:
             out, err = load.communicate(timeout=900)
             run_cli("down", second, "--yes")
+            for process in follow.values():
+                process.terminate()
+                process.wait(10)
     (run,) = json.loads(out)["runs"]
+    logs = {name: (tmp / f"{name}.log").read_text(errors="replace") for name in follow}
     return {"failed": run["failed"], "requests": run["requests"], "ttft_p99_ms": run["ttft_ms"]["p99"],
-            "errors": run["errors"], "covered": covered, **timed}
+            "errors": run["errors"], "covered": covered, "server_logs": logs, **timed}
+
+
+def _follow(bed: Testbed, name: str, path: Path) -> subprocess.Popen:
+    """`docker logs --follow --timestamps` of a container on tb1 into `path` (it ends when the container goes)."""
+    from tests.testbed import images
+
+    with open(path, "wb") as out:
+        return subprocess.Popen([images.docker_cli(), "-H", f"unix://{bed.host('tb1').docker_socket}", "logs",
+                                 "--follow", "--timestamps", name], stdout=out, stderr=subprocess.STDOUT)
+
+
+def _server_lines(row: dict) -> None:
+    """Each old server's lines from its wave's start on: requests it answered, its shutdown, errors (seconds from
+    the wave's start, as the timeline's)."""
+    from datetime import datetime
+
+    keep = ("POST /v1/", "[shutdown]", "Error", "error", "dead", "Dead")
+    for number, wave in row["waves"].items():
+        name = f"bench-real-mixed-{number - 1}"
+        lines = []
+        for line in row["server_logs"].get(name, "").splitlines():
+            stamp, _, text = line.partition(" ")
+            try:
+                at = datetime.fromisoformat(stamp[:26] + "+00:00").timestamp() - wave["wall_start"]
+            except ValueError:
+                continue
+            if at >= -2 and any(k in text for k in keep):
+                lines.append(f"{at:+.3f} {text.strip()[:140]}")
+        print(f"    wave {number}, {name} (old): " + (" | ".join(lines[:40]) or "no line after the wave's start"))
 
 
 SCENARIOS = ("drain", "recreate", "surge", "pd-drain", "pd-surge", "pd-recreate", "scheduler", "real-drain")
@@ -373,7 +431,10 @@ def report(name: str, row: dict, timeline: bool) -> None:
         for number, wave in row["waves"].items():
             print(f"    wave {number}: " + ", ".join(f"{stage} +{at:.2f} {took:.2f}s" for stage, at, took in
                                                    wave["timeline"]))
-            print("      " + "; ".join(f"{stage}: {argv} {took:.3f}s" for stage, argv, took in wave["commands"]))
+            print("      " + "; ".join(f"{stage}: {argv} +{at:.2f} {took:.3f}s"
+                                         for stage, argv, at, took in wave["commands"]))
+        if row.get("server_logs"):
+            _server_lines(row)
 
 
 def main() -> None:

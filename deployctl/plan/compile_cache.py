@@ -30,10 +30,13 @@ CONTAINER_DIR = "/var/cache/deployctl-compile"  # where every server sees its ke
 # $1: the key directory. The digest of its files (names and contents, the marker left out), in a stable order.
 DIGEST = ('cd "$1" && find . -type f ! -name ' + MARKER + ' -print0 | LC_ALL=C sort -z | '
           'xargs -0r sha256sum | sha256sum | cut -d" " -f1')
-# Written once the servers of the key served (finalize of their start): later deploys and other hosts reuse it. A
-# marker that holds no digest (facts/compile_cache.py SEALED_DIGEST) is written anew, never kept for ever.
-SEAL = ('m=$(head -c 100 "$1/' + MARKER + '" 2>/dev/null); [ ${#m} -eq 64 ] && printf %s "$m" | '
-        'grep -qxE "[0-9a-f]{64}" && exit 0; d=$(' + DIGEST + ') && '
+# Written each time the servers of the key served (finalize of their start): later deploys and other hosts reuse
+# it. The digest is of the files there now, kept only while they are unchanged: a server may write its cache again
+# on a warm start (vLLM 0.32 on CPU saves its AOT-compiled function on every start), and a kept digest would then
+# name files that are gone, so every copy from that host would fail its verification. A marker that holds no digest
+# (facts/compile_cache.py SEALED_DIGEST) is written anew too.
+SEAL = ('d=$(' + DIGEST + ') || exit 1; m=$(head -c 100 "$1/' + MARKER + '" 2>/dev/null); '
+        '[ "$m" = "$d" ] && exit 0; '
         'printf "%s\\n" "$d" > "$1/' + MARKER + '.tmp" && mv "$1/' + MARKER + '.tmp" "$1/' + MARKER + '"')
 
 

@@ -68,13 +68,14 @@ def deployctl(capsys, tmp_path, monkeypatch, real_bed):
 
 def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port: int | None = None,
               strategy: str | None = None, server_version: str | None = None, extra: str = "",
-              eager: bool = True) -> str:
-    """A GPU spec deploying the real engine image on tb1: one instance per port (GPU i for the i-th), optionally
-    behind the real vllm-router, with a rollout strategy; `eager=False` lets vLLM compile its graphs."""
+              eager: bool = True, host: str = HOST, hosts_used: tuple = ()) -> str:
+    """A GPU spec deploying the real engine image on `host` (tb1): one instance per port (GPU i for the i-th),
+    optionally behind the real vllm-router, with a rollout strategy; `eager=False` lets vLLM compile its graphs;
+    `hosts_used`: the hosts the spec lists (default: `host` alone)."""
     from tests.testbed import router_image
 
-    instances = "".join(f"    - {{host: {HOST}, devices: [{i}], port: {port}}}\n" for i, port in enumerate(ports))
-    front = (f"  front: {{kind: vllm-router, host: {HOST}, port: {front_port}, image: '{router_image.IMAGE}', "
+    instances = "".join(f"    - {{host: {host}, devices: [{i}], port: {port}}}\n" for i, port in enumerate(ports))
+    front = (f"  front: {{kind: vllm-router, host: {host}, port: {front_port}, image: '{router_image.IMAGE}', "
              "policy: round_robin}\n") if front_port else ""
     head = (
         "platform: gpu\nserver: vllm\n"
@@ -97,7 +98,7 @@ def real_spec(bed, name: str, ports: tuple, *, max_num_seqs: int = 8, front_port
         + (f"rollout: {{strategy: {strategy}}}\n" if strategy else "") + extra
     )
     topology = f"topology:\n  mode: mixed\n{front}  instances:\n{instances}"
-    return bed.spec_yaml(name, topology, hosts_used=[HOST], extra=head)
+    return bed.spec_yaml(name, topology, hosts_used=list(hosts_used or (host,)), extra=head)
 
 
 # -- what the tests do to a running engine ---------------------------------------------------------------------

@@ -291,18 +291,26 @@ MODEL_PREFIX = "tiny-llama/"  # the tiny model's key prefix on the bed's S3
 
 
 @contextmanager
-def prepared_bed(bed, host: str = HOST):
-    """`host` as a 2-GPU host holding the engine image, and the tiny model on the bed's S3 under MODEL_PREFIX (what
-    `up` syncs to the host, as a user's weights come from S3/OBS); the host's GPU profile is reset at the end."""
-    from tests.testbed import real_model
+def prepared_bed(bed, host: str = HOST, peers: tuple = ()):
+    """`host` (and each of `peers`) as a 2-GPU host holding the engine image, and the tiny model on the bed's S3 under
+    MODEL_PREFIX (what `up` syncs to the host, as a user's weights come from S3/OBS); the hosts' GPU profiles are
+    reset at the end. The peers get the image `docker save`d from `host`, not built again: a build elsewhere has
+    another image ID, and a compile cache is keyed by the image ID (deployctl/plan/compile_cache.py cache_key)."""
+    from tests.testbed import images, real_model
 
     model = real_model.ensure_model(venv_python())
-    bed.set_gpu_profile(host, gpus=2)
+    named = (host, *peers)
+    for name in named:
+        bed.set_gpu_profile(name, gpus=2)
     try:
         ensure_image([bed.host(host).docker_socket])
+        if peers:
+            images.ship(bed.host(host).docker_socket, [bed.host(p).docker_socket for p in peers],
+                        {IMAGE: image_content(images.base_hash())})
         client = bed.s3.client()
         for path in sorted(model.iterdir()):
             client.put_object(Bucket=bed.s3.bucket, Key=MODEL_PREFIX + path.name, Body=path.read_bytes())
         yield bed
     finally:
-        bed.reset_gpu(host)
+        for name in named:
+            bed.reset_gpu(name)
