@@ -48,7 +48,7 @@ def build_job(fetch: Fetch, urls: Mapping[str, str], host: str = "", token: str 
     if fetch.listed:
         job["listed"] = fetch.listed
     if shared:
-        job["swarm"] = {"token": token, "me": host, "peer_concurrency": PEER_CONCURRENCY,
+        job["swarm"] = {"token": token, "me": host, "peer_concurrency": PEER_CONCURRENCY, "peer_wait": fetch.peer_wait,
                         "peers": {name: [address, PEER_PORT] for name, address in fetch.peers}}
     return job
 

@@ -78,6 +78,7 @@ class Fetch:
     # of the parts from the store and the rest from the others (weights_fetch.py's swarm). Empty: all from the store.
     peers: tuple[tuple[str, str], ...] = ()
     holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)  # path -> hosts
+    peer_wait: int = 60  # seconds without a peer's progress before its parts come from the store
 
     def display(self) -> str:
         removal = f", remove {len(self.remove)} file(s)" if self.remove else ""

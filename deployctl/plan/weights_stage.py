@@ -71,7 +71,8 @@ def _shared(spec: Spec, steps: tuple[Step, ...]) -> tuple[Step, ...]:
     peers = tuple(sorted(addresses.items()))
     shared = []
     for step in steps:
-        actions = tuple(replace(a, peers=peers, holders={o.path: tuple(holders[o.path]) for o in a.objects})
+        actions = tuple(replace(a, peers=peers, holders={o.path: tuple(holders[o.path]) for o in a.objects},
+                                peer_wait=spec.weights.peer_wait)
                         if isinstance(a, Fetch) and a.local_root is None else a for a in step.actions)
         shared.append(replace(step, actions=actions))
     return tuple(shared)

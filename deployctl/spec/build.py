@@ -260,6 +260,7 @@ def _weights(entry: dict, base_dir: Optional[Path]) -> WeightsSpec:
         endpoint=entry.get("endpoint"),
         credentials=entry.get("credentials", "env"),
         fan_out=entry.get("fan_out", True),
+        peer_wait=entry.get("peer_wait", 60),
     )
 
 

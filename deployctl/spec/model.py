@@ -74,6 +74,7 @@ class WeightsSpec:
     endpoint: Optional[str] = None
     credentials: str = "env"  # env | profile:<name>
     fan_out: bool = True  # hosts pass the store's parts on to each other (false: every host reads the store)
+    peer_wait: int = 60  # seconds without a peer's progress before its parts come from the store
 
 
 DEFAULT_COMPILE_CACHE_DIR = "/var/cache/deployctl/compile"

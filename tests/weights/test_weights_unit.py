@@ -76,7 +76,7 @@ def test_progress_line():
     assert parse_progress("Traceback") is None
 
 
-def _stage(spec_name: str, held: dict[str, dict] | None = None, fan_out: bool = True):
+def _stage(spec_name: str, held: dict[str, dict] | None = None, fan_out: bool = True, peer_wait: int = 60):
     from dataclasses import replace
     from pathlib import Path
 
@@ -86,7 +86,7 @@ def _stage(spec_name: str, held: dict[str, dict] | None = None, fan_out: bool = 
     from deployctl.weights.source import parse_source
 
     spec = load_spec(Path(__file__).parents[1] / "fixtures" / "specs" / "examples" / spec_name)
-    spec = replace(spec, weights=replace(spec.weights, fan_out=fan_out))
+    spec = replace(spec, weights=replace(spec.weights, fan_out=fan_out, peer_wait=peer_wait))
     objects = (SourceObject("m/a", "a", 10, "e1"), SourceObject("m/b", "b", 20, "e2"))
     facts = {host: HostFacts(weights=HostState((held or {}).get(host, {}), {p: e["size"] for p, e in
                                                                           (held or {}).get(host, {}).items()},
@@ -104,7 +104,7 @@ def test_hosts_fetching_from_a_store_share_the_parts_each_file_among_the_hosts_t
     assert fetches["node2"].holders == {"b": ("node1", "node2")}
     assert "shared with 1 peer host(s)" in fetches["node1"].display()
     job = build_job(fetches["node2"], {"m/b": "http://s/m/b?sig"}, host="node2", token="tok")
-    assert job["swarm"] == {"token": "tok", "me": "node2", "peer_concurrency": 4,
+    assert job["swarm"] == {"token": "tok", "me": "node2", "peer_concurrency": 4, "peer_wait": 60,
                             "peers": {"node1": ["192.0.2.21", 29471], "node2": ["192.0.2.22", 29471]}}
     assert job["files"][0]["holders"] == ["node1", "node2"]
     # Without the executor's token (or alone) the job is the plain one: every part from the store.
@@ -142,3 +142,23 @@ def test_fan_out_is_a_boolean_at_its_path():
     with pytest.raises(SpecError) as caught:
         load_spec_text(text.replace("weights:", "weights:\n  fan_out: sometimes", 1))
     assert [(p.path, p.line) for p in caught.value.problems] == [(("weights", "fan_out"), 11)], caught.value.lines()
+
+
+def test_peer_wait_is_seconds_within_its_bounds_at_its_path_and_reaches_the_swarm():
+    from pathlib import Path
+
+    from deployctl.errors import SpecError
+    from deployctl.spec.load import load_spec_text
+
+    text = (Path(__file__).parents[1] / "fixtures" / "specs" / "examples" / "pd-2hosts.yaml").read_text()
+    assert load_spec_text(text).weights.peer_wait == 60
+    for value in (5, 3600):
+        assert load_spec_text(text.replace("weights:", f"weights:\n  peer_wait: {value}", 1)).weights.peer_wait == value
+    for value in (4, 3601, "'10s'", 2.5):
+        with pytest.raises(SpecError) as caught:
+            load_spec_text(text.replace("weights:", f"weights:\n  peer_wait: {value}", 1))
+        assert [(p.path, p.line) for p in caught.value.problems] == [(("weights", "peer_wait"), 11)], value
+    stage = _stage("pd-2hosts.yaml", peer_wait=7)
+    fetch = stage.steps[0].actions[0]
+    job = build_job(fetch, {o.key: "u" for o in fetch.objects}, host=stage.steps[0].host, token="tok")
+    assert job["swarm"]["peer_wait"] == 7
