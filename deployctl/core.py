@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Sequence, Union
 
 
 class Secret:
@@ -47,3 +47,18 @@ class Command:
             return text
         shown = repr(self.stdin) if isinstance(self.stdin, Secret) else f"<{len(self.stdin)} bytes>"
         return f"{text}  # stdin: {shown}"
+
+
+def flag_value(words: Sequence, flags: Sequence[str]) -> Optional[str]:
+    """The value the last of `flags` takes in an argv (`--flag X` or `--flag=X`, as argparse reads it); None where
+    none is given: the one reader of a rendered or extra-args argv, so no caller walks the words by hand."""
+    words = [str(w) for w in words]
+    value = None
+    for i, word in enumerate(words):
+        name, eq, rest = word.partition("=")
+        if name in flags:
+            if eq:
+                value = rest
+            elif i + 1 < len(words):
+                value = words[i + 1]
+    return value

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from deployctl.core import Command
+from deployctl.core import Command, flag_value
 from deployctl.servers.fields import Flag
 
 FLAG = "--shutdown-timeout"
@@ -34,12 +34,7 @@ def stop_grace(words: Sequence[str], floor: Optional[int] = None) -> int:
     --shutdown-timeout flag; None: DEFAULT_SHUTDOWN_TIMEOUT), or the server's own --shutdown-timeout where that is
     longer: docker's SIGKILL would cut its drain short."""
     floor = DEFAULT_SHUTDOWN_TIMEOUT if floor is None else floor
-    own = None
-    for i, word in enumerate(words):
-        if word == FLAG and i + 1 < len(words):
-            own = words[i + 1]
-        elif word.startswith(FLAG + "="):
-            own = word.split("=", 1)[1]
+    own = flag_value(words, (FLAG,))
     return max(floor, int(own)) if own is not None and own.isdigit() else floor
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterator, Optional
 
+from deployctl.core import flag_value
 from deployctl.errors import Problem
 from deployctl.spec.dp_groups import connector_port_range
 from deployctl.spec.profiles import (
@@ -286,12 +287,7 @@ def _flags(c: Context, unit: Unit) -> list[str]:
 
 def _flag_value(c: Context, unit: Unit, flags: tuple[str, ...]) -> Optional[str]:
     words = (c.value(("model", "extra_args"), list) or []) + (c.value(unit.path + ("model", "extra_args"), list) or [])
-    value = None
-    for i, word in enumerate(words):
-        name, eq, rest = str(word).partition("=")
-        if name in flags:
-            value = rest if eq else (str(words[i + 1]) if i + 1 < len(words) else None)
-    return value
+    return flag_value(words, flags)
 
 
 def _context_parallel(c: Context, prefill: list, decode: list) -> Iterator[Problem]:

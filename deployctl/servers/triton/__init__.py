@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
+from deployctl.core import flag_value
 from deployctl.errors import Problem
 from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
@@ -36,12 +37,7 @@ def _reads_only_gpu_memory(extra_args) -> bool:
 
 def gpu_memory_utilization(extra_args: tuple[str, ...]) -> float:
     """`--gpu-memory-utilization X` (or `=X`) among the vLLM extra args sets it; 0.9 otherwise."""
-    value = None
-    for i, word in enumerate(extra_args):
-        if word.startswith("--gpu-memory-utilization="):
-            value = word.split("=", 1)[1]
-        elif word == "--gpu-memory-utilization" and i + 1 < len(extra_args):
-            value = extra_args[i + 1]
+    value = flag_value(extra_args, (GPU_MEMORY_UTILIZATION,))
     if value is None:
         return DEFAULT_GPU_MEMORY_UTILIZATION
     try:
