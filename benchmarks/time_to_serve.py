@@ -157,11 +157,17 @@ def _row(r: dict) -> str:
             + (f"; copy {r['via']}, {r['controller_bytes']} B through the control machine" if r["via"] else ""))
 
 
-def report_real(runs: dict) -> int:
-    median = {kind: {k: statistics.median(r[k] for r in rs) for k in ("wall", "first_token", "server", "compile",
-                                                                      "cache_stage", "ledger_sum")}
+def medians(runs: dict) -> tuple[dict, float]:
+    """Per kind (cold, warm, copied), the median of each figure over the rounds; and the worst distance between
+    the ledger's phases and the wall time, as a fraction of the wall time."""
+    median = {kind: {k: statistics.median(r[k] for r in rs) for k in rs[0]
+                     if isinstance(rs[0][k], (int, float)) and not isinstance(rs[0][k], bool)}
               for kind, rs in runs.items()}
-    worst_sum = max(abs(r["ledger_sum"] - r["wall"]) / r["wall"] for rs in runs.values() for r in rs)
+    return median, max(abs(r["ledger_sum"] - r["wall"]) / r["wall"] for rs in runs.values() for r in rs)
+
+
+def report_real(runs: dict) -> int:
+    median, worst_sum = medians(runs)
     print(f"real engine (vLLM {_version()} CPU, compiled), {len(runs['cold'])} round(s), medians:")
     for kind, m in median.items():
         print(f"  {kind:6}: up wall {m['wall']:.1f} s, first token after {m['first_token']:.1f} s, server start to "
@@ -211,10 +217,7 @@ def main() -> int:
                 runs["copied"].append(up(peers))
     finally:
         bed.down()
-    median = {kind: {k: statistics.median(r[k] for r in rs) for k in rs[0]
-                   if k not in ("via", "phases", "server_phases")}
-              for kind, rs in runs.items()}
-    worst_sum = max(abs(r["ledger_sum"] - r["wall"]) / r["wall"] for rs in runs.values() for r in rs)
+    median, worst_sum = medians(runs)
     print(f"stand-in compile {args.compile_s:g} s, {args.rounds} round(s), medians:")
     for kind, m in median.items():
         print(f"  {kind:6}: up wall {m['wall']:.2f} s, first token after {m['first_token']:.2f} s, server start to "
