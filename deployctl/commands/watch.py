@@ -161,18 +161,27 @@ def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
     known = {name: obs.container_id for name, obs in state.observations.items()}
     secrets = _secrets(spec)
     serving = {i.host for i in spec.instances}
+    failures: dict[str, str] = {}  # host -> why it did not answer (said with its servers, redacted)
 
     def one(transport):
         probes = watch_probes(spec, transport.name, state.log_since, hang_timeout)
         try:
             return host_facts_from(run_probes(transport, probes, timeout=60 + hang_timeout))
-        except DeployctlError:
+        except DeployctlError as error:
+            from deployctl.diagnose.redact import redact_text
+
+            failures[transport.name] = redact_text(error.message, secrets)
             return None
 
     facts = on_hosts({name: t for name, t in transports.items() if name in serving}, one)
     observations = []
     for host, found in facts.items():
-        observations.extend(observe(spec, host, found, now, known, secrets))
+        seen = observe(spec, host, found, now, known, secrets)
+        if host in failures:
+            from dataclasses import replace
+
+            seen = [replace(o, detail=f"its host did not answer this probe: {failures[host]}") for o in seen]
+        observations.extend(seen)
         for name, new in ((found.new_log_lines if found else None) or {}).items():
             if new.last:
                 state.log_since[name] = new.last

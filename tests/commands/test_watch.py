@@ -273,6 +273,29 @@ def test_a_host_whose_docker_daemon_is_down_fails_the_probe_with_a_message(monke
     assert {x["verdict"] for x in lines if x.get("host") == "node2" and x["type"] == "observation"} == {"unreachable"}
 
 
+def test_a_host_that_cannot_be_asked_says_why_with_its_servers_redacted(monkeypatch, capsys, executed):
+    """A host whose probe ends in an error (no SSH banner, a timeout) showed only "its host did not answer this
+    probe": the error itself is said with its servers, redacted like every text watch quotes."""
+    from deployctl.errors import DeployctlError
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    spec = load_spec_text((QWEN3 % "external").replace("topology:", "env: {HF_TOKEN: '${HF_TOKEN}'}\ntopology:"))
+
+    def facts_of(host):
+        if host == "node2":
+            raise DeployctlError(f"node2: no SSH banner within 60 s (while sending {TOKEN})")
+        return host_facts(spec, host, 0.0)
+
+    transports = probed_through(monkeypatch, spec, facts_of)
+    code = watch.watch_once(spec, transports, watch.WatchState(), args(), watch.Output(UI(output="json")))
+    out = capsys.readouterr().out
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert code == 1 and executed.plans == [] and TOKEN not in out
+    reasons = {x["reason"] for x in lines if x.get("host") == "node2" and x["type"] == "observation"}
+    assert reasons == {"its host did not answer this probe: node2: no SSH banner within 60 s (while sending "
+                       "<redacted>)"}, reasons
+
+
 @pytest.mark.parametrize("damage", [
     "[]", "{not json", '{"version": 1, "observations": []}', '{"version": 1, "restarted": {"a": "soon"}}',
     '{"version": 1, "restarted": {"a": NaN}}', '{"version": 1, "log_since": {"a": "--until=now"}}',
