@@ -13,11 +13,11 @@ from deployctl.facts.probe import Probe
 
 LOG_LINES = 2000  # new lines read per container and probe (the newest); a signature in a flood of more is missed
 
-# args: PORT/HEALTH_PATH words. Per server: `MARK PORT CODE` (MARK: facts/docker_logs.py; 000: no answer within
-# 2 s), then its /metrics text.
+# args: SECONDS, then PORT/HEALTH_PATH words. Per server: `MARK PORT CODE` (MARK: facts/docker_logs.py; 000: no
+# answer within SECONDS), then its /metrics text.
 PROGRESS_SCRIPT = (
-    'for x in "$@"; do p=${x%%/*}; printf "' + MARK + ' %s %s\\n" "$p" "$(curl --silent --max-time 2 --output '
-    '/dev/null --write-out "%{http_code}" "http://127.0.0.1:$p/${x#*/}")"; curl --silent --max-time 2 '
+    't=$1; shift; for x in "$@"; do p=${x%%/*}; printf "' + MARK + ' %s %s\\n" "$p" "$(curl --silent --max-time "$t" '
+    '--output /dev/null --write-out "%{http_code}" "http://127.0.0.1:$p/${x#*/}")"; curl --silent --max-time "$t" '
     '"http://127.0.0.1:$p/metrics"; echo; done; true'
 )
 # args: "NAME SINCE" words, SINCE a docker timestamp or `-` (no baseline yet: only the newest line, for its time).
@@ -37,9 +37,9 @@ class ServerProgress:
     engines: Mapping[str, Engine]  # engine index -> counters; empty: no /metrics in vLLM's names
 
 
-def progress_probe(targets: tuple[tuple[int, str], ...]) -> Probe:
-    """(port, health path) of each API server on the host."""
-    argv = ("sh", "-c", PROGRESS_SCRIPT, "sh", *(f"{port}{path}" for port, path in targets))
+def progress_probe(targets: tuple[tuple[int, str], ...], wait: float = 2.0) -> Probe:
+    """(port, health path) of each API server on the host; `wait`: seconds each read (health, /metrics) may take."""
+    argv = ("sh", "-c", PROGRESS_SCRIPT, "sh", f"{wait:g}", *(f"{port}{path}" for port, path in targets))
     return Probe(argv, parse_progress, "progress", tool_name="curl")
 
 

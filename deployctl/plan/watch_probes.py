@@ -35,7 +35,9 @@ def watch_probes(spec: Spec, host: str, since: Mapping[str, Optional[str]], hang
     probes = [deployed_probe("", (), ())]
     served = tuple((i.port, health_path(spec, i)) for i in here if i.port is not None)
     if served:
-        probes.append(progress_probe(served))
+        # a server busy enough to answer its health path late is still alive: its reads wait as long as the
+        # one-token generate may (at least 2 s)
+        probes.append(progress_probe(served, max(2.0, hang_timeout)))
     engines = tuple((i.port, ONE_TOKEN_PATH) for i in here if i.port is not None and not is_front(spec, i))
     if engines and flavour_of(spec).supports(Feature.ONE_TOKEN_LIVENESS):
         probes.append(liveness_probe(engines, one_token_body(spec), hang_timeout))

@@ -289,7 +289,9 @@ def test_each_host_is_asked_once_with_every_question_and_the_front_gets_no_one_t
     spec = qwen3()
     probes = watch_probes(spec, "node1", {"qwen3-prefill0-r0": "2026-11-25T23:10:16.000000001Z"}, 3)
     assert [p.key for p in probes] == ["deployed", "progress", "liveness", "new_log_lines"]
-    assert probes[1].argv[4:] == ("9100/health", "9101/health", "8000/healthcheck")
+    # the health and /metrics reads wait as long as the one-token generate may (3 s here; at least 2)
+    assert probes[1].argv[4] == "3" and probes[1].argv[5:] == ("9100/health", "9101/health", "8000/healthcheck")
+    assert watch_probes(spec, "node1", {}, 0.5)[1].argv[4] == "2"
     assert probes[2].argv[4] == "3" and probes[2].argv[6:] == ("9100/v1/completions", "9101/v1/completions")
     assert probes[3].argv[4:] == ("qwen3-prefill0-r0 2026-11-25T23:10:16.000000001Z", "qwen3-prefill0-r1 -",
                                   "qwen3-proxy -")

@@ -113,9 +113,10 @@ def test_up_serves_the_real_engine_and_its_life_rerun_status_watch_down_and_a_wa
         verdicts, began = [], time.monotonic()
         try:
             while time.monotonic() - began < SATURATE_S:
-                # the bed's hosts share this machine's 2 cores with the saturated engine: a slow SSH banner here
-                # is the machine's, not the host's, so the probe waits longer for it than a user's default
-                lines = watch_once(deployctl, path, "--connect-timeout", "60")
+                # the bed's hosts share this machine's 2 cores with the saturated engine: a slow SSH banner, or a
+                # /health answered after 2 s, is the machine's, not the host's, so the probe waits longer for them
+                # than a user's default (the health and /metrics reads wait as long as --hang-timeout)
+                lines = watch_once(deployctl, path, "--connect-timeout", "60", "--hang-timeout", "10")
                 assert not [line for line in lines if line["type"] == "action"], lines
                 verdicts += [(line["instance"], line["verdict"], line["reason"]) for line in lines]
         finally:
