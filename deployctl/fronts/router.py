@@ -37,6 +37,7 @@ ROUTER = "vllm-router"  # its kind
 class Router(FrontKind):
     name = ROUTER
     role = "router"
+    launch: tuple[str, ...] = (ROUTER_COMMAND,)  # the words that start it, before its flags
     drains = True
     title = "the vllm-router"
     modes = ("mixed",)
@@ -56,13 +57,13 @@ class Router(FrontKind):
                  upstream: bool) -> Optional["Instance"]:
         from deployctl.spec.model import Instance
 
-        return Instance(role="router", index=0, host=front.host, devices=(), port=front.port,
+        return Instance(role=self.role, index=0, host=front.host, devices=(), port=front.port,
                         name=f"{deployment}-router", tp=0, path=("topology", "front"),
                         metrics_port=front.metrics_port)
 
     def container(self, spec: "Spec", instance: "Instance",
                   address_of: Mapping[str, str]) -> Optional["Container"]:
-        return router_container(spec, instance, address_of)
+        return router_container(spec, instance, address_of, self.launch)
 
     def health_path(self) -> Optional[str]:
         return ROUTER_HEALTH_PATH
@@ -74,7 +75,7 @@ class Router(FrontKind):
         return instance.metrics_port
 
     def export_refusal(self) -> Optional[tuple[str, str]]:
-        return ("the vllm-router front (topology.front) is not exported: on a cluster the deployment's Service "
+        return (f"the {self.name} front (topology.front) is not exported: on a cluster the deployment's Service "
                 "balances its servers, and a rollout drains them by readiness",
                 "remove topology.front from a copy of the spec to export it")
 
@@ -97,11 +98,13 @@ class Router(FrontKind):
         return {url.split("://", 1)[-1].rstrip("/"): "mixed" for url in json.loads(text)["urls"]}
 
 
-def router_command(spec: "Spec", instance: "Instance", address_of: Optional[Mapping[str, str]]) -> tuple[str, ...]:
+def router_command(spec: "Spec", instance: "Instance", address_of: Optional[Mapping[str, str]],
+                   launch: tuple[str, ...] = (ROUTER_COMMAND,)) -> tuple[str, ...]:
     """`vllm-router --host 0.0.0.0 --port P --prometheus-host 0.0.0.0 --prometheus-port M --worker-urls URL...
     [--policy P]`: every mixed API server (None: without the list, its identity). Its metrics listen on
-    127.0.0.1:29000 unless told (vllm_router/router_args.py, 0.1.17): on all addresses here, for Prometheus."""
-    words = [ROUTER_COMMAND, "--host", "0.0.0.0", "--port", str(instance.port)]
+    127.0.0.1:29000 unless told (vllm_router/router_args.py, 0.1.17): on all addresses here, for Prometheus.
+    sglang-router, which vllm-router forked, takes the same flags after its own `launch` words."""
+    words = [*launch, "--host", "0.0.0.0", "--port", str(instance.port)]
     if instance.metrics_port is not None:
         words += ["--prometheus-host", "0.0.0.0", "--prometheus-port", str(instance.metrics_port)]
     if address_of is not None:
@@ -111,13 +114,16 @@ def router_command(spec: "Spec", instance: "Instance", address_of: Optional[Mapp
     return tuple(words)
 
 
-def router_container(spec: "Spec", instance: "Instance", address_of: Mapping[str, str]) -> "Container":
-    """The vllm-router's container: its own image, no devices, the deployment's labels, host networking."""
+def router_container(spec: "Spec", instance: "Instance", address_of: Mapping[str, str],
+                     launch: tuple[str, ...] = (ROUTER_COMMAND,)) -> "Container":
+    """A router's container (vllm-router's, or sglang-router's by its `launch`): its own image, no devices, the
+    deployment's labels, host networking."""
     from deployctl.plan.container_types import LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE, Container
 
     return Container(
         name=instance.name, instance=instance, image=(spec.front_spec.image if spec.front_spec else None) or "",
         devices=(), mounts=(), env=(), env_file=None, secret_env=(),
         labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),
-        command=router_command(spec, instance, address_of), identity_command=router_command(spec, instance, None),
+        command=router_command(spec, instance, address_of, launch),
+        identity_command=router_command(spec, instance, None, launch),
     )

@@ -22,12 +22,12 @@ import json
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.core import Command
-from deployctl.fronts.base import CALL_TIMEOUT, AnswerTarget, Backend, FrontKind, backends
+from deployctl.fronts.base import CALL_TIMEOUT, Backend
+from deployctl.fronts.router import Router
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
-    from deployctl.plan.container_types import Container
-    from deployctl.spec.model import FrontSpec, Instance, Spec
+    from deployctl.spec.model import Instance
     from deployctl.spec.rules import Context
 
 SGLANG_ROUTER = "sglang-router"  # its kind, and the role of the instance that runs it
@@ -77,12 +77,14 @@ done
 echo "sglang-router on port $p does not list $u as healthy $n s after POST /workers" >&2; exit 1'''
 
 
-class SglangRouter(FrontKind):
+class SglangRouter(Router):
+    """vllm-router's container, instance, answer targets and export refusal (fronts/router.py; the same flags, after
+    its own launch words); its own checks, health path and worker API."""
+
     name = SGLANG_ROUTER
     role = SGLANG_ROUTER
-    drains = True
+    launch = LAUNCH_ROUTER
     title = "the sglang-router"
-    modes = ("mixed",)
     default_metrics_port = DEFAULT_METRICS_PORT
 
     def check(self, c: "Context", front: Mapping, path: tuple) -> Iterator["Problem"]:
@@ -99,48 +101,14 @@ class SglangRouter(FrontKind):
             yield Problem(path + ("policy",), f"sglang-router {VERSION} has no policy {policy!r} (its --policy "
                                               f"takes {', '.join(POLICIES)})", hint="policy: round_robin")
 
-    def instance(self, deployment: str, front: "FrontSpec", topology: Mapping,
-                 upstream: bool) -> Optional["Instance"]:
-        from deployctl.spec.model import Instance
-
-        return Instance(role=SGLANG_ROUTER, index=0, host=front.host, devices=(), port=front.port,
-                        name=f"{deployment}-router", tp=0, path=("topology", "front"),
-                        metrics_port=front.metrics_port)
-
-    def container(self, spec: "Spec", instance: "Instance",
-                  address_of: Mapping[str, str]) -> Optional["Container"]:
-        from deployctl.plan.container_types import LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE, Container
-
-        return Container(
-            name=instance.name, instance=instance, image=(spec.front_spec.image if spec.front_spec else None) or "",
-            devices=(), mounts=(), env=(), env_file=None, secret_env=(),
-            labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),
-            command=router_command(spec, instance, address_of), identity_command=router_command(spec, instance, None),
-        )
-
     def health_path(self) -> Optional[str]:
         return HEALTH_PATH
-
-    def pulls_own_image(self) -> bool:
-        return True
 
     def metrics_port(self, instance: "Instance") -> Optional[int]:
         # It serves its own metrics there (smg_* names, not vllm-router's vllm_router_*), but the monitoring pack's
         # router panels are vllm-router's: until the pack reads a front's names from its kind, Prometheus probes
         # its health instead, and the port stays reserved in the spec's port set
         return None
-
-    def export_refusal(self) -> Optional[tuple[str, str]]:
-        return ("the sglang-router front (topology.front) is not exported: on a cluster the deployment's Service "
-                "balances its servers, and a rollout drains them by readiness",
-                "remove topology.front from a copy of the spec to export it")
-
-    def answer_targets(self, spec: "Spec", front: "Instance") -> tuple[AnswerTarget, ...]:
-        """Each mixed server, then the router."""
-        return tuple((i.name, i, None) for i in spec.api_servers if i is not front) + ((front.name, front, None),)
-
-    def why_fixed(self, spec: "Spec") -> str:
-        return ""
 
     def change_commands(self, port: int, changed: tuple[Backend, ...], verb: str) -> tuple[Command, ...]:
         script = ADD_SCRIPT if verb == "add" else REMOVE_SCRIPT
@@ -164,17 +132,4 @@ def _role(worker_type) -> str:
     if isinstance(worker_type, dict) and worker_type:  # {"prefill": {...}} in P/D mode
         return str(next(iter(worker_type)))
     return str(worker_type)
-
-
-def router_command(spec: "Spec", instance: "Instance", address_of: Optional[Mapping[str, str]]) -> tuple[str, ...]:
-    """`python3 -m sglang_router.launch_router --host 0.0.0.0 --port P --prometheus-host 0.0.0.0 --prometheus-port M
-    --worker-urls URL... [--policy P]` (None: without the list, its identity)."""
-    words = [*LAUNCH_ROUTER, "--host", "0.0.0.0", "--port", str(instance.port)]
-    if instance.metrics_port is not None:
-        words += ["--prometheus-host", "0.0.0.0", "--prometheus-port", str(instance.metrics_port)]
-    if address_of is not None:
-        words += ["--worker-urls", *(b.url for b in backends(spec, address_of))]
-    if spec.front_spec is not None and spec.front_spec.policy:
-        words += ["--policy", spec.front_spec.policy]
-    return tuple(words)
 
