@@ -88,7 +88,8 @@ def run(args, ui) -> int:
 def _cards(args, ui, spec, data) -> tuple[dict, str]:
     """Cards per serving host: requirements.cards where the spec writes it, else what the hosts' npu-smi or
     nvidia-smi count (one round trip each)."""
-    from deployctl.tune.cards import card_budget, written_cards
+    from deployctl.spec.schema import written_cards
+    from deployctl.tune.cards import card_budget
     from deployctl.tune.space import serving_hosts
 
     names = serving_hosts(data)

@@ -28,7 +28,7 @@ def check_npu_count(requirements: Requirements, facts: HostFacts) -> Finding:
     if info is not None and not info.ok:
         ret = f" (ret {info.dcmi_ret})" if info.dcmi_ret is not None else ""
         return Finding("npu_count", FAIL, f"npu-smi info: {info.error}{ret}", expected, DCMI_FIX)
-    count = facts.npu_count.total_count if facts.npu_count else (info.card_count if info else None)
+    count = facts.npus_counted()
     if count is None:
         return unknown("npu_count", facts, "npu_count", "npu-smi", expected)
     if count >= requirements.cards:

@@ -204,6 +204,12 @@ class HostFacts:
     progress: Optional[Mapping[int, "ServerProgress"]] = None  # port -> health code and /metrics (`watch`)
     new_log_lines: Optional[Mapping[str, "NewLines"]] = None  # container -> its log lines since a stamp (`watch`)
 
+    def npus_counted(self) -> Optional[int]:
+        """Its NPUs: `npu-smi info -l`'s count, else the `npu-smi info` table's cards; None where neither says."""
+        if self.npu_count is not None:
+            return self.npu_count.total_count
+        return self.npu.card_count if self.npu is not None else None
+
     def probe_error(self, key: str) -> Optional[str]:
         for name, message in self.probe_errors:
             if name == key:

@@ -9,6 +9,7 @@ import json
 import math
 from dataclasses import replace
 from importlib import resources
+from typing import Optional
 
 from deployctl.errors import Problem
 from deployctl.spec.locate import Document, Path
@@ -162,11 +163,17 @@ def _printable(path: Path) -> Path:
     return tuple(repr(part)[1:-1] if isinstance(part, str) and control_character(part) else part for part in path)
 
 
-def _cards(data) -> int:
-    """requirements.cards when it is a usable count (device ids are 0..cards-1), else the default 8."""
+def written_cards(data) -> Optional[int]:
+    """requirements.cards when the document writes a usable count (device ids are 0..cards-1), else None."""
     requirements = data.get("requirements") if isinstance(data, dict) else None
     cards = requirements.get("cards") if isinstance(requirements, dict) else None
-    return cards if isinstance(cards, int) and not isinstance(cards, bool) and cards >= 1 else 8
+    return cards if isinstance(cards, int) and not isinstance(cards, bool) and cards >= 1 else None
+
+
+def _cards(data) -> int:
+    """requirements.cards when it is a usable count, else the default 8."""
+    written = written_cards(data)
+    return 8 if written is None else written
 
 
 def _rewrite(error, path: Path, cards: int = 8) -> list[tuple[Problem, bool]]:

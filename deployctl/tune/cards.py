@@ -8,13 +8,7 @@ from typing import Mapping, Optional
 
 from deployctl.facts.model import HostFacts
 from deployctl.spec.rules import DEFAULT_CARDS
-
-
-def written_cards(data: dict) -> Optional[int]:
-    """requirements.cards as the spec writes it, or None where it does not."""
-    requirements = data.get("requirements")
-    cards = requirements.get("cards") if isinstance(requirements, dict) else None
-    return cards if isinstance(cards, int) and not isinstance(cards, bool) and cards >= 1 else None
+from deployctl.spec.schema import written_cards
 
 
 def counted_cards(platform: str, facts: Optional[HostFacts]) -> Optional[int]:
@@ -26,9 +20,7 @@ def counted_cards(platform: str, facts: Optional[HostFacts]) -> Optional[int]:
         return len(facts.gpus) if facts.gpus is not None else None
     if facts.npu is not None and not facts.npu.ok:
         return None  # the driver did not answer (dcmi): no count, not zero cards
-    if facts.npu_count is not None:
-        return facts.npu_count.total_count
-    return facts.npu.card_count if facts.npu is not None else None
+    return facts.npus_counted()
 
 
 def card_budget(data: dict, hosts: list[str], facts: Mapping[str, HostFacts]) -> tuple[dict[str, int], str]:
