@@ -166,13 +166,18 @@ def medians(runs: dict) -> tuple[dict, float]:
     return median, max(abs(r["ledger_sum"] - r["wall"]) / r["wall"] for rs in runs.values() for r in rs)
 
 
+def print_medians(title: str, median: dict, digits: int) -> None:
+    """One line per kind: wall, first token, server start, graph phase and compile-cache stage (medians)."""
+    print(f"{title}, medians:")
+    for kind, m in median.items():
+        print(f"  {kind:6}: up wall {m['wall']:.{digits}f} s, first token after {m['first_token']:.{digits}f} s, "
+              f"server start to ready {m['server']:.{digits}f} s (graph compiled {m['compile']:.{digits}f} s), "
+              f"compile-cache stage {m['cache_stage']:.{digits}f} s")
+
+
 def report_real(runs: dict) -> int:
     median, worst_sum = medians(runs)
-    print(f"real engine (vLLM {_version()} CPU, compiled), {len(runs['cold'])} round(s), medians:")
-    for kind, m in median.items():
-        print(f"  {kind:6}: up wall {m['wall']:.1f} s, first token after {m['first_token']:.1f} s, server start to "
-              f"ready {m['server']:.1f} s (graph compiled {m['compile']:.1f} s), compile-cache stage "
-              f"{m['cache_stage']:.1f} s")
+    print_medians(f"real engine (vLLM {_version()} CPU, compiled), {len(runs['cold'])} round(s)", median, 1)
     cold = median["cold"]
     print(f"first token, cold / warm {cold['first_token'] / median['warm']['first_token']:.2f}x, cold / copied "
           f"{cold['first_token'] / median['copied']['first_token']:.2f}x; server start, cold / warm "
@@ -218,11 +223,7 @@ def main() -> int:
     finally:
         bed.down()
     median, worst_sum = medians(runs)
-    print(f"stand-in compile {args.compile_s:g} s, {args.rounds} round(s), medians:")
-    for kind, m in median.items():
-        print(f"  {kind:6}: up wall {m['wall']:.2f} s, first token after {m['first_token']:.2f} s, server start to "
-              f"ready {m['server']:.2f} s (graph compiled {m['compile']:.2f} s), compile-cache stage "
-              f"{m['cache_stage']:.2f} s")
+    print_medians(f"stand-in compile {args.compile_s:g} s, {args.rounds} round(s)", median, 2)
     ratio = median["cold"]["first_token"] / median["warm"]["first_token"]
     copied = median["cold"]["first_token"] / median["copied"]["first_token"]
     print(f"ledger vs measured wall: worst difference {100 * worst_sum:.1f} % (target <= 5 %) "
