@@ -95,17 +95,13 @@ def _cards(args, ui, spec, data) -> tuple[dict, str]:
     names = serving_hosts(data)
     facts = {}
     if written_cards(data) is None and names:
-        from deployctl.facts import npu_smi
         from deployctl.facts.assemble import host_facts_from
-        from deployctl.facts.probe import Probe
-        from deployctl.facts.probes import NPU_SMI, gpu_probes
+        from deployctl.facts.probes import gpu_count_probe, npu_count_probes
         from deployctl.fanout import on_hosts
         from deployctl.gather import run_probes
         from deployctl.hosts import connect_options, connected
 
-        probes = gpu_probes()[:1] if spec.platform == "gpu" else (
-            Probe((NPU_SMI, "info"), npu_smi.parse_npu_smi_info, "npu_info", parse_failed_output=True),
-            Probe((NPU_SMI, "info", "-l"), npu_smi.parse_npu_smi_count, "npu_count"))
+        probes = (gpu_count_probe(),) if spec.platform == "gpu" else npu_count_probes()
         with connected(spec, hosts=[spec.host(n) for n in names], options=connect_options(args, ui)) as transports:
             facts = on_hosts(transports, lambda t: host_facts_from(run_probes(t, probes, timeout=60), disk_path=None))
     cards, said = card_budget(data, names, facts)

@@ -23,11 +23,16 @@ def _hccn(device: int, what: str, parse) -> Probe:
     return Probe((HCCN_TOOL, "-i", str(device), f"-{what}", "-g"), parse, f"hccn_{what}:{device}")
 
 
+def npu_count_probes() -> tuple[Probe, ...]:
+    """What counts a host's NPUs (HostFacts.npus_counted): `npu-smi info` and `npu-smi info -l`."""
+    return (Probe((NPU_SMI, "info"), npu_smi.parse_npu_smi_info, "npu_info", parse_failed_output=True),
+            Probe((NPU_SMI, "info", "-l"), npu_smi.parse_npu_smi_count, "npu_count"))
+
+
 def npu_probes(devices: tuple[int, ...], *, disaggregated: bool = False) -> tuple[Probe, ...]:
     boards = devices[:1] or (0,)  # one card's board answers for the host's driver and firmware
     probes = [
-        Probe((NPU_SMI, "info"), npu_smi.parse_npu_smi_info, "npu_info", parse_failed_output=True),
-        Probe((NPU_SMI, "info", "-l"), npu_smi.parse_npu_smi_count, "npu_count"),
+        *npu_count_probes(),
         *(Probe((NPU_SMI, "info", "-t", "board", "-i", str(d)), npu_smi.parse_npu_smi_board, f"board:{d}")
           for d in boards),
         Probe(("cat", files.VERSION_INFO), files.parse_version_info, "version_info"),
@@ -40,11 +45,16 @@ def npu_probes(devices: tuple[int, ...], *, disaggregated: bool = False) -> tupl
     return tuple(probes)
 
 
-def gpu_probes() -> tuple[Probe, ...]:
+def gpu_count_probe() -> Probe:
+    """What lists a host's GPUs (HostFacts.gpus): nvidia-smi's GPU query."""
     gpus = ("nvidia-smi", f"--query-gpu={','.join(GPU_QUERY)}", "--format=csv,noheader,nounits")
+    return Probe(gpus, functools.partial(nvidia_smi.parse_nvidia_smi_query_gpu, fields=GPU_QUERY), "gpus")
+
+
+def gpu_probes() -> tuple[Probe, ...]:
     apps = ("nvidia-smi", f"--query-compute-apps={','.join(APP_QUERY)}", "--format=csv,noheader,nounits")
     return (
-        Probe(gpus, functools.partial(nvidia_smi.parse_nvidia_smi_query_gpu, fields=GPU_QUERY), "gpus"),
+        gpu_count_probe(),
         Probe(apps, functools.partial(nvidia_smi.parse_nvidia_smi_compute_apps, fields=APP_QUERY), "gpu_apps"),
         # the runtimes: only the nvidia_runtime check reads them (each docker CLI start costs the host ~40 ms)
         Probe(("docker", "info", "--format", JSON), docker.parse_docker_info, "docker_info"),
