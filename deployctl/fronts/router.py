@@ -42,16 +42,19 @@ class Router(FrontKind):
     title = "the vllm-router"
     modes = ("mixed",)
     default_metrics_port = DEFAULT_ROUTER_METRICS_PORT
+    # what validate says of it in front of P/D servers (message, hint), and where its image comes from
+    disaggregated_refusal = ("deployctl runs vllm-router in front of mixed servers only; vllm-ascend's P/D (the "
+                             "Mooncake connector) is fronted by its own proxy", "kind: proxy")
+    image_hint = ROUTER_IMAGE_HINT
 
     def check(self, c: "Context", front: Mapping, path: tuple) -> Iterator["Problem"]:
         from deployctl.errors import Problem
 
         if c.mode == "disaggregated":
-            yield Problem(path + ("kind",), "deployctl runs vllm-router in front of mixed servers only; "
-                                            "vllm-ascend's P/D (the Mooncake connector) is fronted by its own proxy",
-                          hint="kind: proxy")
+            message, hint = self.disaggregated_refusal
+            yield Problem(path + ("kind",), message, hint=hint)
         if "image" not in front:
-            yield Problem(path, "kind vllm-router needs front.image", hint=ROUTER_IMAGE_HINT)
+            yield Problem(path, f"kind {self.name} needs front.image", hint=self.image_hint)
 
     def instance(self, deployment: str, front: "FrontSpec", topology: Mapping,
                  upstream: bool) -> Optional["Instance"]:

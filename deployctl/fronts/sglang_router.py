@@ -78,24 +78,22 @@ echo "sglang-router on port $p does not list $u as healthy $n s after POST /work
 
 
 class SglangRouter(Router):
-    """vllm-router's container, instance, answer targets and export refusal (fronts/router.py; the same flags, after
-    its own launch words); its own checks, health path and worker API."""
+    """vllm-router's container, instance, checks, answer targets and export refusal (fronts/router.py; the same
+    flags, after its own launch words); its own P/D refusal, image hint, policy check, health path and worker API."""
 
     name = SGLANG_ROUTER
     role = SGLANG_ROUTER
     launch = LAUNCH_ROUTER
     title = "the sglang-router"
     default_metrics_port = DEFAULT_METRICS_PORT
+    disaggregated_refusal = ("sglang-router's P/D mode (--pd-disaggregation) is not built yet: deployctl runs it in "
+                             "front of mixed servers only", "mode: mixed")
+    image_hint = IMAGE_HINT
 
     def check(self, c: "Context", front: Mapping, path: tuple) -> Iterator["Problem"]:
         from deployctl.errors import Problem
 
-        if c.mode == "disaggregated":
-            yield Problem(path + ("kind",), "sglang-router's P/D mode (--pd-disaggregation) is not built yet: "
-                                            "deployctl runs it in front of mixed servers only",
-                          hint="mode: mixed")
-        if "image" not in front:
-            yield Problem(path, "kind sglang-router needs front.image", hint=IMAGE_HINT)
+        yield from super().check(c, front, path)
         policy = c.value(path + ("policy",), str)
         if policy is not None and policy not in POLICIES:
             yield Problem(path + ("policy",), f"sglang-router {VERSION} has no policy {policy!r} (its --policy "
