@@ -123,11 +123,7 @@ def test_up_serves_the_real_engine_and_its_life_rerun_status_watch_down_and_a_wa
             load.join()
         assert load.answered > 0 and not load.errors, (load.answered, load.errors)
         assert "busy" in [v for name, v, _ in verdicts if name == HUNG], verdicts
-        # "healthy" (health 200, a one-token generate answered) is what a probe says when its read of /metrics
-        # did not come back in time (plan/watch.py: no engines seen): liveness proven, progress unknown, no action;
-        # seen once here under this saturation on 2 cores. Anything else (suspect, stalled) would lead to a restart.
-        assert not [v for v in verdicts if v[1] not in ("busy", "idle") and
-                    (v[1], v[2]) != ("healthy", "health 200, a one-token generate answers")], verdicts
+        assert not [v for v in verdicts if v[1] not in ("busy", "idle")], verdicts
         assert started_at(bed) == first
 
         # A real hang: /health stays 200, the one-token generate never answers, no token is generated. Only the
