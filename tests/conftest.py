@@ -9,6 +9,12 @@ import signal
 
 import pytest
 
+# The second xdist worker's bed is a second one (tests/testbed/layout.py BED_ID), set before anything imports the
+# layout: the bed's tests are split in two groups (pytest_itemcollected), one per worker, each with a bed of its own.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and _WORKER[2:].isdigit() and int(_WORKER[2:]) > 0:
+    os.environ.setdefault("DEPLOYCTL_TESTBED_ID", str(int(_WORKER[2:]) + 1))
+
 
 def _unavailable(reason: str) -> None:
     # In CI a missing test bed is a failure, on a developer's machine a skip with the reason.
@@ -44,8 +50,8 @@ _BED_LOCK: list = []
 
 @pytest.fixture(scope="session")
 def testbed():
-    """ONE test bed for the run: DEPLOYCTL_TESTBED_HOSTS hosts (default 4), S3, images; torn down at the end."""
-    from tests.testbed import Testbed, cleanup_leftovers
+    """ONE test bed for this worker: DEPLOYCTL_TESTBED_HOSTS hosts (default 4), S3, images; torn down at the end."""
+    from tests.testbed import Testbed, cleanup_leftovers, layout, netns
 
     if os.geteuid() != 0:
         _unavailable("needs root (network namespaces, mounts, dockerd)")
@@ -54,23 +60,31 @@ def testbed():
     bed = Testbed(n_hosts)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
-    def on_signal(signum, frame):
+    def cleanup():
+        netns.enter_bed()  # the session's last test may have been one of the others
         cleanup_leftovers()
+
+    def on_signal(signum, frame):
+        cleanup()
         raise SystemExit(128 + signum)
 
-    atexit.register(cleanup_leftovers)
+    atexit.register(cleanup)
     for sig in previous:
         signal.signal(sig, on_signal)
     try:
+        netns.enter_bed()
         try:
-            bed.up()
+            with open(layout.setup_lock(), "a") as lock:  # the other bed may be building the cache both use
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                bed.up()
         except Exception as error:  # any set-up failure: clean up, then fail/skip with the reason
             cleanup_leftovers()
             _unavailable(f"set-up failed: {error}")
         yield bed
     finally:
+        netns.enter_bed()
         bed.down()
-        atexit.unregister(cleanup_leftovers)
+        atexit.unregister(cleanup)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -93,10 +107,29 @@ def pytest_itemcollected(item):
     uses_bed = "testbed" in getattr(item, "fixturenames", ())
     if uses_bed:
         item.add_marker(pytest.mark.testbed)
-    if uses_bed or item.get_closest_marker("real_engine") is not None:
-        # One worker, one bed (pyproject's addopts). The real engine's tests join it: one engine at a time on
-        # 2 cores, and one group name (an item with two groups gets a third, joined name in xdist).
+    if item.get_closest_marker("real_engine") is not None:
+        # The real engine's tests share one group: one engine at a time on 2 cores, and one group name (an item
+        # with two groups gets a third, joined name in xdist).
         item.add_marker(pytest.mark.xdist_group("testbed"))
+    elif uses_bed:
+        # Two groups, one bed each (pyproject's addopts: two workers; xdist hands the two largest groups out
+        # first, one to each). A module joins the second with TESTBED_GROUP = "testbed2", chosen by --durations so
+        # that the two take about as long.
+        item.add_marker(pytest.mark.xdist_group(getattr(item.module, "TESTBED_GROUP", "testbed")))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A bed test runs in its bed's network (a second bed's own namespace), every other test in the machine's:
+    before any fixture of the item, so a module's bed fixture is set up there too."""
+    if "DEPLOYCTL_TESTBED_ID" not in os.environ or os.geteuid() != 0:
+        return  # not root: the bed fixture skips (or fails in CI) with the reason
+    from tests.testbed import netns
+
+    if "testbed" in getattr(item, "fixturenames", ()):
+        netns.enter_bed()
+    else:
+        netns.leave_bed()
 
 
 def pytest_collection_modifyitems(config, items):

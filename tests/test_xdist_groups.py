@@ -1,9 +1,10 @@
-"""The suite's two xdist workers keep every test bed test on one worker (tests/conftest.py's groups).
+"""The suite's two xdist workers keep each test bed group on one worker, the two groups on two (tests/conftest.py).
 
 Grouping was lost once without a word (pytest 9.2's node ids, pytest-dev/pytest-xdist#1386): the bed's tests ran on
 both workers and two beds tore down each other's namespaces. This runs a small suite of its own under
 `-n 2 --dist loadgroup` with tests/conftest.py as a plugin: tests that ask for `testbed` (here a stand-in fixture of
-the probe's own, so no bed starts) must all report the same worker, while plain tests spread over both."""
+the probe's own, so no bed starts) must report one worker per group and a different one for each group, while plain
+tests spread over both."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pathlib import Path
 
 PROBE = '''
 import json, os, pytest
+
+TESTBED_GROUP = {group!r}
 
 @pytest.fixture
 def testbed():
@@ -36,8 +39,8 @@ def test_plain(i):
 
 
 def test_every_bed_test_runs_on_one_worker_and_the_others_spread(tmp_path):
-    for name in ("test_probe_a.py", "test_probe_b.py"):
-        (tmp_path / name).write_text(PROBE)
+    for name, group in (("test_probe_a.py", "testbed"), ("test_probe_b.py", "testbed2")):
+        (tmp_path / name).write_text(PROBE.replace("{group!r}", repr(group)))
     out = tmp_path / "out"
     out.mkdir()
     root = Path(__file__).resolve().parents[1]
@@ -48,11 +51,13 @@ def test_every_bed_test_runs_on_one_worker_and_the_others_spread(tmp_path):
         env={**_env(), "PROBE_OUT": str(out), "PYTHONPATH": str(root)},
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    records = [json.loads(p.read_text()) for p in out.iterdir()]
+    records = {p.name: json.loads(p.read_text()) for p in out.iterdir()}
     assert len(records) == 24
-    bed_workers = {worker for kind, worker in records if kind == "bed"}
-    all_workers = {worker for _, worker in records}
-    assert len(bed_workers) == 1, f"bed tests ran on {sorted(bed_workers)}"
+    beds = [{worker for name, (kind, worker) in records.items() if kind == "bed" and name.startswith(module)}
+            for module in ("test_probe_a", "test_probe_b")]
+    all_workers = {worker for _, worker in records.values()}
+    assert [len(workers) for workers in beds] == [1, 1], f"a bed group's tests ran on {beds}"
+    assert beds[0] != beds[1], f"both bed groups ran on {beds[0]}: the two beds did not run side by side"
     assert all_workers == {"gw0", "gw1"}, f"the run used {sorted(all_workers)}: nothing showed the groups hold"
 
 

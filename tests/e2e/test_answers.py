@@ -8,6 +8,8 @@ from __future__ import annotations
 from tests.e2e.conftest import container_ids
 from tests.e2e.test_vllm_ascend import spec
 
+TESTBED_GROUP = "testbed2"  # the second bed, beside the first (tests/conftest.py)
+
 
 PD = """topology:
   mode: disaggregated

@@ -11,6 +11,8 @@ import pytest
 from tests.e2e.conftest import MODEL, container_ids
 from tests.monitor.conftest import prometheus_tools  # noqa: F401 (the fixture)
 
+TESTBED_GROUP = "testbed2"  # the second bed, beside the first (tests/conftest.py)
+
 HOST = "tb4"
 ADDRESS = "10.200.0.14"
 GPU = ("platform: gpu\n"

@@ -28,6 +28,8 @@ from tests.testbed import hosts as bed_hosts
 from tests.testbed import router_image
 from tests.testbed.demo import PLAYBOOK, place_tiny_model
 
+TESTBED_GROUP = "testbed2"  # the second bed, beside the first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 EXPORTER = ROOT / "tests" / "monitor" / "fake_npu_exporter.py"
 NPU_PORT = 8082  # MindCluster npu-exporter's default (cmd/npu-exporter/main.go portConst)

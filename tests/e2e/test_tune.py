@@ -12,6 +12,8 @@ import json
 from tests.children import deployctl_child
 from tests.e2e.conftest import MODEL, container_ids, http_json
 
+TESTBED_GROUP = "testbed2"  # the second bed, beside the first (tests/conftest.py)
+
 HOST = "tb3"
 TOPOLOGY = f"""topology:
   mode: mixed

@@ -22,6 +22,8 @@ import pytest
 
 from tests.e2e.conftest import MODEL, http_json
 
+TESTBED_GROUP = "testbed2"  # the second bed, beside the first (tests/conftest.py)
+
 NAME = "e2e-pdwatch"
 PD = """server: vllm-ascend
 image: {name: deployctl/standin-vllm:latest}

@@ -18,6 +18,8 @@ from deployctl.execute.weights import PART_SIZE, PEER_PORT
 from tests.e2e.conftest import Deployctl
 from tests.e2e.test_weights import host_processes, host_sha256, proxy, spec_text, wait_gone, wait_until, wipe  # noqa: F401
 
+TESTBED_GROUP = "testbed2"  # the second bed, beside the first (tests/conftest.py)
+
 PREFIX = "e2e-fanout/"
 DEST = "/srv/weights/e2e-fanout"
 HOSTS = ["tb1", "tb2", "tb3", "tb4"]

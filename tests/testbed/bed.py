@@ -316,12 +316,14 @@ def cleanup_leftovers() -> None:
     for name in namespaces:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
     _remove_cgroups()
-    for link in _listdir("/sys/class/net"):
+    for link in hosts.links():
         if link.startswith("dctlv") or link == layout.BRIDGE:
             subprocess.run(["ip", "link", "del", link], capture_output=True)
     weed.join()
     _unmount_under(root)
     shutil.rmtree(root, ignore_errors=True)
+    if [n for n in _listdir("/run/netns") if n.startswith("dctl")]:
+        return  # another bed's hosts mount these: removing one here would detach it there
     for mount_point in ("/var/lib/deployctl", "/var/log/npu"):
         try:
             os.rmdir(mount_point)  # only the empty mount points the bed created
@@ -389,7 +391,7 @@ def _alive(pid: int) -> bool:
 def started_by_bed(pid: int, root: Path) -> bool:
     """True when the process names the state dir on its command line (a stale pid file may point elsewhere)."""
     try:
-        return str(root).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return f"{root}/".encode() in Path(f"/proc/{pid}/cmdline").read_bytes()  # not a second bed's root-2/
     except OSError:
         return False
 

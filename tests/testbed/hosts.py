@@ -119,8 +119,15 @@ def run(argv, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(argv, check=True, capture_output=True, text=True, **kwargs)
 
 
+def links() -> list[str]:
+    """This thread's network namespace's interfaces (netlink: /sys/class/net shows the namespace /sys was mounted in,
+    not a second bed's own)."""
+    out = run(["ip", "-o", "link", "show"]).stdout
+    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line.count(":") >= 2]
+
+
 def ensure_bridge() -> None:
-    if not Path(f"/sys/class/net/{layout.BRIDGE}").exists():
+    if layout.BRIDGE not in links():
         run(["ip", "link", "add", layout.BRIDGE, "type", "bridge"])
         run(["ip", "addr", "add", f"{layout.BRIDGE_ADDRESS}/{layout.PREFIX_LEN}", "dev", layout.BRIDGE])
     run(["ip", "link", "set", layout.BRIDGE, "up"])

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# Which bed: "" the first; "2" a second one beside it (the second xdist worker's, tests/conftest.py), with its own
+# namespace and cgroup names and state dir, and the first's bridge, addresses and ports inside a network namespace
+# of its own (tests/testbed/netns.py), so no test needs to know which bed it runs on.
+BED_ID = os.environ.get("DEPLOYCTL_TESTBED_ID", "")
 BRIDGE = "dctlbr0"
 BRIDGE_ADDRESS = "10.200.0.1"
 PREFIX_LEN = 24
-NETNS_PREFIX = "dctl-"
-CGROUP_PREFIX = "dctl-"
+NETNS_PREFIX = f"dctl{BED_ID}-"
+CGROUP_PREFIX = f"dctl{BED_ID}-"
 S3_PORT = 8333
 S3_BUCKET = "models"
 S3_ENDPOINT = f"http://{BRIDGE_ADDRESS}:{S3_PORT}"
@@ -30,7 +34,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def state_dir() -> Path:
-    return Path(os.environ.get("DEPLOYCTL_TESTBED_DIR", "/tmp/deployctl-testbed"))
+    return Path(os.environ.get("DEPLOYCTL_TESTBED_DIR", f"/tmp/deployctl-testbed{'-' + BED_ID if BED_ID else ''}"))
+
+
+def setup_lock() -> Path:
+    """Held while a bed sets up: beds side by side share the engine cache, the packages and the downloads."""
+    return Path("/tmp/deployctl-testbed.setup.lock")
 
 
 def cache_dir() -> Path:
