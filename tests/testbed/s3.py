@@ -57,6 +57,13 @@ def weed_binary() -> str:
     return found
 
 
+def grpc_ports() -> dict[str, int]:
+    """weed's default gRPC ports (its HTTP port + 10000), moved by 100 for each bed after the first."""
+    shift = 100 * int(layout.BED_ID or 0)
+    return {name: port + 10000 + shift for name, port in
+            (("master", 9333), ("volume", 9340), ("filer", 8888), ("s3", layout.S3_PORT), ("admin", 23646))}
+
+
 def start() -> subprocess.Popen:
     """Start weed with a fresh identity; credentials go to s3/credentials (mode 0600)."""
     root = s3_dir()
@@ -77,6 +84,10 @@ def start() -> subprocess.Popen:
         "-master.telemetry=false", "-master.telemetry.url=http://127.0.0.1:9/",
         f"-s3.port={layout.S3_PORT}", f"-s3.config={root / 's3.json'}", "-webdav=false", "-admin.ui=false",
         f"-filer.localSocket={root / 'filer.sock'}", f"-s3.localSocket={root / 's3.sock'}",
+        # Each component also listens on /tmp/seaweedfs-<name>-grpc-<its gRPC port>.sock, a path of the machine's,
+        # not the network namespace's (weed/command/mini.go RegisterLocalGrpcSocket): a second bed's weed takes
+        # those files over unless its gRPC ports differ.
+        *(f"-{name}.port.grpc={port}" for name, port in grpc_ports().items()),
     ]
     log = open(root / "weed.log", "wb")
     proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -110,7 +121,13 @@ def wait_ready(endpoint: S3Endpoint, proc: subprocess.Popen, timeout: float = 60
 
 
 def stop() -> None:
-    """TERM weed, SIGKILL after 3 s (its filer shutdown often hangs; the data is throwaway)."""
+    """TERM weed, SIGKILL after 3 s (its filer shutdown often hangs; the data is throwaway); then its sockets."""
+    _stop_weed()
+    for name, port in grpc_ports().items():
+        Path(f"/tmp/seaweedfs-{name}-grpc-{port}.sock").unlink(missing_ok=True)
+
+
+def _stop_weed() -> None:
     pid_file = s3_dir() / "weed.pid"
     if not pid_file.exists():
         return
