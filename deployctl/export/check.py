@@ -79,8 +79,7 @@ def check(spec: Spec, options: ExportOptions) -> list[Rule]:
     try:
         manifests = export(spec, options)
     except ExportError as refused:
-        said = "; ".join(f"{'.'.join(map(str, p.path))}: {p.message}" for p in refused.problems)
-        return [Rule("exports", NOT_MET, said)]
+        return _refused(refused.problems)
     bodies = [m.body for m in manifests]
     rules = [Rule("exports", MET, f"{len(bodies)} objects for --to {options.target}")]
     if spec.platform == "ascend" and options.npu_stack == "mindcluster":
@@ -91,6 +90,18 @@ def check(spec: Spec, options: ExportOptions) -> list[Rule]:
         rules += _cluster_ranktables(spec, bodies)
     rules += _updates(spec, options, bodies)
     return rules
+
+
+def _refused(problems: list) -> list[Rule]:
+    """A refused export: pods that ask for part of a node fit no node type of a whole-server stack (its own rule,
+    with MindCluster's source); every other refusal is the export's."""
+    from deployctl.export.refusals import part_of_node
+
+    said = lambda found: "; ".join(f"{p.dotted_path}: {p.message}" for p in found)
+    partial = part_of_node(problems)
+    rest = [p for p in problems if p not in partial]
+    rules = [Rule("whole-server", NOT_MET, f"fits no MindCluster node type: {said(partial)}")] if partial else []
+    return rules + ([Rule("exports", NOT_MET, said(rest))] if rest or not rules else [])
 
 
 def passed(rules: list[Rule]) -> bool:

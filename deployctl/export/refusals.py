@@ -173,15 +173,27 @@ def _devices(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem
                                 f"{', '.join(map(str, ASCEND_COUNTS))} only",
                           hint="choose a device count of 1, 2, 4, 8 or 16")
         elif count and count != cards and options.stack.whole_servers:
-            # mind-cluster docs/en/scheduling/usage/vllm_best_practice/01_deploying_vllm_inference_job.md, "YAML
-            # Parameter Description": huawei.com/Ascend910 "only full-server scheduling is supported"
-            yield Problem(path, f"{shown} of a node's {cards} (requirements.cards), and --npu-stack "
-                                f"{options.stack.name} asks for whole servers: MindCluster's vLLM guide supports "
-                                f"full-server scheduling only ({options.device_resource})",
-                          hint=f"give each pod all {cards} NPUs of its node (a group's ranks on one host x tp = "
-                               f"{cards}), or export with --npu-stack plain or cce")
+            yield _part_of_node(path, shown, cards, options)
         if count and count != cards and options.stack.whole_servers:
             return  # one pod says it for the gang
+
+
+def _part_of_node(path: tuple, shown: str, cards: int, options: ExportOptions) -> Problem:
+    # mind-cluster docs/en/scheduling/usage/vllm_best_practice/01_deploying_vllm_inference_job.md, "YAML
+    # Parameter Description": huawei.com/Ascend910 "only full-server scheduling is supported"
+    return Problem(path, f"{shown} of a node's {cards} (requirements.cards), and --npu-stack "
+                         f"{options.stack.name} asks for whole servers: MindCluster's vLLM guide supports "
+                         f"{WHOLE_SERVERS_ONLY} ({options.device_resource})",
+                   hint=f"give each pod all {cards} NPUs of its node (a group's ranks on one host x tp = "
+                        f"{cards}), or export with --npu-stack plain or cce")
+
+
+WHOLE_SERVERS_ONLY = "full-server scheduling only"
+
+
+def part_of_node(problems: list[Problem]) -> list[Problem]:
+    """The refusals that are pods asking for part of a node on a stack that schedules whole servers."""
+    return [p for p in problems if WHOLE_SERVERS_ONLY in p.message]
 
 
 def _gang(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:

@@ -23,7 +23,8 @@ from deployctl.export.stacks import NODE_TYPE_NAMES, NODE_TYPES, pod_templates
 from deployctl.spec.dp_groups import kv_ports
 from deployctl.spec.load import load_spec_text
 from deployctl.spec.startup import startup_budget
-from tests.export.cases import ENVIRON, FIXTURES, MAPPED, ROOT, exported, load, options, stacked_cases
+from tests.export.cases import (ENVIRON, FIXTURES, MAPPED, REFUSED, ROOT, STACK_REFUSED, exported, load, options,
+                                stacked_cases)
 
 QWEN3 = "playbooks/vllm-ascend-pd-qwen3.yaml"  # 16 NPUs a node; decode0 over node2 + node3
 ASCEND = [c for c in stacked_cases() if load(c[0]).platform == "ascend"]
@@ -280,6 +281,42 @@ def test_every_ascend_playbook_passes_the_check_on_every_node_type_it_fits(spec,
             "drain", "grace", "rolling", "startup"} <= names
     assert all(r.source for r in rules)
     assert failed == {}  # part of a node is refused by the export itself (cases.STACK_REFUSED)
+
+
+ASCEND_PLAYBOOKS = sorted(f"playbooks/{p.name}" for p in (ROOT / "playbooks").glob("*.yaml")
+                          if load(f"playbooks/{p.name}").platform == "ascend")
+REFUSED_ON_MINDCLUSTER = {**REFUSED,
+                          **{(spec, t): v for (spec, t, stack), v in STACK_REFUSED.items() if stack == "mindcluster"}}
+
+
+def _all_node_types(spec: str) -> list[str]:
+    """The node types of the spec's card count; none documented for it: the default the export picks."""
+    return _fits(spec) or [None]
+
+
+@pytest.mark.parametrize("spec", ASCEND_PLAYBOOKS)
+@pytest.mark.parametrize("target", ("k8s", "lws", "kthena"))
+def test_the_check_on_every_ascend_playbook_passes_or_says_the_rule_it_breaks_with_its_source(spec, target):
+    """Every Ascend playbook (found on disk, so a new one is checked too) x target x node type of its card count:
+    `export --check` on mindcluster passes where the export maps, and where it is refused says which rule, at the
+    path the refusal names, with the rule's source; part of a node is the whole-server rule: no node type fits."""
+    flags = MAPPED.get(spec, (dict(weights_pvc="weights", image="registry.example/deployctl/image:1"),))[0]
+    refused = REFUSED_ON_MINDCLUSTER.get((spec, target))
+    assert refused is not None or (spec in MAPPED and target in MAPPED[spec][1]), \
+        f"{spec} --to {target}: neither mapped (cases.MAPPED) nor refused with its path (cases.REFUSED)"
+    for node_type in _all_node_types(spec):
+        rules = check(load(spec), ExportOptions(target=target, npu_stack="mindcluster", node_type=node_type, **flags))
+        assert all(r.source for r in rules)
+        failed = [r for r in rules if r.status == NOT_MET]
+        if refused is None:
+            assert failed == [], (node_type, failed)
+            continue
+        assert failed and all(r.name in ("exports", "whole-server") for r in failed), failed
+        assert refused in " ".join(r.detail for r in failed), (refused, failed)
+        whole = [r for r in failed if r.name == "whole-server"]
+        if refused.endswith((".devices", ".dp")):
+            assert whole and whole[0].detail.startswith("fits no MindCluster node type: "), failed
+            assert "only full-server scheduling is supported" in whole[0].source
 
 
 def test_the_check_says_a_rule_the_cluster_must_keep():
