@@ -30,7 +30,11 @@ SOURCES = {
     "visible-devices": MC_GUIDE + " (env ASCEND_VISIBLE_DEVICES from metadata.annotations)",
     "void-devices": "mind-cluster docs/en/scheduling/usage/containerization/02_usage_on_the_docker_client.md "
                     "(ASCEND_VISIBLE_DEVICES=void); component/ascend-docker-runtime/runtime/process/process.go",
-    "whole-server": MC_GUIDE + " (huawei.com/Ascend910: \"only full-server scheduling is supported\")",
+    "whole-server": MC_GUIDE + " (huawei.com/Ascend910: \"only full-server scheduling is supported\"); mind-cluster "
+                    "docs/en/scheduling/usage/infer_operator_best_practice/"
+                    "01_deploying_infer_operator_inference_job_with_vllm_proxy.md (\"only full-machine scheduling\")",
+    "front": "deployctl fronts/ (a front of deployctl's own on hosts says why it is not exported); kubernetes.io/docs/"
+             "concepts/services-networking/service/ (a Service balances its ready endpoints)",
     "one-npu-container": "mind-cluster component/ascend-device-plugin/pkg/server/plugin.go (Volcano mode: a "
                          "container's request must match the pod's device annotation)",
     "lws-gang": "kubernetes-sigs/lws site/content/en/docs/concepts/leaderworkerset/gang-scheduling "
@@ -79,7 +83,7 @@ def check(spec: Spec, options: ExportOptions) -> list[Rule]:
     try:
         manifests = export(spec, options)
     except ExportError as refused:
-        return _refused(refused.problems)
+        return _refused(spec, options, refused.problems)
     bodies = [m.body for m in manifests]
     rules = [Rule("exports", MET, f"{len(bodies)} objects for --to {options.target}")]
     if spec.platform == "ascend" and options.npu_stack == "mindcluster":
@@ -92,15 +96,26 @@ def check(spec: Spec, options: ExportOptions) -> list[Rule]:
     return rules
 
 
-def _refused(problems: list) -> list[Rule]:
-    """A refused export: pods that ask for part of a node fit no node type of a whole-server stack (its own rule,
-    with MindCluster's source); every other refusal is the export's."""
-    from deployctl.export.refusals import part_of_node
+def _refused(spec: Spec, options: ExportOptions, problems: list) -> list[Rule]:
+    """A refused export, said by the rule it breaks: pods that ask for part of a node, or a card count with no node
+    type, fit no MindCluster node type (whatever else refuses the export); a front of deployctl's own is not
+    exported; every other refusal is the export's, at its spec path."""
+    from deployctl.export.refusals import node_type, part_of_node
 
     said = lambda found: "; ".join(f"{p.dotted_path}: {p.message}" for p in found)
-    partial = part_of_node(problems)
-    rest = [p for p in problems if p not in partial]
-    rules = [Rule("whole-server", NOT_MET, f"fits no MindCluster node type: {said(partial)}")] if partial else []
+    partial, placed = part_of_node(spec, options), node_type(spec, options)
+    front = [p for p in problems if p.path == ("topology", "front")]
+    ruled = {(p.path, p.message) for p in partial + placed + front}  # the export's carry their file: not ==
+    rest = [p for p in problems if (p.path, p.message) not in ruled]
+    rules = []
+    if placed:
+        none_fits = options.node_type is None and options.stack.refuses(spec.requirements.cards)
+        fits = "fits no MindCluster node type: " if none_fits else ""
+        rules.append(Rule("node-type", NOT_MET, fits + said(placed)))
+    if partial:
+        rules.append(Rule("whole-server", NOT_MET, f"fits no MindCluster node type: {said(partial)}"))
+    if front:
+        rules.append(Rule("front", NOT_MET, said(front)))
     return rules + ([Rule("exports", NOT_MET, said(rest))] if rest or not rules else [])
 
 

@@ -10,6 +10,7 @@ from deployctl.export.gangs import Gang, gangs
 from deployctl.export.objects import pod_labels
 from deployctl.export.options import ExportOptions
 from deployctl.export.stacks import NODE_TYPES
+from deployctl.export.whole_nodes import one_container_per_pod
 from deployctl.fronts import front_kind
 from deployctl.plan.containers import LABEL_INSTANCE
 from deployctl.servers import flavour_of
@@ -162,12 +163,7 @@ def _devices(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem
     if spec.platform != "ascend":
         return
     cards = spec.requirements.cards
-    for instance in gang.leader.instances:
-        count = len(instance.devices)
-        group = gang.group
-        path = gang.path + (("dp",) if group else ("devices",))
-        shown = (f"dp {group.dp} over {len(group.hosts)} host(s) x tp {group.tp} is {count} NPUs per pod"
-                 if group else f"{list(instance.devices)} is {count} NPUs")
+    for path, shown, count in _pod_npus(gang):
         if count and count not in ASCEND_COUNTS:
             yield Problem(path, f"{shown}, and {options.device_resource} is allocated to a container in counts of "
                                 f"{', '.join(map(str, ASCEND_COUNTS))} only",
@@ -178,22 +174,43 @@ def _devices(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem
             return  # one pod says it for the gang
 
 
+def _pod_npus(gang: Gang) -> Iterator[tuple[tuple, str, int]]:
+    """(spec path, what it asks for, NPU count) of each of the gang's leader's containers."""
+    group = gang.group
+    for instance in gang.leader.instances:
+        count = len(instance.devices)
+        shown = (f"dp {group.dp} over {len(group.hosts)} host(s) x tp {group.tp} is {count} NPUs per pod"
+                 if group else f"{list(instance.devices)} is {count} NPUs")
+        yield gang.path + (("dp",) if group else ("devices",)), shown, count
+
+
 def _part_of_node(path: tuple, shown: str, cards: int, options: ExportOptions) -> Problem:
     # mind-cluster docs/en/scheduling/usage/vllm_best_practice/01_deploying_vllm_inference_job.md, "YAML
     # Parameter Description": huawei.com/Ascend910 "only full-server scheduling is supported"
     return Problem(path, f"{shown} of a node's {cards} (requirements.cards), and --npu-stack "
                          f"{options.stack.name} asks for whole servers: MindCluster's vLLM guide supports "
-                         f"{WHOLE_SERVERS_ONLY} ({options.device_resource})",
+                         f"full-server scheduling only ({options.device_resource})",
                    hint=f"give each pod all {cards} NPUs of its node (a group's ranks on one host x tp = "
                         f"{cards}), or export with --npu-stack plain or cce")
 
 
-WHOLE_SERVERS_ONLY = "full-server scheduling only"
+def part_of_node(spec: Spec, options: ExportOptions) -> list[Problem]:
+    """Each gang whose pods ask for part of a node on a stack that schedules whole servers (none of its node types
+    fits them), said whether or not the export is refused for something else too."""
+    if spec.platform != "ascend" or not options.stack.whole_servers:
+        return []
+    spec = one_container_per_pod(spec, options.stack)  # as the export places a host's ranks
+    cards, found = spec.requirements.cards, []
+    for gang in gangs(spec):
+        partial = [(path, shown) for path, shown, count in _pod_npus(gang) if count and count != cards]
+        if partial:  # one pod says it for the gang
+            found.append(_part_of_node(*partial[0], cards, options))
+    return found
 
 
-def part_of_node(problems: list[Problem]) -> list[Problem]:
-    """The refusals that are pods asking for part of a node on a stack that schedules whole servers."""
-    return [p for p in problems if WHOLE_SERVERS_ONLY in p.message]
+def node_type(spec: Spec, options: ExportOptions) -> list[Problem]:
+    """Why the stack's node types do not fit the spec's card count (or --node-type), if they do not."""
+    return list(_stack(spec, options))
 
 
 def _gang(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:

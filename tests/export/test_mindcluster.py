@@ -23,8 +23,7 @@ from deployctl.export.stacks import NODE_TYPE_NAMES, NODE_TYPES, pod_templates
 from deployctl.spec.dp_groups import kv_ports
 from deployctl.spec.load import load_spec_text
 from deployctl.spec.startup import startup_budget
-from tests.export.cases import (ENVIRON, FIXTURES, MAPPED, REFUSED, ROOT, STACK_REFUSED, exported, load, options,
-                                stacked_cases)
+from tests.export.cases import ENVIRON, FIXTURES, MAPPED, REFUSED, ROOT, exported, load, options, stacked_cases
 
 QWEN3 = "playbooks/vllm-ascend-pd-qwen3.yaml"  # 16 NPUs a node; decode0 over node2 + node3
 ASCEND = [c for c in stacked_cases() if load(c[0]).platform == "ascend"]
@@ -283,40 +282,122 @@ def test_every_ascend_playbook_passes_the_check_on_every_node_type_it_fits(spec,
     assert failed == {}  # part of a node is refused by the export itself (cases.STACK_REFUSED)
 
 
+# Every Ascend playbook on disk, so that one added later is checked too.
 ASCEND_PLAYBOOKS = sorted(f"playbooks/{p.name}" for p in (ROOT / "playbooks").glob("*.yaml")
                           if load(f"playbooks/{p.name}").platform == "ascend")
-REFUSED_ON_MINDCLUSTER = {**REFUSED,
-                          **{(spec, t): v for (spec, t, stack), v in STACK_REFUSED.items() if stack == "mindcluster"}}
+TARGETS = ("k8s", "lws", "kthena")
+MINDCLUSTER_RULES = {"node-type", "superpod", "scheduler", "visible-devices", "void-devices", "whole-server",
+                     "one-npu-container", "kv-ports", "drain", "grace", "rolling", "startup"}
 
 
-def _all_node_types(spec: str) -> list[str]:
-    """The node types of the spec's card count; none documented for it: the default the export picks."""
-    return _fits(spec) or [None]
+def _flags(spec: str) -> dict:
+    """The flags a user must pass for `export` (and so `--check`) to map the playbook at all; none passes without
+    them: a volume for weights.dest (--weights-pvc or --weights-hostpath), a pushed --image where image.build
+    builds it on the hosts, a --secret where an env value is a ${VAR}."""
+    loaded = load(spec)
+    flags = {"weights_pvc": "weights"}
+    if loaded.image.build is not None:
+        flags["image"] = "registry.example/deployctl/vllm-ascend:1"
+    if any(e.is_secret for i in loaded.instances for e in (*loaded.env, *i.env)):
+        flags["secret"] = "tokens"
+    return flags
+
+
+FLAG_PATHS = {"weights_pvc": "weights.dest", "image": "image.build", "secret": "env."}
+
+
+def _npus_a_pod(spec: str) -> set[int]:
+    """The NPUs each pod asks for, worked out from the spec alone: a host's ranks of one DP group share a pod
+    (export/whole_nodes.py), every other server is a pod of its own."""
+    pods = {}
+    for i in load(spec).instances:
+        if i.devices:
+            key = (i.server.group.label, i.host) if i.server is not None else i.name
+            pods[key] = pods.get(key, 0) + len(i.devices)
+    return set(pods.values())
+
+
+def _node_types_it_fits(spec: str) -> list[str]:
+    """MindCluster's node types of the playbook's card count where every pod asks for the whole node."""
+    cards = load(spec).requirements.cards
+    return _fits(spec) if _npus_a_pod(spec) == {cards} else []
 
 
 @pytest.mark.parametrize("spec", ASCEND_PLAYBOOKS)
-@pytest.mark.parametrize("target", ("k8s", "lws", "kthena"))
-def test_the_check_on_every_ascend_playbook_passes_or_says_the_rule_it_breaks_with_its_source(spec, target):
-    """Every Ascend playbook (found on disk, so a new one is checked too) x target x node type of its card count:
-    `export --check` on mindcluster passes where the export maps, and where it is refused says which rule, at the
-    path the refusal names, with the rule's source; part of a node is the whole-server rule: no node type fits."""
-    flags = MAPPED.get(spec, (dict(weights_pvc="weights", image="registry.example/deployctl/image:1"),))[0]
-    refused = REFUSED_ON_MINDCLUSTER.get((spec, target))
-    assert refused is not None or (spec in MAPPED and target in MAPPED[spec][1]), \
-        f"{spec} --to {target}: neither mapped (cases.MAPPED) nor refused with its path (cases.REFUSED)"
-    for node_type in _all_node_types(spec):
-        rules = check(load(spec), ExportOptions(target=target, npu_stack="mindcluster", node_type=node_type, **flags))
-        assert all(r.source for r in rules)
-        failed = [r for r in rules if r.status == NOT_MET]
-        if refused is None:
-            assert failed == [], (node_type, failed)
-            continue
-        assert failed and all(r.name in ("exports", "whole-server") for r in failed), failed
-        assert refused in " ".join(r.detail for r in failed), (refused, failed)
-        whole = [r for r in failed if r.name == "whole-server"]
-        if refused.endswith((".devices", ".dp")):
-            assert whole and whole[0].detail.startswith("fits no MindCluster node type: "), failed
-            assert "only full-server scheduling is supported" in whole[0].source
+def test_every_ascend_playbook_passes_the_check_on_every_node_type_it_fits_or_says_it_fits_none(spec):
+    """`export --check` on mindcluster, with the playbook's flags: on each node type it fits, every rule is met on
+    every target that can express its shape (REFUSED names the others' path), on one target at least; a playbook
+    that fits no node type is told so by the rule it breaks, with MindCluster's source, on every target."""
+    loaded, flags = load(spec), _flags(spec)
+    fits = _node_types_it_fits(spec)
+    if not fits:
+        rule = "whole-server" if _npus_a_pod(spec) != {loaded.requirements.cards} else "node-type"
+        for target in TARGETS:
+            rules = check(loaded, ExportOptions(target=target, npu_stack="mindcluster", **flags))
+            said = [r for r in rules if r.name == rule]
+            assert said and said[0].status == NOT_MET, (target, rules)
+            assert said[0].detail.startswith("fits no MindCluster node type: "), said
+            assert said[0].source.startswith("mind-cluster docs/en/scheduling/")
+            if rule == "whole-server":
+                assert "only full-server scheduling is supported" in said[0].source
+        return
+    for node_type in fits:
+        passed_on = []
+        for target in TARGETS:
+            rules = check(loaded, ExportOptions(target=target, npu_stack="mindcluster", node_type=node_type, **flags))
+            assert all(r.source for r in rules)
+            failed = [r for r in rules if r.status == NOT_MET]
+            if not failed:
+                assert MINDCLUSTER_RULES <= {r.name for r in rules}
+                passed_on.append(target)
+                continue
+            refused = REFUSED.get((spec, target))
+            assert refused is not None, f"{spec} --to {target} --node-type {node_type}: {failed}"
+            assert [r.name for r in failed] == ["exports"] and failed[0].detail.startswith(refused + ": "), failed
+        assert passed_on, f"{spec} --node-type {node_type} passes on no target"
+
+
+@pytest.mark.parametrize("spec", ASCEND_PLAYBOOKS)
+def test_every_flag_an_ascend_playbook_is_checked_with_is_needed(spec):
+    """The flags _flags documents are the ones the export asks for: without each, --check fails, naming the spec
+    path that needs it on every target that looks at flags (REFUSED: a shape the target refuses first)."""
+    loaded, flags = load(spec), _flags(spec)
+    with_flags = check(loaded, ExportOptions(target="k8s", **flags))
+    if "front" in {r.name for r in with_flags}:  # refused before any flag is looked at: none changes the verdict
+        assert check(loaded, ExportOptions(target="k8s")) == with_flags
+        return
+    for flag in flags:
+        without = {k: v for k, v in flags.items() if k != flag}
+        named = []
+        for target in TARGETS:
+            rules = check(loaded, ExportOptions(target=target, npu_stack="mindcluster", **without))
+            exports = [r for r in rules if r.name == "exports"]
+            assert exports and exports[0].status == NOT_MET, (flag, target, rules)
+            if FLAG_PATHS[flag] in exports[0].detail:
+                named.append(target)
+            else:
+                assert exports[0].detail.startswith(REFUSED[(spec, target)] + ": "), (flag, target, exports)
+        assert named, (flag, "no target names it")
+
+
+def test_a_card_count_with_no_node_type_fits_none_by_the_node_type_rule():
+    """Whole 2-NPU servers: MindCluster documents no 2-NPU node type vLLM runs on, whatever else the spec asks."""
+    text = (ROOT / "playbooks/mixed-1host-910b.yaml").read_text().replace("cards: 8 ", "cards: 2 ")
+    loaded = load_spec_text(text, environ=ENVIRON)
+    assert loaded.requirements.cards == 2
+    rules = check(loaded, ExportOptions(target="k8s", weights_pvc="w", image="registry.example/v:1"))
+    assert [(r.name, r.status) for r in rules] == [("node-type", NOT_MET)]
+    assert rules[0].detail.startswith("fits no MindCluster node type: requirements.cards: 2 NPUs a node")
+    assert "docs/en/scheduling/api/k8s.md" in rules[0].source
+
+
+def test_a_front_of_deployctls_own_is_its_own_rule_with_its_source():
+    """mixed-router-910b's vllm-router: on a cluster the Service balances the servers, so it is not exported."""
+    spec = "playbooks/mixed-router-910b.yaml"
+    rules = {r.name: r for r in check(load(spec), ExportOptions(target="k8s", npu_stack="plain", **_flags(spec)))}
+    assert list(rules) == ["front"] and rules["front"].status == NOT_MET
+    assert rules["front"].detail.startswith("topology.front: the vllm-router front")
+    assert "services-networking/service" in rules["front"].source
 
 
 def test_the_check_says_a_rule_the_cluster_must_keep():
@@ -326,8 +407,9 @@ def test_the_check_says_a_rule_the_cluster_must_keep():
 
 def test_the_check_reports_a_refused_export_and_a_node_type_that_does_not_fit():
     rules = check(load(QWEN3), replace(options(QWEN3, "lws"), node_type="module-a3-8-super-pod"))
-    assert [(r.name, r.status) for r in rules] == [("exports", NOT_MET)]
-    assert "requirements.cards" in rules[0].detail
+    assert [(r.name, r.status) for r in rules] == [("node-type", NOT_MET)]
+    assert rules[0].detail.startswith("requirements.cards: requirements.cards is 16, and a --node-type "
+                                      "module-a3-8-super-pod node")
 
 
 def test_check_on_the_command_line(capsys):

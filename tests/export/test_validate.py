@@ -75,3 +75,21 @@ def test_a_broken_object_is_caught_by_each_validator():
     for version in KUBERNETES:
         with pytest.raises(kubernetes_validate.ValidationError):
             validate_core(service, version)
+
+
+def test_what_the_check_passes_on_every_node_type_validates():
+    """Every Ascend playbook on disk (test_mindcluster's glob), on each MindCluster node type it fits, on each
+    target that maps its shape: the objects `export --check` passes are valid Kubernetes and CRD objects too."""
+    from deployctl.export.options import ExportOptions
+    from deployctl.export.render import export
+    from tests.export.cases import REFUSED, load
+    from tests.export.test_mindcluster import ASCEND_PLAYBOOKS, TARGETS, _flags, _node_types_it_fits
+
+    checked = 0
+    for spec in ASCEND_PLAYBOOKS:
+        for node_type in _node_types_it_fits(spec):
+            for target in (t for t in TARGETS if (spec, t) not in REFUSED):
+                validate_all(export(load(spec), ExportOptions(target=target, npu_stack="mindcluster",
+                                                              node_type=node_type, **_flags(spec))), KUBERNETES[0])
+                checked += 1
+    assert checked
