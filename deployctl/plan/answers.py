@@ -14,9 +14,8 @@ from typing import Mapping, Optional
 from deployctl.fronts import front_for_role
 from deployctl.plan.actions import AnswerCheck
 from deployctl.plan.model import Stage, Step
-from deployctl.plan.verify import completion_body
+from deployctl.servers.requests import completion_body
 from deployctl.servers import flavour_of
-from deployctl.servers.features import Feature
 from deployctl.spec.model import Instance, Spec
 
 ANSWER_PROMPT = "The quick brown fox jumps over the lazy dog. Continue the story:"
@@ -54,11 +53,6 @@ def openai_body(spec: Spec, tokens: int) -> str:
     return completion_body(spec, ANSWER_PROMPT, tokens).decode()
 
 
-def triton_body(tokens: int) -> str:
-    return json.dumps({"text_input": ANSWER_PROMPT, "parameters": {"stream": False, "temperature": 0,
-                                                                    "max_tokens": tokens}}, separators=(",", ":"))
-
-
 def answer_paths(spec: Spec, asker: str, address_of: Mapping[str, str], tokens: int) -> tuple[AnswerPath, ...]:
     """Every serving path, addressed from host `asker` (its own servers on loopback, the others by address)."""
 
@@ -68,8 +62,9 @@ def answer_paths(spec: Spec, asker: str, address_of: Mapping[str, str], tokens: 
 
     flavour = flavour_of(spec)
     completions = flavour.answers_path(spec)
-    if not flavour.supports(Feature.OPENAI_API):  # its own generate endpoint: each server answers for itself
-        return tuple(AnswerPath(i.name, url(i, completions), triton_body(tokens)) for i in spec.api_servers)
+    own = flavour.own_answer_body(ANSWER_PROMPT, tokens)
+    if own is not None:  # its own generate endpoint: each server answers for itself
+        return tuple(AnswerPath(i.name, url(i, completions), own) for i in spec.api_servers)
     body = openai_body(spec, tokens)
     front = spec.front
     if front is None:

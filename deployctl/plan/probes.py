@@ -14,7 +14,6 @@ from deployctl.facts.probe import Probe
 from deployctl.facts.weights_state import weights_probe
 from deployctl.plan.containers import env_dir, ranktable_dir
 from deployctl.servers import flavour_of
-from deployctl.servers.features import Feature
 from deployctl.spec.model import Instance, Spec
 
 WEIGHTS_STATE_KEY = "weights"
@@ -69,7 +68,7 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         from deployctl.facts.listening import listening_probe
 
         probes.append(listening_probe())
-        if spec.rollout.max_surge and flavour_of(spec).supports(Feature.SURGE):  # a surge needs its free cards too
+        if flavour_of(spec).surge(spec):  # a surge needs its free cards too
             from deployctl.facts.host_layout import layout_probe
 
             cards = layout_probe()
@@ -88,12 +87,12 @@ def state_probes(spec: Spec, host: str, *, skip: frozenset[str] = frozenset(),
         from deployctl.facts.deployed import existing_paths_probe
 
         probes.append(existing_paths_probe(deployment_files(spec)))
-    if "liveness" in stages and health and flavour_of(spec).supports(Feature.ONE_TOKEN_LIVENESS):
+    asked = flavour_of(spec).liveness_request(spec) if "liveness" in stages and health else None
+    if asked is not None:
         from deployctl.facts.liveness import liveness_probe
-        from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
 
-        targets = tuple((port, ONE_TOKEN_PATH) for port, _ in health)
-        probes.append(liveness_probe(targets, one_token_body(spec), hang_after))
+        path, body = asked
+        probes.append(liveness_probe(tuple((port, path) for port, _ in health), body, hang_after))
     if "ranktables" in stages and flavour_of(spec).uses_ranktables(spec) and host in used:
         devices = host_devices(spec, host)
         if devices:

@@ -22,7 +22,6 @@ from deployctl.plan.units import serving_units, unit_of
 from deployctl.spec.dp_groups import MAX_PORT, servers_of
 from deployctl.spec.model import Instance, Spec
 from deployctl.servers import flavour_of
-from deployctl.servers.features import Feature
 from deployctl.servers.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, stop_command
 
 DEFAULT_DRAIN_TIMEOUT = 120.0  # seconds a drained instance may take to finish its requests (--drain-timeout)
@@ -233,7 +232,7 @@ def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) 
     drained: an instance again on free cards of its host and a free port; a vllm-ascend DP group as a new group
     (every rank, on cards free on each of its hosts, with its own index, so its own engine id, and free API, kv and
     rpc ports)."""
-    if spec.rollout.max_surge < 1 or not flavour_of(spec).supports(Feature.SURGE):
+    if flavour_of(spec).surge(spec) < 1:
         return {}  # a flavour without surge is refused by validate, with its reason (servers/features.py)
     from deployctl.spec.port_set import spec_ports
 

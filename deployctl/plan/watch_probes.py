@@ -14,10 +14,8 @@ from deployctl.facts.model import HostFacts
 from deployctl.facts.probe import Probe
 from deployctl.facts.progress import NewLines, ServerProgress, logs_probe, progress_probe
 from deployctl.plan.probes import health_path
-from deployctl.plan.verify import ONE_TOKEN_PATH, one_token_body
 from deployctl.plan.watch import Observation
 from deployctl.servers import flavour_of
-from deployctl.servers.features import Feature
 from deployctl.spec.model import Instance, Spec
 
 LOG_KIND = "log"  # the signatures looked for in container logs (data/signatures.json `sources`)
@@ -38,9 +36,11 @@ def watch_probes(spec: Spec, host: str, since: Mapping[str, Optional[str]], hang
         # a server busy enough to answer its health path late is still alive: its reads wait as long as the
         # one-token generate may (at least 2 s)
         probes.append(progress_probe(served, max(2.0, hang_timeout)))
-    engines = tuple((i.port, ONE_TOKEN_PATH) for i in here if i.port is not None and not is_front(spec, i))
-    if engines and flavour_of(spec).supports(Feature.ONE_TOKEN_LIVENESS):
-        probes.append(liveness_probe(engines, one_token_body(spec), hang_timeout))
+    engines = tuple(i.port for i in here if i.port is not None and not is_front(spec, i))
+    asked = flavour_of(spec).liveness_request(spec) if engines else None
+    if asked is not None:
+        path, body = asked
+        probes.append(liveness_probe(tuple((port, path) for port in engines), body, hang_timeout))
     probes.append(logs_probe({i.name: since.get(i.name) for i in here}))
     return tuple(probes)
 

@@ -130,6 +130,29 @@ class Flavour:
         """Where `up`'s smoke request goes."""
         return "/v1/chat/completions"
 
+    def smoke_body(self, spec: "Spec") -> bytes:
+        """The body of `up`'s smoke request: a greedy chat completion."""
+        from deployctl.servers.requests import smoke_request_body
+
+        return smoke_request_body(spec)
+
+    def own_answer_body(self, prompt: str, tokens: int) -> Optional[str]:
+        """The body each server is asked for itself on its own generate endpoint (`up --answers`); None: the
+        OpenAI completion, through the front where there is one."""
+        return None
+
+    def liveness_request(self, spec: "Spec") -> Optional[tuple[str, bytes]]:
+        """(path, body) of the one-token generate `status` and `watch` judge an engine's liveness by; None: they
+        judge it by its health alone (the reason is the flavour's unsupported ONE_TOKEN_LIVENESS)."""
+        from deployctl.servers.requests import ONE_TOKEN_PATH, one_token_body
+
+        return (ONE_TOKEN_PATH, one_token_body(spec)) if self.supports(Feature.ONE_TOKEN_LIVENESS) else None
+
+    def surge(self, spec: "Spec") -> int:
+        """How many units a rollout may start beside the old ones: rollout.max_surge where the flavour can surge
+        (validate says why where it cannot)."""
+        return spec.rollout.max_surge if self.supports(Feature.SURGE) else 0
+
     # --- start-up: the time-to-serve ledger and compile caches --------------------------------------------------
     def startup(self, spec: "Spec") -> Optional["StartupProfile"]:
         """The log lines that end its start-up phases and its compile caches' env (None: not known)."""

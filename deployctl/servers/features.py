@@ -59,6 +59,11 @@ def refused(flavour: "Flavour", asked: Callable[[tuple], Any]) -> Iterator[Probl
                 yield Problem(path, reason, hint=hint)
 
 
+def refuses(flavour: "Flavour", path: tuple, value: Any) -> bool:
+    """Whether `value` at `path` asks for something `flavour` cannot do (refused() says it, with the reason)."""
+    return any(refused(flavour, lambda asked: value if asked == path else None))
+
+
 def spec_refusals(flavour: "Flavour", spec: "Spec") -> Iterator[Problem]:
     """The same for a loaded spec (`export`)."""
     for feature, reason in flavour.unsupported.items():

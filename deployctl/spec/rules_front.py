@@ -8,7 +8,7 @@ from typing import Iterator, Optional
 
 from deployctl.errors import Problem
 from deployctl.fronts import front_for_role, front_kind
-from deployctl.servers.features import Feature
+from deployctl.servers.features import refuses
 from deployctl.spec.rules import Context
 
 FRONT = ("topology", "front")
@@ -22,8 +22,8 @@ def check_front(c: Context) -> Iterator[Problem]:
         return
     kind = c.value(FRONT + ("kind",), str)
     yield from _host(c)
-    if not c.flavour.supports(Feature.OPENAI_API):
-        return  # refused with the flavour's reason (spec/rules_features.py)
+    if refuses(c.flavour, FRONT, front):
+        return  # refused with the flavour's reason (rules.py check_features)
     own, drains = own_front(c)
     if own is not None and not drains:
         yield Problem(FRONT, "the AscendCloud P/D flow keeps its scheduler (topology.scheduler) as its front: the "
@@ -43,8 +43,8 @@ def check_front(c: Context) -> Iterator[Problem]:
 
 def _host(c: Context) -> Iterator[Problem]:
     host = c.value(FRONT + ("host",), str)
-    if c.flavour.dp_groups or host is None or c.hosts is None or host in c.hosts:
-        return  # vllm-ascend's host references are checked with its groups' (rules_upstream.py)
+    if host is None or c.hosts is None or host in c.hosts:
+        return
     close = difflib.get_close_matches(host, c.hosts, n=1, cutoff=0.6)
     yield Problem(FRONT + ("host",), f"unknown host '{host}'" + (f" — did you mean '{close[0]}'?" if close else ""),
                   hint=f"hosts in this spec: {', '.join(c.hosts)}")

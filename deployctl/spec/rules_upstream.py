@@ -108,10 +108,9 @@ def _host_references(c: Context) -> Iterator[Problem]:
         return
     named = [(unit.path + ("hosts", i), h) for unit in c.groups
              for i, h in enumerate(c.value(unit.path + ("hosts",), list) or ())]
-    for key in ("proxy", "front"):
-        proxy_host = c.value(("topology", key, "host"), str)
-        if proxy_host is not None:
-            named.append((("topology", key, "host"), proxy_host))
+    proxy_host = c.value(("topology", "proxy", "host"), str)  # topology.front's: rules_front.py, as for any server
+    if proxy_host is not None:
+        named.append((("topology", "proxy", "host"), proxy_host))
     for path, host in named:
         if isinstance(host, str) and c.ok(path) and host not in c.hosts:
             close = difflib.get_close_matches(host, c.hosts, n=1, cutoff=0.6)

@@ -4,6 +4,8 @@ and Triton answers on its own generate endpoint and readiness path."""
 
 from __future__ import annotations
 
+import json
+
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.core import flag_value
@@ -153,3 +155,13 @@ class TritonVllm(Flavour):
 
     def smoke_path(self, spec: "Spec") -> str:
         return self.answers_path(spec)
+
+    def smoke_body(self, spec: "Spec") -> bytes:
+        # Triton's generate extension: the vLLM backend's inputs as top-level keys, greedy
+        from deployctl.servers.requests import SMOKE_PROMPT
+
+        return json.dumps({"text_input": SMOKE_PROMPT, "parameters": {"stream": False, "temperature": 0}}).encode()
+
+    def own_answer_body(self, prompt: str, tokens: int) -> Optional[str]:
+        return json.dumps({"text_input": prompt, "parameters": {"stream": False, "temperature": 0,
+                                                                "max_tokens": tokens}}, separators=(",", ":"))
