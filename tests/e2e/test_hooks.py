@@ -205,13 +205,14 @@ topology:
 """
 
 
-def test_pre_wave_and_post_wave_run_around_each_wave_of_a_drain_rollout(bed, deployctl):
+def test_pre_wave_and_post_wave_run_around_each_wave_of_a_drain_rollout_and_a_failed_one_stops_it(bed, deployctl):
     log = deployctl.tmp_path / "hooks.jsonl"
     hooks = hooks_yaml({"pre_wave": record(log, "pre_wave"), "post_wave": record(log, "post_wave")})
     name = "e2e-hookwave"
 
-    def write(seqs: int) -> Path:
-        return deployctl.write(bed.spec_yaml(name, ROUTED % (seqs, router_image.IMAGE), hosts_used=["tb1"]) + hooks)
+    def write(seqs: int, other: dict | None = None) -> Path:
+        return deployctl.write(bed.spec_yaml(name, ROUTED % (seqs, router_image.IMAGE), hosts_used=["tb1"])
+                               + (hooks_yaml(other) if other else hooks))
 
     try:
         code, doc = deployctl.json("up", write(8), "--skip", "weights")
@@ -226,5 +227,30 @@ def test_pre_wave_and_post_wave_run_around_each_wave_of_a_drain_rollout(bed, dep
         assert seen == [("pre_wave", "1", f"{name}-mixed-0"), ("post_wave", "1", f"{name}-mixed-0"),
                         ("pre_wave", "2", f"{name}-mixed-1"), ("post_wave", "2", f"{name}-mixed-1")]
         assert [h.get("wave") for h in history(bed, name, "tb1")[-1]["hooks"]] == [1, 1, 2, 2]
+
+        # a failed pre_wave stops the rollout before its wave changes anything; the wave before stays
+        before = container_ids(bed, "tb1", name)
+        failing = {"pre_wave": {"command": ["sh", "-c", 'test "$DEPLOYCTL_WAVE" != 2']},
+                   "on_failure": record(log, "on_failure")}
+        code, doc = deployctl.json("up", write(32, failing), "--skip", "weights", "--yes")
+        assert code == 1 and doc["error"]["type"] == "RolloutFailed", doc
+        assert "pre_wave hook of wave 2" in doc["error"]["message"], doc
+        after = container_ids(bed, "tb1", name)
+        assert after[f"{name}-mixed-0"] != before[f"{name}-mixed-0"]  # wave 1 rolled out
+        assert after[f"{name}-mixed-1"] == before[f"{name}-mixed-1"]  # wave 2 untouched
+        assert lines(log)[-1]["DEPLOYCTL_HOOK"] == "on_failure"
+        assert [(h["hook"], h.get("wave"), h["result"]) for h in history(bed, name, "tb1")[-1]["hooks"]] == [
+            ("pre_wave", 1, "ok"), ("pre_wave", 2, "failed"), ("on_failure", None, "ok")]
+
+        # a failed post_wave stops the rollout after its wave, which stays; the result says so
+        before = after
+        failing = {"post_wave": {"command": ["sh", "-c", "echo lb refused; exit 5"]}}
+        code, doc = deployctl.json("up", write(64, failing), "--skip", "weights", "--yes")
+        assert code == 1 and doc["error"]["type"] == "HookFailed", doc
+        assert "post_wave hook of wave 1" in doc["error"]["message"] and "lb refused" in doc["error"]["stderr_tail"]
+        after = container_ids(bed, "tb1", name)
+        assert after[f"{name}-mixed-0"] != before[f"{name}-mixed-0"]  # its wave stays done
+        assert after[f"{name}-mixed-1"] == before[f"{name}-mixed-1"]  # the rollout stopped there
+        assert history(bed, name, "tb1")[-1]["result"] == "post_wave failed"
     finally:
         deployctl("down", write(16), "--yes")
