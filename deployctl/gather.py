@@ -22,8 +22,10 @@ Results = list[tuple[Probe, ProbeOutput]]
 
 
 def run_probes(transport: Transport, probes: Sequence[Probe], timeout: float = 120) -> Results:
-    """One batch on the host: every probe's stdout, stderr and exit code, in order."""
-    results = run_batch(transport, [Command(p.argv) for p in probes], timeout=timeout)
+    """One batch on the host: every probe's stdout, stderr and exit code, in order; bounded by `timeout` plus
+    what the probes' own reads may wait (a slow answer within their bounds is not an unreachable host)."""
+    bound = timeout + sum(p.waits_s for p in probes)
+    results = run_batch(transport, [Command(p.argv) for p in probes], timeout=bound)
     return [(p, ProbeOutput(r.exit_code, r.stdout, r.stderr)) for p, r in zip(probes, results)]
 
 
@@ -37,7 +39,7 @@ def gather_state(spec: Spec, transports: Mapping[str, Transport], *, skip: froze
     def one(transport: Transport) -> HostFacts:
         options = {} if hang_after is None else {"hang_after": hang_after}
         probes = state_probes(spec, transport.name, skip=skip, stages=stages, **options)
-        return host_facts_from(run_probes(transport, probes, timeout=120 + (hang_after or 0)), disk_path=None)
+        return host_facts_from(run_probes(transport, probes, timeout=120), disk_path=None)
 
     facts = on_hosts(transports, one)
     if check:

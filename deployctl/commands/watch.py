@@ -166,7 +166,7 @@ def probe(spec, transports, state: WatchState, hang_timeout: float) -> list:
     def one(transport):
         probes = watch_probes(spec, transport.name, state.log_since, hang_timeout)
         try:
-            return host_facts_from(run_probes(transport, probes, timeout=60 + hang_timeout))
+            return host_facts_from(run_probes(transport, probes, timeout=60))
         except DeployctlError as error:
             from deployctl.diagnose.redact import redact_text
 

@@ -45,4 +45,4 @@ def parse_liveness(text: str) -> dict[int, Answer]:
 def liveness_probe(targets: tuple[tuple[int, str], ...], body: bytes, seconds: float) -> Probe:
     """One generate per (port, path), each bounded by `seconds`."""
     argv = ("sh", "-c", LIVENESS_SCRIPT, "sh", f"{seconds:g}", body.decode(), *(f"{p}{path}" for p, path in targets))
-    return Probe(argv, parse_liveness, "liveness", tool_name="curl")
+    return Probe(argv, parse_liveness, "liveness", tool_name="curl", waits_s=seconds)  # all at once

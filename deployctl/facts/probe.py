@@ -16,6 +16,7 @@ class Probe:
     key: str = ""
     parse_failed_output: bool = False
     tool_name: str = ""  # for `sh -c` script probes: the tool a 127 means is missing (`docker`, `df`)
+    waits_s: float = 0.0  # the longest its own bounded reads may wait in all: its batch's bound grows by it
 
     @property
     def tool(self) -> str:

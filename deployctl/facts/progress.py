@@ -40,7 +40,9 @@ class ServerProgress:
 def progress_probe(targets: tuple[tuple[int, str], ...], wait: float = 2.0) -> Probe:
     """(port, health path) of each API server on the host; `wait`: seconds each read (health, /metrics) may take."""
     argv = ("sh", "-c", PROGRESS_SCRIPT, "sh", f"{wait:g}", *(f"{port}{path}" for port, path in targets))
-    return Probe(argv, parse_progress, "progress", tool_name="curl")
+    # two reads per server, one after another: a host of 8 ranks may take 16 x `wait` to answer, and is no less
+    # reachable for it
+    return Probe(argv, parse_progress, "progress", tool_name="curl", waits_s=2 * wait * len(targets))
 
 
 def parse_progress(text: str) -> dict[int, ServerProgress]:
