@@ -27,6 +27,10 @@ def add_tune_parser(sub, verb) -> None:
     p.add_argument("--grid", action="store_true",
                    help="try every candidate the rules accept instead of searching (a deploy and a bench each: "
                         "what the search is measured against)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="deploy again the candidates an earlier run with the same inputs recorded as failed to start "
+                        "(default: their failure is reused like a measurement; a candidate cut short by Ctrl-C is "
+                        "always measured again)")
     p.add_argument("--keep-original", action="store_true",
                    help="end with the original spec deployed, not the best candidate")
     p.add_argument("--yes", "-y", action="store_true",

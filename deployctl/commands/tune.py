@@ -118,12 +118,14 @@ def _files(results: Path, space, candidate, settings) -> tuple[Path, Path, Path]
 
 def _measure(args, ui, spec, path, space, candidate, reason, results, settings, slos) -> dict:
     """The candidate's record: from disk when these inputs were measured before, else deployed and benched now."""
-    from deployctl.tune.result import failed, measured
+    from deployctl.tune.result import failed, measured, reusable
 
     spec_file, record_file, bench_file = _files(results, space, candidate, settings)
-    known = _read(record_file)
+    known = reusable(_read(record_file), args.retry_failed)
     if known is not None:
-        ui.info(f"{candidate.label}: measured before ({record_file.name}), not deployed again")
+        said = ("measured before" if known["status"] == "measured"
+                else f"failed before ({known.get('error')}; --retry-failed tries it again)")
+        ui.info(f"{candidate.label}: {said} ({record_file.name}), not deployed again")
         return {**known, "reason": reason, "reused": True}
     ui.info(f"{candidate.label} ({space.cards[candidate]} card(s)): {reason}")
     _write(spec_file, space.texts[candidate])
@@ -251,12 +253,11 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
 
 
 def _read(path: Path):
-    """A record written by an earlier run, or None (missing, or cut short by an interrupt)."""
+    """What an earlier run wrote for a candidate, parsed, or None (no file, or not JSON)."""
     try:
-        record = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and record.get("status") in ("measured", "failed") else None
 
 
 def _write(path: Path, text: str) -> None:

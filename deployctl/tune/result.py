@@ -72,6 +72,17 @@ def failed(candidate_json: dict, label: str, cards: int, reason: str, error: str
             "time_to_serve_s": deploy_s, "error": error}
 
 
+def reusable(record, retry_failed: bool = False) -> Optional[dict]:
+    """An earlier run's record (parsed JSON) that stands for this run, or None to measure again: a measured one, and
+    a failed one unless `--retry-failed` (a failure may have been transient, a host down); anything else (a file
+    cut short, an unknown status) is measured again."""
+    if not isinstance(record, dict):
+        return None
+    if record.get("status") == "measured" or (record.get("status") == "failed" and not retry_failed):
+        return record
+    return None
+
+
 def rank(records: list[dict]) -> list[dict]:
     """Best first: measured and meeting the SLOs, then goodput per card, then fewer cards, then the label."""
     return sorted(records, key=lambda r: (r["status"] != "measured", not r["meets_slo"], -r["goodput_per_card"],

@@ -3,7 +3,8 @@ cache holds 64, far above every candidate), so each max_num_seqs value serves a 
 TTFT SLO; a first run cut by Ctrl-C during the third candidate's bench leaves the best finished candidate serving;
 the next run resumes (the two finished records reused, the cut one measured again), measures 4 candidates in all,
 records the one the stand-in refuses to start and goes on, counts the ones the rules prune, ranks them, leaves the
-best deployed and writes its spec; a run after it with the same inputs reuses every result and deploys nothing."""
+best deployed and writes its spec; a run after it with the same inputs reuses every result and deploys nothing, and
+one with --retry-failed deploys the failed candidate alone again."""
 
 from __future__ import annotations
 
@@ -101,8 +102,11 @@ def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, dep
         assert (again["measured"], again["reused"], again["winner"]) == (0, 5, label(16))
         assert container_ids(bed, HOST, "e2e-tune") == before  # nothing redeployed, the winner kept running
 
-        code, out, err = deployctl("tune", path, *TUNE, "--keep-original")
+        # --retry-failed: the failed candidate alone is deployed again (the stand-in refuses it again, recorded so)
+        code, out, err = deployctl("tune", path, *TUNE, "--keep-original", "--retry-failed")
         assert code == 0, err
+        assert f"{label(16, '0')} (2 card(s))" in err and f"{label(16, '0')}: failed before" not in err, err
+        assert err.count("measured before") == 4, err
         assert "8 candidate(s) pruned by the spec's rules before any deploy" in out
         assert max_num_seqs_running(bed) == 2  # --keep-original: the spec as written serves again
     finally:
