@@ -44,10 +44,36 @@ def binding(document: dict) -> str:
     return "unknown"
 
 
+# the devices' figures each bench run's telemetry summary gives (bench/telemetry.py summarize_telemetry)
+DEVICE_PEAKS = ("device_util_max_pct", "device_mem_max_pct", "device_temp_max_c", "kv_cache_usage_max")
+
+
+def telemetry(document: dict) -> Optional[dict]:
+    """The NPU/GPU telemetry of a candidate's bench: utilisation mean (over every sample of every run) and peaks
+    across its runs, and the figures at the highest load that met the SLOs; None when nothing was sampled."""
+    runs = [r for r in document.get("runs", []) if (r.get("telemetry") or {}).get("samples")]
+    if not runs:
+        return None
+    weighted = [(r["telemetry"]["samples"], r["telemetry"]["device_util_mean_pct"]) for r in runs
+                if r["telemetry"].get("device_util_mean_pct") is not None]
+    found = document.get("search") or {}
+    key = "parallel_num" if document.get("mode") == "static" else "request_rate"
+    best = found.get("max_meeting")
+    at = next((r["telemetry"] for r in runs if best is not None and r.get(key) == best), None)
+    return {
+        "samples": sum(r["telemetry"]["samples"] for r in runs),
+        "device_util_mean_pct": (sum(n * v for n, v in weighted) / sum(n for n, _ in weighted)) if weighted else None,
+        **{name: max((r["telemetry"][name] for r in runs if r["telemetry"].get(name) is not None), default=None)
+           for name in DEVICE_PEAKS},
+        "at_max_load": None if at is None else {
+            name: at.get(name) for name in ("device_util_mean_pct", "device_mem_max_pct", "kv_cache_usage_max")},
+    }
+
+
 def measured(candidate_json: dict, label: str, cards: int, reason: str, document: dict,
              deploy_s: Optional[float]) -> dict:
     """The record of one measured candidate: goodput (at the highest load that met the SLOs), per card, the knee,
-    time to serve, why it was tried, what bound it."""
+    time to serve, why it was tried, what bound it, its devices' telemetry."""
     found = document.get("search") or {}
     key = "parallel_num" if document.get("mode") == "static" else "request_rate"
     best = found.get("max_meeting")
@@ -60,7 +86,7 @@ def measured(candidate_json: dict, label: str, cards: int, reason: str, document
         "goodput_rps": goodput, "goodput_tokens_s": slo.get("goodput_output_token_throughput", 0.0) if run else 0.0,
         "goodput_per_card": goodput / cards if cards else 0.0,
         "knee": document.get("knee"), "binding": binding(document), "stopped": found.get("stopped"),
-        "time_to_serve_s": deploy_s, "error": None,
+        "time_to_serve_s": deploy_s, "telemetry": telemetry(document), "error": None,
     }
 
 
@@ -69,7 +95,7 @@ def failed(candidate_json: dict, label: str, cards: int, reason: str, error: str
     return {"label": label, "values": candidate_json, "cards": cards, "reason": reason, "status": "failed",
             "meets_slo": False, "max_load": None, "by": None, "goodput_rps": 0.0, "goodput_tokens_s": 0.0,
             "goodput_per_card": 0.0, "knee": None, "binding": "unknown", "stopped": None,
-            "time_to_serve_s": deploy_s, "error": error}
+            "time_to_serve_s": deploy_s, "telemetry": None, "error": error}
 
 
 def reusable(record, retry_failed: bool = False) -> Optional[dict]:
