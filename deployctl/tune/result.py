@@ -71,9 +71,10 @@ def telemetry(document: dict) -> Optional[dict]:
 
 
 def measured(candidate_json: dict, label: str, cards: int, reason: str, document: dict,
-             deploy_s: Optional[float]) -> dict:
+             deploy_s: Optional[float], rate: Optional[float] = None) -> dict:
     """The record of one measured candidate: goodput (at the highest load that met the SLOs), per card, the knee,
-    time to serve, why it was tried, what bound it, its devices' telemetry."""
+    time to serve, why it was tried, what bound it, its devices' telemetry. With a `rate` (`--traffic rate=`), it
+    meets the SLOs only when it met them at that rate or above."""
     found = document.get("search") or {}
     key = "parallel_num" if document.get("mode") == "static" else "request_rate"
     best = found.get("max_meeting")
@@ -82,7 +83,8 @@ def measured(candidate_json: dict, label: str, cards: int, reason: str, document
     goodput = slo.get("goodput_request_throughput", 0.0) if run else 0.0
     return {
         "label": label, "values": candidate_json, "cards": cards, "reason": reason, "status": "measured",
-        "meets_slo": best is not None, "max_load": best, "by": found.get("by"),
+        "meets_slo": best is not None and (rate is None or best >= rate), "rate": rate, "max_load": best,
+        "by": found.get("by"),
         "goodput_rps": goodput, "goodput_tokens_s": slo.get("goodput_output_token_throughput", 0.0) if run else 0.0,
         "goodput_per_card": goodput / cards if cards else 0.0,
         "knee": document.get("knee"), "binding": binding(document), "stopped": found.get("stopped"),
@@ -110,6 +112,8 @@ def reusable(record, retry_failed: bool = False) -> Optional[dict]:
 
 
 def rank(records: list[dict]) -> list[dict]:
-    """Best first: measured and meeting the SLOs, then goodput per card, then fewer cards, then the label."""
-    return sorted(records, key=lambda r: (r["status"] != "measured", not r["meets_slo"], -r["goodput_per_card"],
-                                          r["cards"], r["label"]))
+    """Best first: measured and meeting the SLOs, then goodput per card, then fewer cards, then the label; with a
+    rate to serve (`--traffic rate=`: every record of a tune has the same), fewer cards before goodput per card."""
+    return sorted(records, key=lambda r: (r["status"] != "measured", not r["meets_slo"],
+                                          r["cards"] if r.get("rate") else 0, -r["goodput_per_card"], r["cards"],
+                                          r["label"]))

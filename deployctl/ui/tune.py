@@ -32,6 +32,8 @@ def render_tune(ui: UI, document: dict) -> None:
     from rich.table import Table
 
     slo = ", ".join(f"{name} <= {limit:g} ms" for name, limit in document["slo"].items())
+    rate = (document.get("traffic") or {}).get("rate")
+    slo += f" at {rate:g} req/s or more" if rate else ""
     table = Table(title=f"tune {document['deployment']}: {slo} (best first)", title_justify="left")
     for column in ("rank", "candidate", "cards", "meets SLO", f"max {document['by']}", "goodput req/s",
                    "per card", "card util/mem %", "bound by", "deploy s", "tried because"):
