@@ -27,6 +27,10 @@ def add_tune_parser(sub, verb) -> None:
     p.add_argument("--grid", action="store_true",
                    help="try every candidate the rules accept instead of searching (a deploy and a bench each: "
                         "what the search is measured against)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="deploy again the candidates an earlier run with the same inputs recorded as failed to start "
+                        "(default: their failure is reused like a measurement; a candidate cut short by Ctrl-C is "
+                        "always measured again)")
     p.add_argument("--keep-original", action="store_true",
                    help="end with the original spec deployed, not the best candidate")
     p.add_argument("--yes", "-y", action="store_true",
@@ -34,10 +38,16 @@ def add_tune_parser(sub, verb) -> None:
     from deployctl.cli_bench import _search_flags
 
     _search_flags(p, max_runs=8, epochs=3)
-    p.add_argument("--prompt-tokens", type=number("--prompt-tokens"), default=1024, metavar="N",
-                   help="synthetic prompt length (default %(default)s)")
-    p.add_argument("--output-tokens", type=number("--output-tokens"), default=128, metavar="N",
-                   help="output length (default %(default)s)")
+    p.add_argument("--traffic", action="append", default=[], metavar="KEY=VALUE,...",
+                   help="the traffic each candidate is measured with (repeatable): dataset=FILE (prompts and output "
+                        "lengths from a ShareGPT file; dataset_type=alpaca|custom for the others, as bench dynamic's "
+                        "--dataset), lengths=PROMPT/OUTPUT (synthetic prompts, as --prompt-tokens/--output-tokens), "
+                        "rate=REQ_PER_S (the rate a candidate must serve within the SLOs to meet them; the fewest "
+                        "cards that do then win); dataset and rate need --by rate (default: lengths=1024/128)")
+    p.add_argument("--prompt-tokens", type=number("--prompt-tokens"), default=None, metavar="N",
+                   help="synthetic prompt length (default 1024)")
+    p.add_argument("--output-tokens", type=number("--output-tokens"), default=None, metavar="N",
+                   help="output length (default 128; with a dataset, the dataset's)")
     p.add_argument("--telemetry-interval", type=number("--telemetry-interval"), default=1.0, metavar="S",
                    help="sample the hosts' devices and engines every S seconds during each run: what tells the "
                         "search which axis binds (default %(default)g; 0: off)")

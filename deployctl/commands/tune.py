@@ -4,16 +4,28 @@ end state is the best candidate deployed (or the original) and its spec written 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Optional
 
 from deployctl.errors import DeployctlError, ExitStatus, UsageError
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)$")
+
+
+@dataclass(frozen=True)
+class Load:
+    """What every candidate's bench search is measured with: the SLOs, the traffic and the dataset's prompts."""
+
+    slos: tuple
+    traffic: Any  # tune/traffic.py Traffic
+    prompts: Optional[list] = None  # the dataset's, read once
+    dataset_sha256: Optional[str] = None  # its content: what makes a record reusable, not the file's path
 
 
 def parse_budget(text):
@@ -38,6 +50,7 @@ def run(args, ui) -> int:
 
     started = time.monotonic()
     slos = parse_slo_flag(args.slo)
+    load = _load(args, slos)
     search = parse_search(args.search)
     budget = parse_budget(args.budget)
     if args.by == "concurrency" and args.start is not None and args.start != int(args.start):
@@ -52,7 +65,11 @@ def run(args, ui) -> int:
     results.mkdir(parents=True, exist_ok=True)
     settings = {"slo": {s.name: s.limit_ms for s in slos}, "by": args.by, "start": args.start,
                 "max_runs": args.max_runs, "precision": args.precision, "run_seconds": args.run_seconds,
-                "epochs": args.epochs, "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens}
+                "epochs": args.epochs, "prompt_tokens": load.traffic.prompt_tokens,
+                "output_tokens": load.traffic.output_tokens}
+    traffic = load.traffic.settings(load.dataset_sha256)
+    if traffic:  # only when --traffic says more than the lengths: earlier runs' records stay reusable
+        settings["traffic"] = traffic
     ui.info(f"tune {spec.name}: {len(space.valid)} candidate(s) pass the spec's rules, {len(space.pruned)} pruned; "
             f"results in {results}")
     from deployctl.tune.step import grid_step, next_step
@@ -70,7 +87,7 @@ def run(args, ui) -> int:
             candidate = step.candidate
             order.append(candidate)
             records[candidate] = _measure(args, ui, spec, path, space, candidate, step.reason, results, settings,
-                                          slos)
+                                          load)
     except KeyboardInterrupt:
         # Ctrl-C mid-candidate: up has rolled its own change back, or the candidate serves unmeasured; either way
         # the tune ends as it would have, on the best finished candidate, and a re-run redoes the cut one
@@ -83,6 +100,26 @@ def run(args, ui) -> int:
                 "leaves what runs now")
     return _finish(args, ui, spec, path, space, records, order, stopped, results, settings, interrupted,
                    (cards, cards_from))
+
+
+def _load(args, slos) -> Load:
+    """--traffic (with --prompt-tokens/--output-tokens and --by) checked, and its dataset read, before anything is
+    deployed."""
+    from deployctl.tune.traffic import parse_traffic
+
+    traffic = parse_traffic(args.traffic, args.prompt_tokens, args.output_tokens, args.by)
+    if traffic.dataset is None:
+        return Load(slos, traffic)
+    from deployctl.bench.prompts import load_dataset
+
+    prompts = load_dataset(traffic.dataset, traffic.dataset_type)  # a bad file: a UsageError naming it
+    return Load(slos, traffic, prompts, hashlib.sha256(Path(traffic.dataset).read_bytes()).hexdigest())
+
+
+def _traffic_json(settings: dict) -> dict:
+    """The traffic every candidate was measured with, for the JSON document."""
+    return {"prompt_tokens": settings["prompt_tokens"], "output_tokens": settings["output_tokens"],
+            **settings.get("traffic", {})}
 
 
 def _cards(args, ui, spec, data) -> tuple[dict, str]:
@@ -116,14 +153,16 @@ def _files(results: Path, space, candidate, settings) -> tuple[Path, Path, Path]
     return results / f"{stem}.yaml", results / f"{stem}.json", results / f"{stem}.bench.json"
 
 
-def _measure(args, ui, spec, path, space, candidate, reason, results, settings, slos) -> dict:
+def _measure(args, ui, spec, path, space, candidate, reason, results, settings, load) -> dict:
     """The candidate's record: from disk when these inputs were measured before, else deployed and benched now."""
-    from deployctl.tune.result import failed, measured
+    from deployctl.tune.result import failed, measured, reusable
 
     spec_file, record_file, bench_file = _files(results, space, candidate, settings)
-    known = _read(record_file)
+    known = reusable(_read(record_file), args.retry_failed)
     if known is not None:
-        ui.info(f"{candidate.label}: measured before ({record_file.name}), not deployed again")
+        said = ("measured before" if known["status"] == "measured"
+                else f"failed before ({known.get('error')}; --retry-failed tries it again)")
+        ui.info(f"{candidate.label}: {said} ({record_file.name}), not deployed again")
         return {**known, "reason": reason, "reused": True}
     ui.info(f"{candidate.label} ({space.cards[candidate]} card(s)): {reason}")
     _write(spec_file, space.texts[candidate])
@@ -133,7 +172,7 @@ def _measure(args, ui, spec, path, space, candidate, reason, results, settings, 
         candidate_spec = _deploy(args, ui, path, spec_file)
         deploy_s = time.monotonic() - deployed
         benched = time.monotonic()
-        document = _bench(args, ui, candidate_spec, slos)
+        document = _bench(args, ui, candidate_spec, load)
         bench_s = time.monotonic() - benched
     except UsageError:
         raise  # a refusal (no --yes without a terminal): the same for every candidate
@@ -142,7 +181,8 @@ def _measure(args, ui, spec, path, space, candidate, reason, results, settings, 
         record = failed(values, candidate.label, cards, reason, error.message, time.monotonic() - deployed)
     else:
         _write(bench_file, json.dumps(document, indent=2))
-        record = {**measured(values, candidate.label, cards, reason, document, deploy_s), "bench_s": bench_s}
+        record = {**measured(values, candidate.label, cards, reason, document, deploy_s, rate=load.traffic.rate),
+                  "bench_s": bench_s}
     record = {**record, "spec_file": str(spec_file), "bench_file": str(bench_file)}
     _write(record_file, json.dumps(record, indent=2))  # as it finishes: an interrupted tune resumes from here
     return record
@@ -176,11 +216,8 @@ def _deploy(args, ui, path: Path, spec_file: Path):
     return spec
 
 
-def _bench(args, ui, spec, slos) -> dict:
+def _bench(args, ui, spec, load) -> dict:
     """bench search against the candidate: every serving instance when it has no front, else the front."""
-    from deployctl.bench.client import BaseUrl
-    from deployctl.bench.runner import BenchSettings, SearchLoad
-    from deployctl.bench.search import SearchPlan
     from deployctl.bench.target import spec_endpoint, spec_facts
     from deployctl.commands.bench import execute_search, telemetry
 
@@ -189,17 +226,30 @@ def _bench(args, ui, spec, slos) -> dict:
                 for i in spec.api_servers]
     else:
         urls = [spec_endpoint(spec)]
-    settings = BenchSettings(bases=[BaseUrl.parse(u) for u in urls], model=spec.model.served_name, slos=slos)
-    plan = SearchPlan(args.by, args.start if args.start is not None else 1.0, max_runs=args.max_runs,
-                      precision=args.precision)
-    load = SearchLoad(args.prompt_tokens, args.output_tokens, epochs=args.epochs, run_seconds=args.run_seconds)
+    settings, plan, runs = search_inputs(args, load, urls, spec.model.served_name)
     header = {"target": str(spec.source), "model": spec.model.served_name, "url": urls[0], **spec_facts(spec)}
     with telemetry(spec, args.telemetry_interval, ui) as sampler:
         settings.telemetry = sampler
-        document = execute_search(settings, plan, load, header, ui)
+        document = execute_search(settings, plan, runs, header, ui)
     for run in document["runs"]:
         run.pop("telemetry_samples", None)  # the summary stays; the raw samples would swell every record
     return document
+
+
+def search_inputs(args, load: Load, urls: list[str], model: str):
+    """bench search's settings, plan and runs for one candidate: the tune's SLOs and traffic (a dataset's prompts,
+    or synthetic lengths; with a rate to serve, the first run at that rate)."""
+    from deployctl.bench.client import BaseUrl
+    from deployctl.bench.runner import BenchSettings, SearchLoad
+    from deployctl.bench.search import SearchPlan
+
+    settings = BenchSettings(bases=[BaseUrl.parse(u) for u in urls], model=model, slos=load.slos,
+                             dataset=load.prompts)
+    traffic = load.traffic
+    start = args.start if args.start is not None else (traffic.rate or 1.0)
+    plan = SearchPlan(args.by, start, max_runs=args.max_runs, precision=args.precision)
+    runs = SearchLoad(traffic.prompt_tokens, traffic.output_tokens, epochs=args.epochs, run_seconds=args.run_seconds)
+    return settings, plan, runs
 
 
 def _finish(args, ui, spec, path, space, records, order, stopped, results, settings, interrupted, budget) -> int:
@@ -224,8 +274,8 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
         deployed = winner.label
     document = {
         "deployment": spec.name, "spec": str(path), "results_dir": str(results), "slo": settings["slo"],
-        "by": settings["by"], "cards": {"per_host": cards, "from": cards_from}, "stopped": stopped,
-        "interrupted": interrupted, "winner": winner.label if winner else None,
+        "by": settings["by"], "traffic": _traffic_json(settings), "cards": {"per_host": cards, "from": cards_from},
+        "stopped": stopped, "interrupted": interrupted, "winner": winner.label if winner else None,
         "meets_slo": bool(best and best["meets_slo"]), "deployed": deployed, "end_deploy_s": time.monotonic() - ending,
         "tuned_spec": str(tuned) if tuned else None, "measured": sum(1 for r in ranked if not r.get("reused")),
         "reused": sum(1 for r in ranked if r.get("reused")),
@@ -251,12 +301,11 @@ def _finish(args, ui, spec, path, space, records, order, stopped, results, setti
 
 
 def _read(path: Path):
-    """A record written by an earlier run, or None (missing, or cut short by an interrupt)."""
+    """What an earlier run wrote for a candidate, parsed, or None (no file, or not JSON)."""
     try:
-        record = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and record.get("status") in ("measured", "failed") else None
 
 
 def _write(path: Path, text: str) -> None:

@@ -44,10 +44,37 @@ def binding(document: dict) -> str:
     return "unknown"
 
 
+# the devices' figures each bench run's telemetry summary gives (bench/telemetry.py summarize_telemetry)
+DEVICE_PEAKS = ("device_util_max_pct", "device_mem_max_pct", "device_temp_max_c", "kv_cache_usage_max")
+
+
+def telemetry(document: dict) -> Optional[dict]:
+    """The NPU/GPU telemetry of a candidate's bench: utilisation mean (over every sample of every run) and peaks
+    across its runs, and the figures at the highest load that met the SLOs; None when nothing was sampled."""
+    runs = [r for r in document.get("runs", []) if (r.get("telemetry") or {}).get("samples")]
+    if not runs:
+        return None
+    weighted = [(r["telemetry"]["samples"], r["telemetry"]["device_util_mean_pct"]) for r in runs
+                if r["telemetry"].get("device_util_mean_pct") is not None]
+    found = document.get("search") or {}
+    key = "parallel_num" if document.get("mode") == "static" else "request_rate"
+    best = found.get("max_meeting")
+    at = next((r["telemetry"] for r in runs if best is not None and r.get(key) == best), None)
+    return {
+        "samples": sum(r["telemetry"]["samples"] for r in runs),
+        "device_util_mean_pct": (sum(n * v for n, v in weighted) / sum(n for n, _ in weighted)) if weighted else None,
+        **{name: max((r["telemetry"][name] for r in runs if r["telemetry"].get(name) is not None), default=None)
+           for name in DEVICE_PEAKS},
+        "at_max_load": None if at is None else {
+            name: at.get(name) for name in ("device_util_mean_pct", "device_mem_max_pct", "kv_cache_usage_max")},
+    }
+
+
 def measured(candidate_json: dict, label: str, cards: int, reason: str, document: dict,
-             deploy_s: Optional[float]) -> dict:
+             deploy_s: Optional[float], rate: Optional[float] = None) -> dict:
     """The record of one measured candidate: goodput (at the highest load that met the SLOs), per card, the knee,
-    time to serve, why it was tried, what bound it."""
+    time to serve, why it was tried, what bound it, its devices' telemetry. With a `rate` (`--traffic rate=`), it
+    meets the SLOs only when it met them at that rate or above."""
     found = document.get("search") or {}
     key = "parallel_num" if document.get("mode") == "static" else "request_rate"
     best = found.get("max_meeting")
@@ -56,11 +83,12 @@ def measured(candidate_json: dict, label: str, cards: int, reason: str, document
     goodput = slo.get("goodput_request_throughput", 0.0) if run else 0.0
     return {
         "label": label, "values": candidate_json, "cards": cards, "reason": reason, "status": "measured",
-        "meets_slo": best is not None, "max_load": best, "by": found.get("by"),
+        "meets_slo": best is not None and (rate is None or best >= rate), "rate": rate, "max_load": best,
+        "by": found.get("by"),
         "goodput_rps": goodput, "goodput_tokens_s": slo.get("goodput_output_token_throughput", 0.0) if run else 0.0,
         "goodput_per_card": goodput / cards if cards else 0.0,
         "knee": document.get("knee"), "binding": binding(document), "stopped": found.get("stopped"),
-        "time_to_serve_s": deploy_s, "error": None,
+        "time_to_serve_s": deploy_s, "telemetry": telemetry(document), "error": None,
     }
 
 
@@ -69,10 +97,23 @@ def failed(candidate_json: dict, label: str, cards: int, reason: str, error: str
     return {"label": label, "values": candidate_json, "cards": cards, "reason": reason, "status": "failed",
             "meets_slo": False, "max_load": None, "by": None, "goodput_rps": 0.0, "goodput_tokens_s": 0.0,
             "goodput_per_card": 0.0, "knee": None, "binding": "unknown", "stopped": None,
-            "time_to_serve_s": deploy_s, "error": error}
+            "time_to_serve_s": deploy_s, "telemetry": None, "error": error}
+
+
+def reusable(record, retry_failed: bool = False) -> Optional[dict]:
+    """An earlier run's record (parsed JSON) that stands for this run, or None to measure again: a measured one, and
+    a failed one unless `--retry-failed` (a failure may have been transient, a host down); anything else (a file
+    cut short, an unknown status) is measured again."""
+    if not isinstance(record, dict):
+        return None
+    if record.get("status") == "measured" or (record.get("status") == "failed" and not retry_failed):
+        return record
+    return None
 
 
 def rank(records: list[dict]) -> list[dict]:
-    """Best first: measured and meeting the SLOs, then goodput per card, then fewer cards, then the label."""
-    return sorted(records, key=lambda r: (r["status"] != "measured", not r["meets_slo"], -r["goodput_per_card"],
-                                          r["cards"], r["label"]))
+    """Best first: measured and meeting the SLOs, then goodput per card, then fewer cards, then the label; with a
+    rate to serve (`--traffic rate=`: every record of a tune has the same), fewer cards before goodput per card."""
+    return sorted(records, key=lambda r: (r["status"] != "measured", not r["meets_slo"],
+                                          r["cards"] if r.get("rate") else 0, -r["goodput_per_card"], r["cards"],
+                                          r["label"]))

@@ -3,7 +3,8 @@ cache holds 64, far above every candidate), so each max_num_seqs value serves a 
 TTFT SLO; a first run cut by Ctrl-C during the third candidate's bench leaves the best finished candidate serving;
 the next run resumes (the two finished records reused, the cut one measured again), measures 4 candidates in all,
 records the one the stand-in refuses to start and goes on, counts the ones the rules prune, ranks them, leaves the
-best deployed and writes its spec; a run after it with the same inputs reuses every result and deploys nothing."""
+best deployed and writes its spec; a run after it with the same inputs reuses every result and deploys nothing, and
+one with --retry-failed deploys the failed candidate alone again."""
 
 from __future__ import annotations
 
@@ -43,10 +44,12 @@ def label(seqs: int, capacity: str = "64") -> str:
     return f"tp2-dp1-seqs{seqs}-bt2048-STANDIN_CAPACITY{capacity}"
 
 
-def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, deployctl, tmp_path):
+def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, deployctl, tmp_path, restore_profiles):
     # the spec's own max_num_seqs is 2: the search climbs the axis the queue says binds
     path = deployctl.write(bed.spec_yaml("e2e-tune", TOPOLOGY, hosts_used=[HOST], extra=MODEL.replace(
         "max_num_seqs: 16", "max_num_seqs: 2") + ENV))
+    # what the fake npu-smi prints for the candidates' two cards: each record's telemetry reads it over SSH
+    bed.set_profile(HOST, stats={"0": {"aicore": 87, "hbm_used": 50000}, "1": {"aicore": 83, "hbm_used": 40000}})
     try:
         # Ctrl-C once the third candidate (seqs 8) serves and its bench has begun (events on stderr, not time)
         child = deployctl_child("tune", path, *TUNE, "--output", "json")
@@ -76,6 +79,13 @@ def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, dep
         loads = {r["label"]: r["max_load"] for r in doc["candidates"]}
         assert loads[label(2)] == 2 and loads[label(4)] == 4, loads
         assert loads[label(8)] == 8 and loads[label(16)] >= 16, loads
+        # each measured candidate's NPU telemetry over its bench (the failed one has none)
+        for record in doc["candidates"][:4]:
+            telemetry = record["telemetry"]
+            assert telemetry["samples"] > 0 and telemetry["device_util_mean_pct"] == 85.0, record  # (87 + 83) / 2
+            assert telemetry["device_mem_max_pct"] == 100.0 * 50000 / 65536, record  # 64 GB cards (the fake's)
+            assert telemetry["at_max_load"]["device_util_mean_pct"] == 85.0, record
+        assert doc["candidates"][-1]["telemetry"] is None
         # the candidate the stand-in refused: recorded with its error, and the tune went on to its end
         refused = doc["candidates"][-1]
         assert refused["status"] == "failed" and "exited while starting" in refused["error"], refused
@@ -101,8 +111,11 @@ def test_tune_ranks_four_candidates_deploys_the_best_and_reuses_results(bed, dep
         assert (again["measured"], again["reused"], again["winner"]) == (0, 5, label(16))
         assert container_ids(bed, HOST, "e2e-tune") == before  # nothing redeployed, the winner kept running
 
-        code, out, err = deployctl("tune", path, *TUNE, "--keep-original")
+        # --retry-failed: the failed candidate alone is deployed again (the stand-in refuses it again, recorded so)
+        code, out, err = deployctl("tune", path, *TUNE, "--keep-original", "--retry-failed")
         assert code == 0, err
+        assert f"{label(16, '0')} (2 card(s))" in err and f"{label(16, '0')}: failed before" not in err, err
+        assert err.count("measured before") == 4, err
         assert "8 candidate(s) pruned by the spec's rules before any deploy" in out
         assert max_num_seqs_running(bed) == 2  # --keep-original: the spec as written serves again
     finally:
