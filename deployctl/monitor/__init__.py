@@ -2,6 +2,13 @@
 deployment, each a function of the spec (and what the hosts said about their exporters). `commands/monitor.py`
 writes them."""
 
-from deployctl.monitor.pack import Exporters, Pack, render_pack
-
 __all__ = ["Exporters", "Pack", "render_pack"]
+
+
+def __getattr__(name: str):
+    # the pack on first use: `validate` reads only monitor/durations.py, and the pack's modules cost its start-up
+    if name in __all__:
+        from deployctl.monitor import pack
+
+        return getattr(pack, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

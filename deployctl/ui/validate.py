@@ -4,6 +4,8 @@ from __future__ import annotations
 
 
 def render_warnings(ui, warnings: list) -> None:
+    if not warnings:
+        return  # nor rich's import: `validate -q` of a sound spec is the CLI's start-up figure
     from rich.markup import escape
 
     console = ui.console(stderr=True)
@@ -15,13 +17,13 @@ def render_warnings(ui, warnings: list) -> None:
 
 def render_summary(ui, spec) -> None:
     """Instances per host (role, name, devices, ports, TP), the start order and NODE_PORTS."""
+    if ui.quiet:
+        return
     from rich import box
     from rich.table import Table
 
     from deployctl.ui import keep_numbers_whole
 
-    if ui.quiet:
-        return
     table = Table(title=f"{spec.name}: {spec.mode}, {spec.platform}/{spec.server}", title_justify="left",
                   box=box.SIMPLE_HEAD)
     columns = ("host", "role", "container", "devices", "ports", "TP") + (("DP ranks",) if spec.upstream else ())
