@@ -14,8 +14,8 @@ from typing import Mapping, Optional
 from deployctl.fronts import front_for_role
 from deployctl.plan.actions import AnswerCheck
 from deployctl.plan.model import Stage, Step
-from deployctl.servers.requests import completion_body
 from deployctl.servers import flavour_of
+from deployctl.servers.requests import completion_body
 from deployctl.spec.model import Instance, Spec
 
 ANSWER_PROMPT = "The quick brown fox jumps over the lazy dog. Continue the story:"

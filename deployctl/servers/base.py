@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import Flag, Table, flag_rows
 from deployctl.servers.metrics import VLLM_V1, ServerMetrics
+from deployctl.servers.requests import ONE_TOKEN_PATH, one_token_body, smoke_request_body
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
@@ -132,8 +133,6 @@ class Flavour:
 
     def smoke_body(self, spec: "Spec") -> bytes:
         """The body of `up`'s smoke request: a greedy chat completion."""
-        from deployctl.servers.requests import smoke_request_body
-
         return smoke_request_body(spec)
 
     def own_answer_body(self, prompt: str, tokens: int) -> Optional[str]:
@@ -144,8 +143,6 @@ class Flavour:
     def liveness_request(self, spec: "Spec") -> Optional[tuple[str, bytes]]:
         """(path, body) of the one-token generate `status` and `watch` judge an engine's liveness by; None: they
         judge it by its health alone (the reason is the flavour's unsupported ONE_TOKEN_LIVENESS)."""
-        from deployctl.servers.requests import ONE_TOKEN_PATH, one_token_body
-
         return (ONE_TOKEN_PATH, one_token_body(spec)) if self.supports(Feature.ONE_TOKEN_LIVENESS) else None
 
     def surge(self, spec: "Spec") -> int:

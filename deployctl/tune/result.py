@@ -48,18 +48,16 @@ def binding(document: dict) -> str:
 DEVICE_PEAKS = ("device_util_max_pct", "device_mem_max_pct", "device_temp_max_c", "kv_cache_usage_max")
 
 
-def telemetry(document: dict) -> Optional[dict]:
+def telemetry(document: dict, best_run: Optional[dict]) -> Optional[dict]:
     """The NPU/GPU telemetry of a candidate's bench: utilisation mean (over every sample of every run) and peaks
-    across its runs, and the figures at the highest load that met the SLOs; None when nothing was sampled."""
+    across its runs, and the figures of `best_run` (the highest load that met the SLOs); None when nothing was
+    sampled."""
     runs = [r for r in document.get("runs", []) if (r.get("telemetry") or {}).get("samples")]
     if not runs:
         return None
     weighted = [(r["telemetry"]["samples"], r["telemetry"]["device_util_mean_pct"]) for r in runs
                 if r["telemetry"].get("device_util_mean_pct") is not None]
-    found = document.get("search") or {}
-    key = "parallel_num" if document.get("mode") == "static" else "request_rate"
-    best = found.get("max_meeting")
-    at = next((r["telemetry"] for r in runs if best is not None and r.get(key) == best), None)
+    at = best_run["telemetry"] if best_run is not None and any(r is best_run for r in runs) else None
     return {
         "samples": sum(r["telemetry"]["samples"] for r in runs),
         "device_util_mean_pct": (sum(n * v for n, v in weighted) / sum(n for n, _ in weighted)) if weighted else None,
@@ -88,7 +86,7 @@ def measured(candidate_json: dict, label: str, cards: int, reason: str, document
         "goodput_rps": goodput, "goodput_tokens_s": slo.get("goodput_output_token_throughput", 0.0) if run else 0.0,
         "goodput_per_card": goodput / cards if cards else 0.0,
         "knee": document.get("knee"), "binding": binding(document), "stopped": found.get("stopped"),
-        "time_to_serve_s": deploy_s, "telemetry": telemetry(document), "error": None,
+        "time_to_serve_s": deploy_s, "telemetry": telemetry(document, run), "error": None,
     }
 
 

@@ -5,7 +5,6 @@ and Triton answers on its own generate endpoint and readiness path."""
 from __future__ import annotations
 
 import json
-
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.core import flag_value
@@ -15,6 +14,7 @@ from deployctl.servers.base import Flavour
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import Flag, Refused
 from deployctl.servers.metrics import TRITON_VLLM_BACKEND
+from deployctl.servers.requests import SMOKE_PROMPT
 from deployctl.servers.vllm_gpu import NO_ASCEND, NO_GPU_SURGE, NO_INT8_KV, NO_SCALES, NO_SMOOTHQUANT, gpu_shape
 from deployctl.spec.show import quoted
 
@@ -158,8 +158,6 @@ class TritonVllm(Flavour):
 
     def smoke_body(self, spec: "Spec") -> bytes:
         # Triton's generate extension: the vLLM backend's inputs as top-level keys, greedy
-        from deployctl.servers.requests import SMOKE_PROMPT
-
         return json.dumps({"text_input": SMOKE_PROMPT, "parameters": {"stream": False, "temperature": 0}}).encode()
 
     def own_answer_body(self, prompt: str, tokens: int) -> Optional[str]:
