@@ -46,6 +46,25 @@ def _hold_the_bed_lock() -> None:
 
 
 _BED_LOCK: list = []
+# The longest one bed waits for the other's set-up: a first set-up on a fresh machine builds the images and fetches
+# the routers' wheels (minutes); a set-up still running past this is stuck, and says so.
+SETUP_WAIT_S = 1800
+
+
+def _wait_for_lock(handle, seconds: float) -> None:
+    """flock `handle` exclusively, or RuntimeError naming the lock after `seconds` (its holder is not waited for
+    ever: a bed's set-up failure is the reason the fixture gives)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the other bed's set-up held {handle.name} for over {seconds:g} s") from None
+            time.sleep(0.5)
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +94,7 @@ def testbed():
         netns.enter_bed()
         try:
             with open(layout.setup_lock(), "a") as lock:  # the other bed may be building the cache both use
-                fcntl.flock(lock, fcntl.LOCK_EX)
+                _wait_for_lock(lock, SETUP_WAIT_S)
                 bed.up()
         except Exception as error:  # any set-up failure: clean up, then fail/skip with the reason
             cleanup_leftovers()
