@@ -6,9 +6,11 @@ reason, except under CI=true, where the venv is built (.ci/run's stage builds it
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
+import signal
 import threading
 
 import pytest
@@ -140,7 +142,22 @@ class Saturating:
 
 def stop_engine_core(bed, container: str, sig: str = "STOP") -> str:
     """SIGSTOP (or `sig`: CONT resumes it) the container's VLLM::EngineCore process (vllm/v1/engine/core.py names
-    it with setproctitle); its pids."""
-    script = ('for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = "VLLM::EngineCor" ]; then '
-              f'kill -{sig} "${{p#/proc/}}" && echo "${{p#/proc/}}"; fi; done')
-    return bed.docker_on(HOST, "exec", container, "sh", "-c", script).stdout.strip()
+    it with setproctitle); its pids. From this process, by the pids `docker top` gives (the bed's hosts share this
+    machine's pid namespace): a `docker exec` would run in the container's cgroup, slow while it is throttled."""
+    top = bed.docker_on(HOST, "top", container, "-eo", "pid,comm").stdout.splitlines()[1:]
+    pids = [int(pid) for pid, comm in (line.split(None, 1) for line in top) if comm.strip() == "VLLM::EngineCor"]
+    for pid in pids:
+        os.kill(pid, getattr(signal, f"SIG{sig}"))
+    return " ".join(map(str, pids))
+
+
+@contextlib.contextmanager
+def throttled(bed, container: str, cpus: float = 0.05):
+    """The container held to `cpus` of a core (`docker update --cpus`, a CFS quota on its cgroup): the engine then
+    takes seconds per token, so a test can stop it mid-generation without racing it; full speed again after."""
+    bed.docker_on(HOST, "update", "--cpus", str(cpus), container)
+    try:
+        yield
+    finally:
+        # docker refuses more than the machine's CPUs; as many as it has is no limit
+        bed.docker_on(HOST, "update", "--cpus", str(os.cpu_count()), container)

@@ -9,7 +9,7 @@ import time
 from tests.e2e.load import HeldRequest
 from tests.e2e.test_monitor import WAIT_S
 from tests.monitor.prometheus import wait_until
-from tests.real_engine.conftest import stop_engine_core
+from tests.real_engine.conftest import stop_engine_core, throttled
 
 # Past the rule's `for:`: the two scrapes that show the token counter flat, one evaluation, and slack for a loaded
 # 2-core machine (Prometheus' evaluations and scrapes run late there)
@@ -44,11 +44,13 @@ def hang_with_a_request_held(bed, prometheus, hung: str, url: str, attempts: int
     """A streamed request in flight, then the engine core SIGSTOPped: (the request, the stopped pids). The API
     server's gauges and token counter move only when an output of the core arrives (vllm/v1/engine/async_llm.py
     output_handler passes each batch's SchedulerStats to vllm/v1/metrics/loggers.py PrometheusStatLogger.record),
-    so a stopped core leaves them as its last batch set them. A quiet machine may finish all the request's tokens
-    before the stop reaches the core (the gauges then froze at 0 held): that try resumes it and sends another."""
+    so a stopped core leaves them as its last batch set them. At full speed the tiny model may generate all 480
+    tokens before the stop reaches the core (CI saw it three tries in a row, the gauges frozen at 0 held), so the
+    container is throttled from the request to the stop; a try that still lost the race resumes and sends again."""
     for _ in range(attempts):
-        held = HeldRequest(url, HELD_TOKENS, ignore_eos=True).__enter__()
-        stopped = stop_engine_core(bed, hung)
+        with throttled(bed, hung):
+            held = HeldRequest(url, HELD_TOKENS, ignore_eos=True).__enter__()
+            stopped = stop_engine_core(bed, hung)
         assert stopped, "no VLLM::EngineCore process in the container"
         since = time.time()
         if wait_until(lambda: held_now(prometheus, hung, since), "a scrape of the stopped engine", WAIT_S)[0] > 0:
