@@ -1,9 +1,13 @@
 """Runs ON A HOST (`python3 -c <this file> < request.json`; stdlib only, Python >= 3.7): sends each serving
 path's request at once and prints one JSON line per path: {"name", "status", "size", "text", "error"}.
 A P/D pair is asked as vllm-ascend's proxy asks it: the prefill with max_tokens 1 and do_remote_decode, then
-the decode with the kv_transfer_params the prefill gave back. The verdict is the control machine's."""
+the decode with the kv_transfer_params the prefill gave back; or, where the path names the prefill's bootstrap
+server, as sglang-router asks SGLang's: the same request with bootstrap_host, bootstrap_port and a random
+bootstrap_room to the prefill and the decode at once (each refuses a request without a room, and the prefill
+waits for the decode to fetch the KV). The verdict is the control machine's."""
 
 import json
+import random
 import sys
 import threading
 import urllib.error
@@ -48,6 +52,8 @@ def ask(path, timeout):
     out = {"name": path["name"], "status": 0, "size": 0, "text": None, "error": ""}
     body = path["body"]
     try:
+        if path.get("bootstrap"):
+            return ask_bootstrapped(path, out, timeout)
         if path.get("prefill_url"):
             first = dict(body, max_tokens=1, stream=False, kv_transfer_params=REMOTE_DECODE)
             status, data = post(path["prefill_url"], first, timeout)
@@ -57,17 +63,50 @@ def ask(path, timeout):
                            error="the prefill answered without kv_transfer_params: " + error_of(data))
                 return out
             body = dict(body, kv_transfer_params=params)
-        status, data = post(path["url"], body, timeout)
-        out.update(status=status, size=len(data))
-        if status != 200:
-            out["error"] = error_of(data)
-        elif data:
-            try:
-                out["text"] = text_of(data)
-            except (ValueError, KeyError, IndexError, TypeError):
-                out["error"] = "no generated text in: " + data[:200].decode("utf-8", "replace")
+        return answered(out, *post(path["url"], body, timeout))
     except Exception as error:  # noqa: BLE001 - every failure of one path is that path's answer
         out["error"] = "{}: {}".format(type(error).__name__, error)
+    return out
+
+
+def answered(out, status, data):
+    """`out` with what the answering server gave back."""
+    out.update(status=status, size=len(data))
+    if status != 200:
+        out["error"] = error_of(data)
+    elif data:
+        try:
+            out["text"] = text_of(data)
+        except (ValueError, KeyError, IndexError, TypeError):
+            out["error"] = "no generated text in: " + data[:200].decode("utf-8", "replace")
+    return out
+
+
+def ask_bootstrapped(path, out, timeout):
+    """The prefill and the decode at once, one room (sgl-model-gateway's P/D router picks a random u64 room);
+    the decode's answer is the path's, a failed prefill its error."""
+    host, _, port = path["bootstrap"].rpartition(":")
+    body = dict(path["body"], bootstrap_host=host, bootstrap_port=int(port),
+                bootstrap_room=random.getrandbits(63))
+    prefill = {}
+
+    def ask_prefill():
+        try:
+            prefill["answer"] = post(path["prefill_url"], body, timeout)
+        except Exception as error:  # noqa: BLE001 - said with the decode's answer
+            prefill["error"] = "{}: {}".format(type(error).__name__, error)
+
+    thread = threading.Thread(target=ask_prefill)
+    thread.start()
+    try:
+        answered(out, *post(path["url"], body, timeout))
+    finally:
+        thread.join(timeout)
+    status, data = prefill.get("answer", (0, b""))
+    if status != 200 and not out["error"]:
+        out.update(status=status or 0, text=None,
+                   error="the prefill answered " + (("HTTP {}: {}".format(status, error_of(data))) if status
+                                                    else prefill.get("error", "nothing")))
     return out
 
 

@@ -27,6 +27,7 @@ class Backend:
     name: str  # its container
     address: str  # as the front reaches it
     port: int
+    bootstrap_port: Optional[int] = None  # an SGLang prefill's: where its decode partners ask for its KV
 
     @property
     def key(self) -> str:
@@ -125,6 +126,13 @@ def post(port: int, path: str, body: Optional[dict] = None) -> Command:
 def backends(spec: "Spec", address_of: Mapping[str, str]) -> tuple[Backend, ...]:
     """Every API server the front routes to, in spec order (headless servers serve no API)."""
     front = spec.front
-    return tuple(Backend(i.role, i.name, address_of[i.host], i.port) for i in spec.api_servers
+    return tuple(Backend(i.role, i.name, address_of[i.host], i.port, i.bootstrap_port) for i in spec.api_servers
                  if i is not front and i.role in ("mixed", "prefill", "decode"))
+
+
+def pd_pairs(spec: "Spec", front: "Instance") -> tuple[AnswerTarget, ...]:
+    """Each prefill x decode pairing (the decode answers what the prefill prefilled), then the front itself."""
+    prefills = [i for i in spec.api_servers if i.role == "prefill"]
+    decodes = [i for i in spec.api_servers if i.role == "decode"]
+    return tuple((f"{p.name} -> {d.name}", d, p) for p in prefills for d in decodes) + ((front.name, front, None),)
 

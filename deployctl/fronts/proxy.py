@@ -14,7 +14,7 @@ import json
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.core import Command
-from deployctl.fronts.base import AnswerTarget, Backend, FrontKind, post
+from deployctl.fronts.base import AnswerTarget, Backend, FrontKind, pd_pairs, post
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
@@ -63,9 +63,7 @@ class Proxy(FrontKind):
 
     def answer_targets(self, spec: "Spec", front: "Instance") -> tuple[AnswerTarget, ...]:
         """Each prefill x decode pairing (the decode answers once the prefill handed over), then the proxy."""
-        prefills = [i for i in spec.api_servers if i.role == "prefill"]
-        decodes = [i for i in spec.api_servers if i.role == "decode"]
-        return tuple((f"{p.name} -> {d.name}", d, p) for p in prefills for d in decodes) + ((front.name, front, None),)
+        return pd_pairs(spec, front)
 
     def why_fixed(self, spec: "Spec") -> str:
         if _changes(spec):

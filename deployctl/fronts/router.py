@@ -50,7 +50,7 @@ class Router(FrontKind):
     def check(self, c: "Context", front: Mapping, path: tuple) -> Iterator["Problem"]:
         from deployctl.errors import Problem
 
-        if c.mode == "disaggregated":
+        if c.mode not in self.modes:
             message, hint = self.disaggregated_refusal
             yield Problem(path + ("kind",), message, hint=hint)
         if "image" not in front:
@@ -66,7 +66,11 @@ class Router(FrontKind):
 
     def container(self, spec: "Spec", instance: "Instance",
                   address_of: Mapping[str, str]) -> Optional["Container"]:
-        return router_container(spec, instance, address_of, self.launch)
+        return router_container(spec, instance, address_of, self.launch, self.worker_words)
+
+    def worker_words(self, spec: "Spec", address_of: Optional[Mapping[str, str]]) -> tuple[str, ...]:
+        """The flags that give it its workers (address_of None: what of them stays in its identity)."""
+        return worker_urls(spec, address_of)
 
     def health_path(self) -> Optional[str]:
         return ROUTER_HEALTH_PATH
@@ -101,24 +105,29 @@ class Router(FrontKind):
         return {url.split("://", 1)[-1].rstrip("/"): "mixed" for url in json.loads(text)["urls"]}
 
 
+def worker_urls(spec: "Spec", address_of: Optional[Mapping[str, str]]) -> tuple[str, ...]:
+    """`--worker-urls URL...`: every mixed API server (none in its identity: adding one does not replace it)."""
+    return ("--worker-urls", *(b.url for b in backends(spec, address_of))) if address_of is not None else ()
+
+
 def router_command(spec: "Spec", instance: "Instance", address_of: Optional[Mapping[str, str]],
-                   launch: tuple[str, ...] = (ROUTER_COMMAND,)) -> tuple[str, ...]:
+                   launch: tuple[str, ...] = (ROUTER_COMMAND,), worker_words=None) -> tuple[str, ...]:
     """`vllm-router --host 0.0.0.0 --port P --prometheus-host 0.0.0.0 --prometheus-port M --worker-urls URL...
     [--policy P]`: every mixed API server (None: without the list, its identity). Its metrics listen on
     127.0.0.1:29000 unless told (vllm_router/router_args.py, 0.1.17): on all addresses here, for Prometheus.
-    sglang-router, which vllm-router forked, takes the same flags after its own `launch` words."""
+    sglang-router, which vllm-router forked, takes the same flags after its own `launch` words, and its own
+    `worker_words` (its P/D mode's)."""
     words = [*launch, "--host", "0.0.0.0", "--port", str(instance.port)]
     if instance.metrics_port is not None:
         words += ["--prometheus-host", "0.0.0.0", "--prometheus-port", str(instance.metrics_port)]
-    if address_of is not None:
-        words += ["--worker-urls", *(b.url for b in backends(spec, address_of))]
+    words += (worker_words or worker_urls)(spec, address_of)
     if spec.front_spec is not None and spec.front_spec.policy:
         words += ["--policy", spec.front_spec.policy]
     return tuple(words)
 
 
 def router_container(spec: "Spec", instance: "Instance", address_of: Mapping[str, str],
-                     launch: tuple[str, ...] = (ROUTER_COMMAND,)) -> "Container":
+                     launch: tuple[str, ...] = (ROUTER_COMMAND,), worker_words=None) -> "Container":
     """A router's container (vllm-router's, or sglang-router's by its `launch`): its own image, no devices, the
     deployment's labels, host networking."""
     from deployctl.plan.container_types import LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE, Container
@@ -127,6 +136,6 @@ def router_container(spec: "Spec", instance: "Instance", address_of: Mapping[str
         name=instance.name, instance=instance, image=(spec.front_spec.image if spec.front_spec else None) or "",
         devices=(), mounts=(), env=(), env_file=None, secret_env=(),
         labels=((LABEL_DEPLOYMENT, spec.name), (LABEL_ROLE, instance.role), (LABEL_INSTANCE, instance.name)),
-        command=router_command(spec, instance, address_of, launch),
-        identity_command=router_command(spec, instance, None, launch),
+        command=router_command(spec, instance, address_of, launch, worker_words),
+        identity_command=router_command(spec, instance, None, launch, worker_words),
     )

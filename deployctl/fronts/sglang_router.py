@@ -22,12 +22,12 @@ import json
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.core import Command
-from deployctl.fronts.base import CALL_TIMEOUT, Backend
+from deployctl.fronts.base import CALL_TIMEOUT, AnswerTarget, Backend, backends, pd_pairs
 from deployctl.fronts.router import Router
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
-    from deployctl.spec.model import Instance
+    from deployctl.spec.model import Instance, Spec
     from deployctl.spec.rules import Context
 
 SGLANG_ROUTER = "sglang-router"  # its kind, and the role of the instance that runs it
@@ -59,16 +59,16 @@ i=0; while [ "$i" -lt "$((n * 5))" ]; do
 done
 echo "sglang-router on port $p still lists $u $n s after DELETE /workers/$id" >&2; exit 1'''
 
-# args: router port, bound (s), worker URL. Its POST answers before the worker is in: wait until it is listed
-# healthy (the router routes to healthy workers only), so that the next wave's drain never leaves it none. A URL
-# it lists already is not added twice.
-ADD_SCRIPT = r'''p=$1; n=$2; u=$3; w=http://127.0.0.1:$p/workers
+# args: router port, bound (s), worker URL, the POST's body. Its POST answers before the worker is in: wait until it
+# is listed healthy (the router routes to healthy workers only), so that the next wave's drain never leaves it
+# none. A URL it lists already is not added twice.
+ADD_SCRIPT = r'''p=$1; n=$2; u=$3; b=$4; w=http://127.0.0.1:$p/workers
 list() { curl --silent --show-error --fail --max-time 10 "$w"; }
 healthy() { printf '%s\n' "$1" | tr '{' '\n' | grep -F "\"url\":\"$u\"" | grep -q '"is_healthy":true'; }
 a=$(list) || { echo "sglang-router on port $p did not answer GET /workers" >&2; exit 1; }
 case "$a" in *"\"url\":\"$u\""*) ;; *)
   curl --silent --show-error --fail-with-body --max-time 10 --request POST --header "Content-Type: application/json" \
-    --data-binary "{\"url\":\"$u\"}" "$w" >/dev/null || exit 1;;
+    --data-binary "$b" "$w" >/dev/null || exit 1;;
 esac
 i=0; while [ "$i" -lt "$((n * 5))" ]; do
   a=$(list) && healthy "$a" && exit 0
@@ -85,9 +85,8 @@ class SglangRouter(Router):
     role = SGLANG_ROUTER
     launch = LAUNCH_ROUTER
     title = "the sglang-router"
+    modes = ("mixed", "disaggregated")  # disaggregated: its P/D mode, before server sglang's P/D servers
     default_metrics_port = DEFAULT_METRICS_PORT
-    disaggregated_refusal = ("sglang-router's P/D mode (--pd-disaggregation) is not built yet: deployctl runs it in "
-                             "front of mixed servers only", "mode: mixed")
     image_hint = IMAGE_HINT
 
     def check(self, c: "Context", front: Mapping, path: tuple) -> Iterator["Problem"]:
@@ -99,6 +98,26 @@ class SglangRouter(Router):
             yield Problem(path + ("policy",), f"sglang-router {VERSION} has no policy {policy!r} (its --policy "
                                               f"takes {', '.join(POLICIES)})", hint="policy: round_robin")
 
+    def worker_words(self, spec: "Spec", address_of: Optional[Mapping[str, str]]) -> tuple[str, ...]:
+        """P/D: `--pd-disaggregation --prefill URL BOOTSTRAP_PORT ... --decode URL ...` (router_args.py: `--prefill
+        URL [BOOTSTRAP_PORT]`, `--decode URL`; the mode stays in its identity, the lists do not); mixed: vllm-router's
+        `--worker-urls`."""
+        if spec.mode != "disaggregated":
+            return super().worker_words(spec, address_of)
+        words: tuple[str, ...] = ("--pd-disaggregation",)
+        for backend in backends(spec, address_of) if address_of is not None else ():
+            if backend.role == "prefill":
+                words += ("--prefill", backend.url, str(backend.bootstrap_port or "none"))
+            else:
+                words += ("--decode", backend.url)
+        return words
+
+    def answer_targets(self, spec: "Spec", front: "Instance") -> tuple[AnswerTarget, ...]:
+        """P/D: each prefill x decode pairing, then the router; mixed: each server, then the router."""
+        if spec.mode == "disaggregated":
+            return pd_pairs(spec, front)
+        return super().answer_targets(spec, front)
+
     def health_path(self) -> Optional[str]:
         return HEALTH_PATH
 
@@ -109,9 +128,9 @@ class SglangRouter(Router):
         return None
 
     def change_commands(self, port: int, changed: tuple[Backend, ...], verb: str) -> tuple[Command, ...]:
-        script = ADD_SCRIPT if verb == "add" else REMOVE_SCRIPT
         what = "put into" if verb == "add" else "taken out of"
-        return tuple(Command(("sh", "-c", script, "sh", str(port), str(CHANGE_BOUND_S), b.url),
+        return tuple(Command(("sh", "-c", ADD_SCRIPT if verb == "add" else REMOVE_SCRIPT, "sh", str(port),
+                              str(CHANGE_BOUND_S), b.url) + ((worker_body(b),) if verb == "add" else ()),
                              failure=f"{b.url} was not {what} the sglang-router on port {port}") for b in changed)
 
     def list_command(self, port: int) -> Command:
@@ -122,6 +141,17 @@ class SglangRouter(Router):
         """Its regular workers are mixed servers (worker_type "regular"); P/D's are listed by their type."""
         return {w["url"].split("://", 1)[-1].rstrip("/"): _role(w.get("worker_type"))
                 for w in json.loads(text)["workers"]}
+
+
+def worker_body(backend: Backend) -> str:
+    """POST /workers' body (WorkerConfigRequest, src/protocols/worker_spec.rs: url, worker_type "regular" |
+    "prefill" | "decode", bootstrap_port for a prefill)."""
+    doc: dict = {"url": backend.url}
+    if backend.role in ("prefill", "decode"):
+        doc["worker_type"] = backend.role
+    if backend.role == "prefill" and backend.bootstrap_port is not None:
+        doc["bootstrap_port"] = backend.bootstrap_port
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def _role(worker_type) -> str:

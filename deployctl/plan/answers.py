@@ -25,17 +25,21 @@ DEFAULT_ANSWER_TOKENS = 8
 @dataclass(frozen=True)
 class AnswerPath:
     """One way a request can be served: `url` answers it (for a P/D pair, the decode, after `prefill_url` has
-    prefilled it and handed over kv_transfer_params, as vllm-ascend's proxy does)."""
+    prefilled it and handed over kv_transfer_params, as vllm-ascend's proxy does; or, where the prefill has a
+    `bootstrap` address, sent to both at once with that bootstrap and a room, as sglang-router does)."""
 
     name: str
     url: str
     body: str  # the JSON request
     prefill_url: str = ""
+    bootstrap: str = ""  # `address:port` of an SGLang prefill's bootstrap server, as its decode reaches it
 
     def to_json(self) -> dict:
         doc = {"name": self.name, "url": self.url, "body": json.loads(self.body)}
         if self.prefill_url:
             doc["prefill_url"] = self.prefill_url
+        if self.bootstrap:
+            doc["bootstrap"] = self.bootstrap
         return doc
 
 
@@ -72,7 +76,9 @@ def answer_paths(spec: Spec, asker: str, address_of: Mapping[str, str], tokens: 
     kind = front_for_role(front.role)
     targets = kind.answer_targets(spec, front) if kind is not None else ()
     return tuple(AnswerPath(label, url(answerer, completions), body,
-                            prefill_url=url(prefill, completions) if prefill is not None else "")
+                            prefill_url=url(prefill, completions) if prefill is not None else "",
+                            bootstrap=(f"{address_of[prefill.host]}:{prefill.bootstrap_port}"
+                                       if prefill is not None and prefill.bootstrap_port is not None else ""))
                  for label, answerer, prefill in targets)
 
 

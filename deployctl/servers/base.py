@@ -33,6 +33,7 @@ class Flavour:
     # The spec's shape for this flavour
     dp_groups: bool = False  # topology of DP groups (vllm-ascend) instead of instances and a scheduler
     extra_ports: tuple[tuple[str, int], ...] = ()  # (key, offset from port): more ports each instance listens on
+    topology_options: tuple[str, ...] = ()  # further topology keys it reads (sglang: its P/D `connector`)
     # mode -> the topology keys a spec of that mode lists its units under, in the order the rules name them (none:
     # the flavour's own rules check its topology, as vllm-ascend's DP groups)
     topology_keys: Mapping[str, tuple[str, ...]] = {"mixed": ("instances",),
@@ -46,6 +47,11 @@ class Flavour:
 
     def supports(self, feature: Feature) -> bool:
         return feature not in self.unsupported
+
+    def ports_of(self, role: str) -> tuple[tuple[str, int], ...]:
+        """(key, offset from port) of the ports an instance of `role` listens on beside `port` (Triton's grpc and
+        metrics ports; SGLang's prefill bootstrap port)."""
+        return self.extra_ports
 
     # --- spec rules -------------------------------------------------------------------------------------------
     def document_units(self, c: "Context") -> tuple[list["Unit"], list["Unit"], Optional["Unit"]]:
@@ -141,8 +147,9 @@ class Flavour:
         return None
 
     def liveness_request(self, spec: "Spec") -> Optional[tuple[str, bytes]]:
-        """(path, body) of the one-token generate `status` and `watch` judge an engine's liveness by; None: they
-        judge it by its health alone (the reason is the flavour's unsupported ONE_TOKEN_LIVENESS)."""
+        """(path, body) of the one-token generate `status` and `watch` judge an engine's liveness by (an empty body:
+        a GET whose 200 says it generated); None: they judge it by its health alone (the reason is the flavour's
+        unsupported ONE_TOKEN_LIVENESS)."""
         return (ONE_TOKEN_PATH, one_token_body(spec)) if self.supports(Feature.ONE_TOKEN_LIVENESS) else None
 
     def surge(self, spec: "Spec") -> int:

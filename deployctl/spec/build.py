@@ -41,7 +41,7 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
     shm_size = container.get("shm_size")
     instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards, document.references,
                                      shm_size, container)
-                 if upstream else _instances(data["name"], data["topology"], model, dict(flavour.extra_ports)))
+                 if upstream else _instances(data["name"], data["topology"], model, flavour.ports_of))
     front = _front(data["topology"], upstream is not None)
     kind = front_kind(front.kind) if front is not None else None
     own = kind.instance(data["name"], front, data["topology"], upstream is not None) if kind is not None else None
@@ -65,6 +65,7 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         source=source,
         digest=_digest(data, document.references),
         upstream=upstream,
+        connector=None if upstream else data["topology"].get("connector"),
         front_spec=front,
         rollout=Rollout(**data.get("rollout", {})),
         server_version=data.get("server_version"),
@@ -137,12 +138,13 @@ def _model_args(model: dict) -> ModelArgs:
     )
 
 
-def _instances(deployment: str, topology: dict, model: ModelArgs, extra_ports: dict) -> tuple[Instance, ...]:
+def _instances(deployment: str, topology: dict, model: ModelArgs, ports_of) -> tuple[Instance, ...]:
     """mixed instances; or prefill..., decode..., then the scheduler (which runs with the P/D TP)."""
     out: list[Instance] = []
     for key, role in (("instances", "mixed"), ("prefill", "prefill"), ("decode", "decode")):
         for index, entry in enumerate(topology.get(key, ())):
-            out.append(_instance(deployment, role, index, entry, model, extra_ports, ("topology", key, index)))
+            out.append(_instance(deployment, role, index, entry, model, dict(ports_of(role)),
+                                 ("topology", key, index)))
     scheduler = topology.get("scheduler")
     if scheduler is not None:
         tp = out[0].tp if out else 1
@@ -157,7 +159,8 @@ def _instances(deployment: str, topology: dict, model: ModelArgs, extra_ports: d
 
 def _instance(deployment: str, role: str, index: int, entry: dict, model: ModelArgs, extra_ports: dict,
               path: tuple) -> Instance:
-    """`extra_ports`: key -> offset from port of the further ports the flavour listens on (Triton's)."""
+    """`extra_ports`: key -> offset from port of the further ports the flavour listens on (Triton's, SGLang's
+    prefill bootstrap port)."""
     own = entry.get("model", {})
     port = entry["port"]
 
@@ -172,6 +175,7 @@ def _instance(deployment: str, role: str, index: int, entry: dict, model: ModelA
         extra_args=model.extra_args + tuple(own.get("extra_args", ())),
         grpc_port=extra("grpc_port"),
         metrics_port=extra("metrics_port"),
+        bootstrap_port=extra("bootstrap_port"),
         path=path,
     )
 

@@ -132,6 +132,7 @@ class Instance:
     extra_args: tuple[str, ...] = ()  # effective: model's extra_args then the instance's
     grpc_port: Optional[int] = None  # triton only
     metrics_port: Optional[int] = None  # triton's --metrics-port; a vllm-router's --prometheus-port
+    bootstrap_port: Optional[int] = None  # an SGLang prefill's --disaggregation-bootstrap-port
     path: tuple = ()  # where it sits in the spec, e.g. ("topology", "prefill", 0)
     server: Optional[Server] = None  # vllm-ascend: the DP ranks this `vllm serve` runs
     env: tuple["EnvVar", ...] = ()  # vllm-ascend: its group's env, on top of the spec's
@@ -143,9 +144,11 @@ class Instance:
     @property
     def own_ports(self) -> tuple[tuple[str, int], ...]:
         """(key, port) of each port its own server answers on: `port`, then its flavour's further ones (Triton's
-        grpc_port and metrics_port, a vllm-router's metrics_port). The one list every reader of them takes."""
+        grpc_port and metrics_port, a vllm-router's metrics_port, an SGLang prefill's bootstrap_port). The one list
+        every reader of them takes."""
         return tuple((key, port) for key, port in (("port", self.port), ("grpc_port", self.grpc_port),
-                                                    ("metrics_port", self.metrics_port)) if port is not None)
+                                                    ("metrics_port", self.metrics_port),
+                                                    ("bootstrap_port", self.bootstrap_port)) if port is not None)
 
     @property
     def ports(self) -> tuple[tuple[str, int], ...]:
@@ -238,6 +241,7 @@ class Spec:
     # env keys whose ${VAR} was not set, allowed only by commands that never send env (logs, status, down)
     unresolved_env: tuple[str, ...] = ()
     upstream: Optional[UpstreamTopology] = None  # server vllm-ascend only
+    connector: Optional[str] = None  # server sglang's P/D: topology.connector, its transfer backend (None: default)
     server_version: Optional[str] = None  # vllm-ascend: the version the spec says its image runs (overrides)
     shm_size: Optional[str] = None  # container.shm_size (None: the server's default)
     cpu: Optional[str] = None  # container.cpu: the export's CPU request (None: its default per card)

@@ -143,7 +143,7 @@ def document_ports(c: "Context") -> list[PortUse]:
                 uses += instance_ports(unit.path, host, None, (), True, DEFAULT_SCHEDULER_PORT)
             elif port is not None:
                 extras = [(key, c.value(unit.path + (key,), int) if key in unit.data else None, offset)
-                          for key, offset in c.flavour.extra_ports]
+                          for key, offset in c.flavour.ports_of(unit.role)]
                 extras = [e for e in extras if e[1] is not None or e[0] not in unit.data]  # a failed value: none
                 uses += instance_ports(unit.path, host, port, extras, is_front)
         front = c.value(("topology", "front"), dict)

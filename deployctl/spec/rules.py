@@ -17,7 +17,9 @@ DEFAULT_CARDS = 8
 DEFAULT_SCHEDULER_PORT = 9000
 MAX_DEVICES = 8
 WORKER_LISTS = ("instances", "prefill", "decode")
-INSTANCE_PORT_KEYS = ("grpc_port", "metrics_port")  # an instance's ports beside `port` (schema: triton only)
+# An instance's ports beside `port` (the schema's, for any server), each with who listens on it
+INSTANCE_PORT_KEYS = {"grpc_port": "unless server is triton", "metrics_port": "unless server is triton",
+                      "bootstrap_port": "unless it is a prefill instance of server sglang"}
 # Addresses that all mean the machine deployctl runs on.
 LOCAL_ADDRESSES = ("local", "localhost", "127.0.0.1", "::1")
 
@@ -211,6 +213,9 @@ def check_topology(c: Context) -> Iterator[Problem]:
     if topology is None or c.mode not in shapes:
         return
     wanted = shapes[c.mode]
+    if "connector" in topology and "connector" not in c.flavour.topology_options:
+        yield Problem(("topology", "connector"), "topology.connector is ignored unless server is sglang (its P/D "
+                                                 "transfer backend)", severity="warning")
     for key in dict.fromkeys(k for keys in shapes.values() for k in keys):
         if key in topology and key not in wanted:
             other = "disaggregated" if c.mode == "mixed" else "mixed"
@@ -222,7 +227,7 @@ def check_topology(c: Context) -> Iterator[Problem]:
             yield Problem(("topology",), f"mode {c.mode} needs {what} ('{key}')")
         elif topology[key] == [] and c.ok(("topology", key)):
             yield Problem(("topology", key), f"mode {c.mode} needs at least one instance here")
-    if c.mode == "disaggregated":
+    if c.mode == "disaggregated" and "scheduler" in wanted:  # the scheduler runs with the one P/D TP size
         yield from _check_one_tp(c)
 
 
@@ -254,11 +259,11 @@ def check_platform(c: Context) -> Iterator[Problem]:
     if flavour_for(c.platform, c.server) is None and c.ok(("platform",)):
         yield Problem(("server",), f"server {c.server} runs on platform {' or '.join(platforms_of(c.server))} only; "
                                    f"this spec is platform {c.platform}", hint=c.flavour.wrong_platform_hint)
-    listened = {key for key, _ in c.flavour.extra_ports}
     for unit in c.workers:
-        for key in INSTANCE_PORT_KEYS:  # the schema's, for any server; only Triton listens on them
+        listened = {key for key, _ in c.flavour.ports_of(unit.role)}
+        for key, unless in INSTANCE_PORT_KEYS.items():
             if key in unit.data and key not in listened:
-                yield Problem(unit.path + (key,), f"{key} is ignored unless server is triton", severity="warning")
+                yield Problem(unit.path + (key,), f"{key} is ignored {unless}", severity="warning")
 
 
 def check_flavour(c: Context) -> Iterator[Problem]:

@@ -45,7 +45,7 @@ def render_summary(ui, spec) -> None:
     ui.print("start order: " + "  ->  ".join(f"[{wave}]" for wave in waves), markup=False)
     if spec.profile is not None:
         ui.print(spec.profile.describe(), markup=False)
-    if spec.mode == "disaggregated" and not spec.upstream:
+    if spec.scheduler is not None:  # the AscendCloud scheduler's workers find each other by them
         ui.print("NODE_PORTS: " + ",".join(map(str, spec.node_ports)), markup=False)
     from deployctl.servers import flavour_of
     from deployctl.servers.features import unasked

@@ -79,9 +79,10 @@ def test_a_drain_takes_a_worker_out_by_its_id_and_a_route_puts_it_back_each_awai
     assert remove.argv == ("sh", "-c", REMOVE_SCRIPT, "sh", "8000", "30", "http://10.200.0.11:30001")
     assert [a.servers for a in drain.actions] == [(("tiny-sglang-mixed-1", "http://10.200.0.11:30001/metrics"),)]
     (put_back,) = drain.late_undo
-    assert put_back.argv[2] == ADD_SCRIPT and put_back.argv[-1] == "http://10.200.0.11:30001"
+    assert put_back.argv[2] == ADD_SCRIPT and put_back.argv[-2] == "http://10.200.0.11:30001"
     route = route_step(front, (backend,), "roll", 30.0)
-    assert route.commands[0].argv == ("sh", "-c", ADD_SCRIPT, "sh", "8000", "30", "http://10.200.0.11:30001")
+    assert route.commands[0].argv == ("sh", "-c", ADD_SCRIPT, "sh", "8000", "30", "http://10.200.0.11:30001",
+                                      '{"url":"http://10.200.0.11:30001"}')
     assert route.actions[0].keys == ("10.200.0.11:30001",)
     # DELETE takes the id its list gives (worker_service.rs parse_worker_id), waited for until unlisted
     assert 'request DELETE "$w/$id"' in REMOVE_SCRIPT and "still lists" in REMOVE_SCRIPT

@@ -1,6 +1,6 @@
 """SGLang's own server on NVIDIA GPUs (`server: sglang`, platform gpu; issue 43) (pure): one
 `python -m sglang.launch_server` per instance, its TP size its device count, with the GPU container shape of vLLM on
-GPU. SGLang's source read here is the 0.5.23 wheel's (paths below are inside it); the oracle in tests/oracle/
+GPU; mixed, or P/D (prefill and decode servers behind sglang-router's P/D mode). SGLang's source read here is the 0.5.23 wheel's (paths below are inside it); the oracle in tests/oracle/
 feeds every rendered line to that version's own parser."""
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ NO_SCALES = Refused("quantization_param_path", "quantization_param_path goes wit
 # are its TP size: a --dp-size would ask for dp x tp GPUs), and vLLM's spellings a carried-over spec brings.
 OWNED = ("--model-path", "--model", "--served-model-name", "--host", "--port", "--tp-size",
          "--tensor-parallel-size", "--context-length", "--max-running-requests", "--chunked-prefill-size",
-         "--quantization", "--kv-cache-dtype", "--enable-metrics")
+         "--quantization", "--kv-cache-dtype", "--enable-metrics", "--disaggregation-mode",
+         "--disaggregation-bootstrap-port", "--disaggregation-transfer-backend")
 DATA_PARALLEL = ("--dp-size", "--data-parallel-size")
 VLLM_SPELLINGS = {"--gpu-memory-utilization": "--mem-fraction-static", "--max-model-len": "model.max_model_len",
                   "--max-num-seqs": "model.max_num_seqs", "--max-num-batched-tokens": "model.max_num_batched_tokens",
@@ -75,9 +76,10 @@ TABLE = (
     NO_INT8_KV,
     NO_SCALES,
     Flag("@metrics", VERBATIM),  # --enable-metrics: /metrics exists only with it (metrics.py)
+    Flag("@disaggregation", VERBATIM),  # a P/D server's role, its bootstrap port and transfer backend
     Refused("extra_args", "extra_args repeats a flag deployctl renders from the spec for server sglang ("
                           + ", ".join(OWNED) + "): SGLang's parser keeps the last one, so the server would not run "
-                          "as the spec says", hint="set it through the spec (model.*, devices, port), not extra_args",
+                          "as the spec says", hint="set it through the spec (model.*, devices, port, topology.connector), not extra_args",
             allows=_says_none_of(OWNED)),
     Refused("extra_args", "extra_args asks for SGLang's data parallelism (--dp-size): an instance's devices are its "
                           "TP size, so SGLang would want dp x tp GPUs; deployctl renders no --dp-size yet",
@@ -97,8 +99,6 @@ TABLE = (
 # it deployctl's default grace or the user's --shutdown-timeout, whichever `stop_grace` reads.
 
 UNSUPPORTED = {
-    Feature.DISAGGREGATED: "server sglang's P/D (--disaggregation-mode prefill|decode with its transfer backend) is not "
-                           "built yet",
     Feature.COMPILE_CACHE: "deployctl knows no compile cache of SGLang's (no start-up profile names where its caches "
                            "live)",
     Feature.VERSION_PROFILES: "server_version picks a vllm-ascend profile; server sglang has no version profiles",
@@ -106,9 +106,35 @@ UNSUPPORTED = {
 }
 
 
+# P/D (arg_groups/fields/disagg.py): a prefill server (--disaggregation-mode prefill) starts a bootstrap server on
+# --disaggregation-bootstrap-port (default 8998; disaggregation/common/conn.py `_setup_routes`: /route, /health),
+# where a decode server (--disaggregation-mode decode) asks for the prefill's ranks before the KV arrives over the
+# transfer backend. Either refuses a request that carries no bootstrap_room ("Disaggregated request received
+# without bootstrap room id", managers/scheduler.py:3048-3064) unless the backend is `fake`: sglang-router in its
+# P/D mode adds bootstrap_host, bootstrap_port and bootstrap_room to each request and sends it to a prefill and a
+# decode at once (docs/platforms/ascend/ascend_npu_deepseek_example.md runs launch_router --pd-disaggregation
+# --prefill URL BOOTSTRAP_PORT --decode URL), so a P/D deployment needs that front.
+BOOTSTRAP_OFFSET = 1  # SGLang's default 8998 would be one port for every prefill on a host
+# --disaggregation-transfer-backend (arg_groups/choices.py DISAGG_TRANSFER_BACKEND_CHOICES; `fake` is a test
+# double): mooncake is SGLang's default; on Ascend its docs run `ascend` (ascend_npu_deepseek_example.md)
+DEFAULT_CONNECTOR = {"gpu": "mooncake", "ascend": "ascend"}
+NPU_ONLY_CONNECTORS = ("ascend",)  # the ascend backend moves KV between NPUs (disaggregation/ascend/)
+
+
+def disaggregation_words(spec: "Spec", instance: "Instance") -> tuple[str, ...]:
+    """A P/D server's role, its bootstrap port (prefill) and the transfer backend; () for a mixed server."""
+    if instance.role not in ("prefill", "decode"):
+        return ()
+    words = ("--disaggregation-mode", instance.role)
+    if instance.bootstrap_port is not None:
+        words += ("--disaggregation-bootstrap-port", str(instance.bootstrap_port))
+    return words + ("--disaggregation-transfer-backend", spec.connector or DEFAULT_CONNECTOR[spec.platform])
+
+
 # Its front is SGLang's own router (fronts/sglang_router.py). vllm-router is a fork of it, but deployctl has run it
 # only before vLLM's servers, and vllm-ascend's proxy lists vLLM P/D servers: neither is offered for SGLang.
 FRONT_KINDS = ("sglang-router",)
+HEALTH_GENERATE = "/health_generate"  # sglang/srt/entrypoints/http_server.py:721-795
 
 
 class SglangGpu(Flavour):
@@ -117,6 +143,14 @@ class SglangGpu(Flavour):
     wrong_platform_hint = "set platform: gpu (SGLang on Ascend is not built yet)"
     metrics = SGLANG
     unsupported = UNSUPPORTED
+    topology_keys = {"mixed": ("instances",), "disaggregated": ("prefill", "decode")}
+    topology_options = ("connector",)
+
+    def topology_front(self, mode: Optional[str]) -> Optional[str]:
+        return None  # its front, P/D included, is topology.front
+
+    def ports_of(self, role: str) -> tuple[tuple[str, int], ...]:
+        return (("bootstrap_port", BOOTSTRAP_OFFSET),) if role == "prefill" else ()
 
     def check(self, c: "Context") -> Iterator["Problem"]:
         from deployctl.errors import Problem
@@ -127,12 +161,27 @@ class SglangGpu(Flavour):
                                                          f"sglang-router), not kind {kind}: vllm-router and the proxy "
                                                          "are run before vLLM servers only",
                           hint="kind: sglang-router")
+        connector = c.value(("topology", "connector"), str)
+        if c.mode == "disaggregated" and "front" not in (c.value(("topology",), dict) or {}):
+            yield Problem(("topology",), "server sglang's P/D servers answer only requests that carry a bootstrap "
+                                         "room, which SGLang's router adds (its --pd-disaggregation mode): mode "
+                                         "disaggregated needs topology.front",
+                          hint="front: {kind: sglang-router, host: ..., port: ..., image: ...}")
+        if connector is not None and c.mode != "disaggregated":
+            yield Problem(("topology", "connector"), "topology.connector is the P/D transfer backend: mode "
+                                                     f"{c.mode} renders none", severity="warning")
+        elif connector in NPU_ONLY_CONNECTORS and c.platform != "ascend":
+            yield Problem(("topology", "connector"), f"connector {connector} moves the KV cache between Ascend NPUs "
+                                                     f"(SGLang's disaggregation/{connector}/); platform {c.platform} "
+                                                     "has none",
+                          hint=f"connector: {DEFAULT_CONNECTOR['gpu']} (SGLang's default), or nixl")
 
     def command(self, spec: "Spec", instance: "Instance") -> tuple[str, ...]:
         from deployctl.servers.fields import model_values, render_flags
 
         values = model_values(spec, instance)
         values["@metrics"] = ("--enable-metrics",)
+        values["@disaggregation"] = disaggregation_words(spec, instance)
         return LAUNCH_SERVER + render_flags(self.table, values)
 
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
@@ -156,6 +205,13 @@ class SglangGpu(Flavour):
         # question through /v1/completions within their own --hang-timeout, so a hang is found behind a green
         # /health (tests/e2e/test_gpu.py restarts one)
         return "/health"
+
+    def liveness_request(self, spec: "Spec") -> Optional[tuple[str, bytes]]:
+        """GET /health_generate: a one-token generate of SGLang's own, answered 200 once its scheduler answered
+        anything (a busy server at once) and 503 after SGLANG_HEALTH_CHECK_TIMEOUT; a P/D server takes it too (it
+        gives the request a fake bootstrap, http_server.py:756-758), where a completion without a bootstrap room
+        is refused with 400."""
+        return HEALTH_GENERATE, b""
 
     def startup(self, spec: "Spec"):
         """SGLang logs its own start-up lines, which no profile lists yet: its ledger has no server phases and

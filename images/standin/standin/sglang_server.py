@@ -16,7 +16,8 @@ test bed plays it, on the stand-in's generation engine. Each behaviour follows S
 - SIGTERM (sglang/srt/managers/tokenizer_manager.py:4066-4070, sigterm_watchdog :3508-3550): /health turns 503,
   requests keep being served (generate_request never reads gracefully_exit), and every 5 s the watchdog looks at
   what is left in flight; once nothing is, the server exits. SGLang sets no limit of its own: `docker stop`'s
-  SIGKILL is the only bound.
+  SIGKILL is the only bound;
+- P/D (--disaggregation-mode prefill|decode): standin/sglang_pd.py.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from standin.app import App, listen, log
+from standin.app import GENERATION_PATHS, App, listen, log
 from standin.args import ServerArgs
 from standin.config import Config, read_knobs, shown_env
-from standin.httpio import Request, response_bytes
+from standin.httpio import Request, json_response, response_bytes
 from standin.instance import InstanceEngine
 from standin.metrics import CONTENT_TYPE, histogram_samples
+from standin.sglang_pd import BACKENDS, DEFAULT_BOOTSTRAP_PORT, MODES, Disaggregation, PdError, error_body
 
 VERSION = "0.5.23"
 FLAGS_FILE = Path(__file__).with_name("data") / "sglang_flags.json"
@@ -91,6 +93,10 @@ def parse(argv: List[str]) -> Dict[str, object]:
             raise ParseError(f"argument {flag}: expected one argument")
     if unknown:
         raise ParseError(f"unrecognized arguments: {' '.join(unknown)}")
+    for flag, choices in (("--disaggregation-mode", MODES), ("--disaggregation-transfer-backend", BACKENDS)):
+        if flag in values and values[flag] not in choices:
+            raise ParseError(f"argument {flag}: invalid choice: {values[flag]!r} (choose from "
+                             + ", ".join(repr(c) for c in choices) + ")")
     if "--model-path" not in values and "--model" not in values:
         raise ParseError("the following arguments are required: --model-path/--model")
     return values
@@ -124,9 +130,9 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render_metrics(engine: InstanceEngine, model_name: str) -> bytes:
+def render_metrics(engine: InstanceEngine, model_name: str, engine_type: str = "unified") -> bytes:
     """SGLang's /metrics text for the stand-in's one engine (names and help texts of metrics_collector.py)."""
-    labels = f'model_name="{_label(model_name)}",engine_type="unified"'
+    labels = f'model_name="{_label(model_name)}",engine_type="{engine_type}"'
     lines: List[str] = []
     caches = [cache for _, cache in engine.caches]
 
@@ -168,9 +174,11 @@ def render_metrics(engine: InstanceEngine, model_name: str) -> bytes:
 class SglangApp(App):
     """The stand-in's routes with SGLang's health, metrics and stop."""
 
-    def __init__(self, config: Config, engine: InstanceEngine, metrics: bool) -> None:
+    def __init__(self, config: Config, engine: InstanceEngine, metrics: bool,
+                 pd: Optional[Disaggregation] = None) -> None:
         super().__init__(config, engine)
         self.metrics_on = metrics
+        self.pd = pd
         self.gracefully_exit = False  # TokenizerManager.gracefully_exit, set by the SIGTERM handler
         self.version = VERSION
 
@@ -184,6 +192,20 @@ class SglangApp(App):
         if req.path == "/metrics" and not self.metrics_on:
             writer.write(response_bytes(404, b'{"detail":"Not Found"}', req.keep_alive))
             await writer.drain()
+            return
+        pd = self.pd
+        if pd is not None and req.method == "POST" and req.path in GENERATION_PATHS:
+            try:
+                req = pd.request_for_role(req)
+                if pd.mode == "decode":
+                    await pd.fetch_kv(req)
+            except PdError as exc:
+                writer.write(json_response(exc.status, error_body(exc.status, str(exc)), req.keep_alive))
+                await writer.drain()
+                return
+            await super().handle(req, writer)
+            if pd.mode == "prefill":
+                pd.prefilled(req)
             return
         await super().handle(req, writer)
 
@@ -200,8 +222,9 @@ class SglangApp(App):
         return True
 
     def _metrics(self, keep_alive: bool) -> bytes:
-        return response_bytes(200, render_metrics(self.engine, self.config.args.served_names[0]), keep_alive,
-                              CONTENT_TYPE)
+        engine_type = self.pd.engine_type if self.pd is not None else "unified"
+        return response_bytes(200, render_metrics(self.engine, self.config.args.served_names[0], engine_type),
+                              keep_alive, CONTENT_TYPE)
 
 
 def main(argv: List[str]) -> int:
@@ -220,13 +243,19 @@ def main(argv: List[str]) -> int:
     knobs = read_knobs(env)
     config = Config(args=args, role="mixed", knobs=knobs, layout=None, max_model_len=args.max_model_len or 4096,
                     devices_seen=tuple(gpus), env_names=tuple(sorted(env)), env_shown=shown_env(env))
+    mode = str(values.get("--disaggregation-mode", "null"))
+    pd = None
+    if mode != "null":
+        bootstrap_port = _int(values, "--disaggregation-bootstrap-port") or DEFAULT_BOOTSTRAP_PORT
+        pd = Disaggregation(mode, str(values.get("--disaggregation-transfer-backend", "mooncake")), bootstrap_port,
+                            args.host)
     try:
-        return asyncio.run(_run(config, bool(values.get("--enable-metrics"))))
+        return asyncio.run(_run(config, bool(values.get("--enable-metrics")), pd))
     except KeyboardInterrupt:
         return 0
 
 
-async def _run(config: Config, metrics: bool) -> int:
+async def _run(config: Config, metrics: bool, pd: Optional[Disaggregation]) -> int:
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -237,7 +266,12 @@ async def _run(config: Config, metrics: bool) -> int:
     try:
         await asyncio.sleep(max(config.knobs.startup_s, LOAD_S))
         engine = InstanceEngine(config.knobs, False, args.max_num_seqs, max_model_len=config.max_model_len)
-        app = SglangApp(config, engine, metrics)
+        app = SglangApp(config, engine, metrics, pd)
+        try:
+            bootstrap = await pd.start() if pd is not None else None
+        except OSError as exc:
+            log(f"error: {exc}")
+            return 1
         server = await listen(app.serve_connection, args.host, args.port)
         if server is None:
             return 1
@@ -259,4 +293,6 @@ async def _run(config: Config, metrics: bool) -> int:
             if left == 0:
                 break
         server.close()
+        if bootstrap is not None:
+            bootstrap.close()
     return 0

@@ -48,6 +48,13 @@ TEST_SPECS = {
                    .replace("devices: [0], port: 30000}", "devices: [0, 1, 2, 3], port: 30000, "
                                                           "model: {max_num_seqs: 8, extra_args: [--random-seed, '7']}}"),
     "GPTQ": BASE.replace("  max_model_len: 2048\n", "  quantization: gptq\n"),
+    # P/D behind the router: two prefills (one bootstrap port defaulted, one written), a TP-2 decode, nixl
+    "PD": BASE.replace("  mode: mixed\n  instances:\n    - {host: tb1, devices: [0], port: 30000}\n",
+                       "  mode: disaggregated\n  connector: nixl\n"
+                       "  front: {kind: sglang-router, host: tb1, port: 8000, image: 'r:1'}\n"
+                       "  prefill:\n    - {host: tb1, devices: [0], port: 30000}\n"
+                       "    - {host: tb1, devices: [1], port: 30010, bootstrap_port: 8998}\n"
+                       "  decode:\n    - {host: tb1, devices: [2, 3], port: 30020}\n"),
 }
 
 
@@ -132,9 +139,6 @@ def test_vllm_spellings_in_extra_args_are_refused_naming_sglangs():
     (("  mode: mixed\n", "  mode: mixed\n  front: {kind: vllm-router, host: tb1, port: 8000, image: 'r:1'}\n"),
      "s.yaml:14:17: topology.front.kind: server sglang is fronted by SGLang's own router (kind sglang-router), "
      "not kind vllm-router: vllm-router and the proxy are run before vLLM servers only"),
-    (("mode: mixed", "mode: disaggregated"),
-     "s.yaml:13:9: topology.mode: server sglang's P/D (--disaggregation-mode prefill|decode with its transfer "
-     "backend) is not built yet"),
     (("topology:", "cache: {compile: true}\ntopology:"),
      "s.yaml:12:18: cache.compile: deployctl knows no compile cache of SGLang's (no start-up profile names where "
      "its caches live)"),
@@ -193,3 +197,89 @@ def test_down_stops_each_server_with_the_one_stop_policy():
     plan = plan_down(s, {"tb1": facts["tb1"]}, shutdown_timeout=120)
     assert [c.argv for step in plan.steps for c in step.commands if c.argv[:2] == ("docker", "stop")] == [
         ("docker", "stop", "--time", "120", "tiny-sglang-mixed-0")]
+
+
+# -- P/D behind sglang-router ------------------------------------------------------------------------------------
+def test_pd_servers_render_their_role_bootstrap_port_and_transfer_backend():
+    s = spec(TEST_SPECS["PD"])
+    flavour = flavour_of(s)
+    tails = {i.name: flavour.command(s, i)[-6:] for i in s.instances if i.role in ("prefill", "decode")}
+    assert tails == {
+        "tiny-sglang-prefill-0": ("--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", "30001",
+                                  "--disaggregation-transfer-backend", "nixl"),
+        "tiny-sglang-prefill-1": ("--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", "8998",
+                                  "--disaggregation-transfer-backend", "nixl"),
+        "tiny-sglang-decode-0": ("--tp-size", "2", "--context-length", "2048", "--enable-metrics",
+                                 "--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "nixl")[-6:],
+    }
+    assert [i.bootstrap_port for i in s.instances] == [30001, 8998, None, None]
+    assert ("bootstrap_port", 30001) in s.instances[0].own_ports
+    # SGLang's own default backend where the spec names none
+    default = spec(TEST_SPECS["PD"].replace("  connector: nixl\n", ""))
+    assert flavour.command(default, default.instances[2])[-2:] == ("--disaggregation-transfer-backend", "mooncake")
+
+
+def test_the_router_runs_its_pd_mode_with_each_prefills_bootstrap_port_and_puts_servers_back_by_type():
+    from deployctl.fronts.base import backends
+    from deployctl.fronts.registry import FRONTS
+    from deployctl.plan.answers import answer_paths
+
+    s = spec(TEST_SPECS["PD"])
+    kind = FRONTS["sglang-router"]
+    address = {"tb1": "10.200.0.11"}
+    container = kind.container(s, s.front, address)
+    assert container.command[container.command.index("--pd-disaggregation"):] == (
+        "--pd-disaggregation", "--prefill", "http://10.200.0.11:30000", "30001", "--prefill",
+        "http://10.200.0.11:30010", "8998", "--decode", "http://10.200.0.11:30020")
+    # its lists are not its identity: a server added or moved is put to the running router, the mode is
+    assert container.identity_command[-1] == "--pd-disaggregation"
+    bodies = [json.loads(c.argv[-1]) for c in kind.change_commands(8000, backends(s, address), "add")]
+    assert bodies == [{"url": "http://10.200.0.11:30000", "worker_type": "prefill", "bootstrap_port": 30001},
+                      {"url": "http://10.200.0.11:30010", "worker_type": "prefill", "bootstrap_port": 8998},
+                      {"url": "http://10.200.0.11:30020", "worker_type": "decode"}]
+    assert kind.parse_roles(json.dumps({"workers": [
+        {"id": "a", "url": "http://10.200.0.11:30020", "worker_type": "decode", "is_healthy": True},
+        {"id": "b", "url": "http://10.200.0.11:30000", "worker_type": "prefill", "bootstrap_port": 30001}]})) == {
+        "10.200.0.11:30020": "decode", "10.200.0.11:30000": "prefill"}
+    # the answer check: each pair as the router asks it (the decode answers, with the prefill's bootstrap), then
+    # the router
+    paths = answer_paths(s, "tb1", address, 8)
+    assert [(p.name, p.url, p.prefill_url, p.bootstrap) for p in paths] == [
+        ("tiny-sglang-prefill-0 -> tiny-sglang-decode-0", "http://127.0.0.1:30020/v1/completions",
+         "http://127.0.0.1:30000/v1/completions", "10.200.0.11:30001"),
+        ("tiny-sglang-prefill-1 -> tiny-sglang-decode-0", "http://127.0.0.1:30020/v1/completions",
+         "http://127.0.0.1:30010/v1/completions", "10.200.0.11:8998"),
+        ("tiny-sglang-router", "http://127.0.0.1:8000/v1/completions", "", "")]
+
+
+def test_status_and_watch_ask_sglangs_own_one_token_generate():
+    s = spec(TEST_SPECS["PD"])
+    assert flavour_of(s).liveness_request(s) == ("/health_generate", b"")
+
+
+@pytest.mark.parametrize("change,expected", [
+    (("  front: {kind: sglang-router, host: tb1, port: 8000, image: 'r:1'}\n", ""),
+     "s.yaml:13:3: topology: server sglang's P/D servers answer only requests that carry a bootstrap room, which "
+     "SGLang's router adds (its --pd-disaggregation mode): mode disaggregated needs topology.front"),
+    (("connector: nixl", "connector: ascend"),
+     "s.yaml:14:14: topology.connector: connector ascend moves the KV cache between Ascend NPUs (SGLang's "
+     "disaggregation/ascend/); platform gpu has none"),
+    (("bootstrap_port: 8998", "bootstrap_port: 30020"),
+     "s.yaml:20:42: topology.decode[0].port: port 30020 on host tb1 is already used by "
+     "topology.prefill[1].bootstrap_port (line 18)"),
+    (("connector: nixl", "connector: fake"), "s.yaml:14:14: topology.connector: 'fake' is not one of mooncake, "),
+])
+def test_what_a_pd_spec_gets_wrong_is_refused_at_its_key(change, expected):
+    found = errors_of(TEST_SPECS["PD"].replace(*change))
+    assert [e for e in found if e.startswith(expected)], found
+
+
+def test_a_bootstrap_port_where_no_prefill_listens_and_a_connector_without_pd_are_warned():
+    _, errors, warnings = check_spec_text(TEST_SPECS["PD"].replace("port: 30020}", "port: 30020, bootstrap_port: 9}"),
+                                          "s.yaml")
+    assert errors == [] and "topology.decode[0].bootstrap_port: bootstrap_port is ignored unless it is a prefill " \
+                            "instance of server sglang" in [w.render().split(": ", 1)[1] for w in warnings]
+    _, errors, warnings = check_spec_text(BASE.replace("  mode: mixed\n", "  mode: mixed\n  connector: nixl\n"),
+                                          "s.yaml")
+    assert errors == [] and [w.render() for w in warnings] == [
+        "s.yaml:14:14: topology.connector: topology.connector is the P/D transfer backend: mode mixed renders none"]

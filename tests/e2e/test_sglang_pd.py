@@ -1,0 +1,149 @@
+"""server sglang's P/D on the test bed (issue 43): two prefill and two decode servers (the stand-in playing SGLang
+0.5.23's --disaggregation-mode, images/standin/standin/sglang_pd.py) behind the real sglang-router 0.3.2 in its P/D
+mode, on a fake 4-GPU host."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.e2e.conftest import container_ids
+from tests.e2e.test_gpu import ADDRESS, GPU, HOST, host_curl, router_workers, started_at
+from tests.monitor.conftest import prometheus_tools  # noqa: F401 (the fixture)
+
+TESTBED_GROUP = "testbed2"  # the second bed, beside the first (tests/conftest.py)
+
+NAME = "e2e-sglang-pd"
+FRONT = 8474
+# Requests of 16 tokens 100 ms apart (about 1.6 s) through the drain rollout
+TOPOLOGY = """env: {STANDIN_TPOT_MS: '100', STANDIN_STARTUP_S: '0.5'}
+topology:
+  mode: disaggregated
+  front: {kind: sglang-router, host: tb4, port: 8474, metrics_port: 8479, image: "%s", policy: round_robin}
+  prefill:
+    - {host: tb4, devices: [0], port: 8470}
+    - {host: tb4, devices: [1], port: 8472, bootstrap_port: 8478}
+  decode:
+    - {host: tb4, devices: [2], port: 8475}
+    - {host: tb4, devices: [3], port: 8476}
+"""
+PREFILLS = (f"{NAME}-prefill-0", f"{NAME}-prefill-1")
+DECODES = (f"{NAME}-decode-0", f"{NAME}-decode-1")
+SERVERS = PREFILLS + DECODES
+WORKERS = {f"{ADDRESS}:8470": "prefill", f"{ADDRESS}:8472": "prefill", f"{ADDRESS}:8475": "decode",
+           f"{ADDRESS}:8476": "decode"}
+
+
+@pytest.fixture(scope="module")
+def pd_host(bed):
+    """tb4 as a 4 x H100 host with the NVIDIA runtime, for this module only; an Ascend host again after."""
+    bed.set_gpu_profile(HOST, gpus=4)
+    try:
+        yield bed
+    finally:
+        bed.reset_gpu(HOST)
+
+
+def pd_spec(bed, deployctl, max_num_seqs: int, monitor: str = "") -> str:
+    from tests.testbed import sglang_router_image
+
+    model = monitor + (f"image: {{name: deployctl/standin-vllm:latest}}\nweights: {{dest: /srv/weights/tiny}}\n"
+                       f"model: {{served_name: tiny, max_model_len: 2048, max_num_seqs: {max_num_seqs}, "
+                       "max_num_batched_tokens: 2048}\n")
+    text = bed.spec_yaml(NAME, TOPOLOGY % sglang_router_image.IMAGE, hosts_used=[HOST],
+                         extra=model + GPU.replace("cards: 2", "cards: 4") + "server: sglang\n")
+    return deployctl.write(text, name=f"{NAME}-{max_num_seqs}.yaml")
+
+
+def test_sglang_pd_behind_the_router_up_answers_rerun_status_monitor_drain_rollout_watch_and_down(
+        pd_host, deployctl, prometheus_tools, tmp_path):  # noqa: F811
+    """up asks every prefill x decode pair as the router does and the router itself; the router runs its P/D mode
+    with each prefill's bootstrap port; a no-op re-run; status; the pack's panels from SGLang's names; a drain
+    rollout (two waves of one prefill and one decode) under steady streaming load fails no request and puts each
+    server back with its type; watch restarts a hung decode and puts it back; down."""
+    from tests.e2e.load import SteadyLoad
+    from tests.e2e.test_monitor import Monitoring, check_pack_serves, monitor_key
+    from tests.e2e.test_watch import watch_once
+    from tests.ports import free_port
+
+    bed = pd_host
+    pack, blackbox_port = tmp_path / "pack", free_port()
+    monitor = monitor_key(pack, blackbox_port)
+    path = pd_spec(bed, deployctl, 4, monitor)
+    monitoring = None
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["changed"] is True, doc
+        assert doc["endpoint"] == f"http://{ADDRESS}:{FRONT}"
+        assert [(i["name"], i["healthy"]) for i in doc["instances"]] == [(s, True) for s in SERVERS] + [
+            (f"{NAME}-router", True)]
+        inspect = {i["Name"].lstrip("/"): i for i in json.loads(bed.docker_on(HOST, "inspect", *SERVERS,
+                                                                              f"{NAME}-router").stdout)}
+        args = {name: inspect[name]["Args"] for name in SERVERS}
+        assert args[PREFILLS[1]][-6:] == ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port",
+                                          "8478", "--disaggregation-transfer-backend", "mooncake"]
+        assert args[DECODES[0]][-4:] == ["--disaggregation-mode", "decode", "--disaggregation-transfer-backend",
+                                         "mooncake"]
+        router = inspect[f"{NAME}-router"]["Args"]
+        assert router[router.index("--pd-disaggregation"):router.index("--policy")] == [
+            "--pd-disaggregation", "--prefill", f"http://{ADDRESS}:8470", "8471", "--prefill",
+            f"http://{ADDRESS}:8472", "8478", "--decode", f"http://{ADDRESS}:8475", "--decode",
+            f"http://{ADDRESS}:8476"]
+        assert router_workers(bed, path) == WORKERS
+        # a P/D server alone refuses a request without a bootstrap room: the router's is the way in
+        alone = host_curl(bed, "--data", '{"model": "tiny", "prompt": "hi", "max_tokens": 2}', "-H",
+                          "Content-Type: application/json", "http://127.0.0.1:8475/v1/completions").stdout
+        assert "without bootstrap room id" in json.loads(alone)["message"]
+        code, status = deployctl.json("status", path)
+        assert code == 0 and all(i["healthy"] for i in status["instances"]), status
+        monitoring = Monitoring(pack, blackbox_port)
+        check_pack_serves(pack, monitoring.prometheus, {"deployctl-servers": 4, "deployctl-front": 1})
+        monitoring.stop()
+        monitoring = None
+        before = container_ids(bed, HOST, NAME)
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["changed"] is False
+        assert container_ids(bed, HOST, NAME) == before
+
+        # a drain rollout (max_num_seqs 4 -> 8) under a load that starts before `up` and ends after it returned
+        changed = pd_spec(bed, deployctl, 8, monitor)
+        with SteadyLoad(f"http://{ADDRESS}:{FRONT}") as steady:
+            began = time.monotonic()
+            code, doc = deployctl.json("up", changed, "--yes", "--skip", "weights", "--drain-timeout", "30")
+            ended = time.monotonic()
+        run = steady.summary(began, ended)
+        assert code == 0, doc
+        assert run["during"] > 0 and run["failed"] == 0, run
+        after = container_ids(bed, HOST, NAME)
+        assert all(after[s] != before[s] for s in SERVERS) and after[f"{NAME}-router"] == before[f"{NAME}-router"]
+        assert all(i["healthy"] for i in doc["instances"]) and router_workers(bed, changed) == WORKERS
+
+        # watch: a decode's engine hangs (/health stays 200, /health_generate never answers): restarted, put back
+        started = started_at(bed, SERVERS)
+        hung = bed.run_on(HOST, ["curl", "--silent", "-X", "POST", "--data", '{"mode": "hang"}',
+                                 "http://127.0.0.1:8476/standin/stall"]).stdout
+        assert json.loads(hung)["hung"]
+        actions = []
+        for _ in range(3):  # suspect at the first probe (nothing held before), stalled at the next
+            actions = [line for line in watch_once(deployctl, changed) if line["type"] == "action"]
+            if actions:
+                break
+        assert [(a["containers"], a["result"]) for a in actions] == [
+            ([DECODES[1]], "restarting"), ([DECODES[1]], "ok")], actions
+        now = started_at(bed, SERVERS)
+        assert [s for s in SERVERS if now[s] != started[s]] == [DECODES[1]]
+        assert router_workers(bed, changed) == WORKERS  # put back as a decode
+        for _ in range(4):  # through the router: each prefill and decode in turn
+            body = json.dumps({"model": "tiny", "prompt": "after the restart", "max_tokens": 4})
+            out = bed.run_on(HOST, ["curl", "--silent", "--fail", "--max-time", "60", "-H",
+                                    "Content-Type: application/json", "--data", body,
+                                    f"http://127.0.0.1:{FRONT}/v1/completions"]).stdout
+            assert json.loads(out)["choices"][0]["text"]
+    finally:
+        if monitoring is not None:
+            monitoring.stop()
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0, err
+        assert container_ids(bed, HOST, NAME) == {}
