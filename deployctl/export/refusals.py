@@ -47,7 +47,7 @@ def _front(spec: Spec) -> Iterator[Problem]:
     """A front that is deployctl's own on hosts (vLLM's router in front of mixed servers): on a cluster the
     Service every target makes fronts the servers (its kind says so, fronts/)."""
     kind = front_kind(spec.front_spec.kind) if spec.front_spec is not None else None
-    refusal = kind.export_refusal() if kind is not None else None
+    refusal = kind.export_refusal(spec) if kind is not None else None
     if refusal is not None:
         yield Problem(("topology", "front"), refusal[0], hint=refusal[1])
 

@@ -87,7 +87,7 @@ class FrontKind:
         """Where its own metrics listen (None: it serves none; Prometheus probes its health instead)."""
         return None
 
-    def export_refusal(self) -> Optional[tuple[str, str]]:
+    def export_refusal(self, spec: "Spec") -> Optional[tuple[str, str]]:
         """(message, hint) where no export target can express this front (None: the export carries it)."""
         return None
 

@@ -81,7 +81,7 @@ class Router(FrontKind):
     def metrics_port(self, instance: "Instance") -> Optional[int]:
         return instance.metrics_port
 
-    def export_refusal(self) -> Optional[tuple[str, str]]:
+    def export_refusal(self, spec: "Spec") -> Optional[tuple[str, str]]:
         return (f"the {self.name} front (topology.front) is not exported: on a cluster the deployment's Service "
                 "balances its servers, and a rollout drains them by readiness",
                 "remove topology.front from a copy of the spec to export it")

@@ -118,6 +118,13 @@ class SglangRouter(Router):
             return pd_pairs(spec, front)
         return super().answer_targets(spec, front)
 
+    def export_refusal(self, spec: "Spec") -> Optional[tuple[str, str]]:
+        if spec.mode == "disaggregated":  # no Service can stand in for it
+            return ("server sglang's P/D servers answer only requests that carry a bootstrap room, which "
+                    "sglang-router's P/D mode adds: the exports carry no router, and a cluster's Service cannot "
+                    "pair a prefill with a decode", "export a mode: mixed spec, or run the P/D deployment with up")
+        return super().export_refusal(spec)
+
     def health_path(self) -> Optional[str]:
         return HEALTH_PATH
 

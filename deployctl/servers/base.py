@@ -33,6 +33,7 @@ class Flavour:
     # The spec's shape for this flavour
     dp_groups: bool = False  # topology of DP groups (vllm-ascend) instead of instances and a scheduler
     extra_ports: tuple[tuple[str, int], ...] = ()  # (key, offset from port): more ports each instance listens on
+    max_devices: int = 8  # the most NPUs/GPUs one instance may take on its host (its TP size)
     topology_options: tuple[str, ...] = ()  # further topology keys it reads (sglang: its P/D `connector`)
     # mode -> the topology keys a spec of that mode lists its units under, in the order the rules name them (none:
     # the flavour's own rules check its topology, as vllm-ascend's DP groups)

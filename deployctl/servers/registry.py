@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Optional
 from deployctl.servers.ascendcloud import AscendCloudVllm
 from deployctl.servers.base import Flavour
 from deployctl.servers.sglang import SglangGpu
+from deployctl.servers.sglang.ascend import SglangAscend
 from deployctl.servers.triton import TritonVllm
 from deployctl.servers.vllm_ascend import VllmAscend
 from deployctl.servers.vllm_gpu import VllmGpu
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
     from deployctl.spec.model import Spec
 
 FLAVOURS: dict[tuple[str, str], Flavour] = {
-    (f.platform, f.server): f for f in (AscendCloudVllm(), VllmAscend(), VllmGpu(), TritonVllm(), SglangGpu())
+    (f.platform, f.server): f for f in (AscendCloudVllm(), VllmAscend(), VllmGpu(), TritonVllm(), SglangGpu(),
+                                        SglangAscend())
 }
 
 

@@ -184,14 +184,16 @@ def check_devices(c: Context) -> Iterator[Problem]:
             elif host is not None:
                 used[(c.machine(host), device)] = (unit, host)
         count = len(devices)
-        if count and not _is_tp_size(count):
+        if count and not _is_tp_size(count, c.flavour.max_devices):
+            sizes = [str(1 << k) for k in range(c.flavour.max_devices.bit_length())]
             yield Problem(unit.path + ("devices",),
-                          f"{count} devices: an instance needs 1, 2, 4 or 8 (its TP size is its device count)")
+                          f"{count} devices: an instance needs {', '.join(sizes[:-1])} or {sizes[-1]} (its TP size "
+                          "is its device count)")
 
 
-def _is_tp_size(count: int) -> bool:
-    """1, 2, 4 or 8: a power of two no larger than 8."""
-    return 0 < count <= MAX_DEVICES and not count & (count - 1)
+def _is_tp_size(count: int, most: int = MAX_DEVICES) -> bool:
+    """1, 2, 4 or 8 (or up to the flavour's `most`): a power of two no larger than that."""
+    return 0 < count <= most and not count & (count - 1)
 
 
 def check_ports(c: Context) -> Iterator[Problem]:

@@ -43,7 +43,8 @@ REFUSED = {
     # (whole servers only; the seed's, ASCENDCLOUD_PD, runs on whole servers and maps)
     **{(p, t): "topology" for p in PD_PLAYBOOKS for t in ("lws", "kthena")},
     **{(p, "k8s"): "topology.prefill[0].devices" for p in PD_PLAYBOOKS if p != ASCENDCLOUD_PD},
-    **{("playbooks/mixed-router-910b.yaml", t): "topology.front" for t in ("k8s", "lws", "kthena")},
+    **{(p, t): "topology.front" for p in ("playbooks/mixed-router-910b.yaml", "playbooks/sglang-ascend-pd.yaml")
+       for t in ("k8s", "lws", "kthena")},
     ("playbooks/vllm-ascend-mixed-2hosts-internal.yaml", "k8s"): "topology.groups[0].hosts",
     ("playbooks/vllm-ascend-pd-qwen3.yaml", "k8s"): "topology.decode[0].hosts",
 }

@@ -23,6 +23,7 @@ BASE = {
     ("gpu", "triton"): "platform: gpu\nserver: triton\nimage: {name: 'nvcr.io/nvidia/tritonserver:25.09-vllm-python-py3'}\n",
     ("ascend", "vllm-ascend"): "server: vllm-ascend\nimage: {name: 'quay.io/ascend/vllm-ascend:v0.13.0rc1'}\n",
     ("gpu", "sglang"): "platform: gpu\nserver: sglang\nimage: {name: 'lmsysorg/sglang:v0.5.23'}\n",
+    ("ascend", "sglang"): "server: sglang\nimage: {name: 'lmsysorg/sglang:v0.5.23-cann8.5.0-a3'}\n",
 }
 MIXED = """topology:
   mode: mixed

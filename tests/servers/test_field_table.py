@@ -67,6 +67,12 @@ BASE = {
         "weights": {"dest": "/mnt/weights/demo"}, "model": {"served_name": "demo-model"},
         "topology": {"mode": "mixed", "instances": [{"host": "gpu1", "devices": [0], "port": 8000}]},
     },
+    ("ascend", "sglang"): {
+        "version": 1, "name": "fields", "server": "sglang",
+        "hosts": {"node1": {"address": "10.0.0.1"}},
+        "weights": {"dest": "/mnt/weights/demo"}, "model": {"served_name": "demo-model"},
+        "topology": {"mode": "mixed", "instances": [{"host": "node1", "devices": [0], "port": 8000}]},
+    },
     ("ascend", "vllm-ascend"): {
         "version": 1, "name": "fields", "server": "vllm-ascend", "server_version": "0.13",
         "hosts": {"node1": {"address": "10.0.0.1"}}, "weights": {"dest": "/mnt/weights/demo"},

@@ -115,9 +115,8 @@ def test_the_capability_ratchet_sees_a_read(tmp_path):
 
 def test_the_registry_is_keyed_by_platform_and_server():
     assert set(FLAVOURS) == {("ascend", "vllm"), ("ascend", "vllm-ascend"), ("gpu", "vllm"), ("gpu", "triton"),
-                             ("gpu", "sglang")}
+                             ("gpu", "sglang"), ("ascend", "sglang")}
     assert flavour_for("ascend", "triton") is None
-    assert flavour_for("ascend", "sglang") is None
     # a spec on the wrong platform is still checked by its server's rules (validate names the platform)
     assert flavour_named("ascend", "triton").server == "triton"
     assert flavour_named("gpu", "vllm-ascend").server == "vllm-ascend"
@@ -130,7 +129,7 @@ def test_each_flavour_answers_health_and_answer_paths():
     proxy = Instance(role="proxy", index=0, host="h", devices=(), port=8000, name="d-proxy", tp=0)
     assert {k: f.health_path() for k, f in FLAVOURS.items()} == {
         ("ascend", "vllm"): "/health", ("ascend", "vllm-ascend"): "/health", ("gpu", "vllm"): "/health",
-        ("gpu", "triton"): "/v2/health/ready", ("gpu", "sglang"): "/health"}
+        ("gpu", "triton"): "/v2/health/ready", ("gpu", "sglang"): "/health", ("ascend", "sglang"): "/health"}
     assert FLAVOURS[("ascend", "vllm-ascend")].health_path(proxy) == "/healthcheck"
     assert FLAVOURS[("gpu", "triton")].answers_path(spec) == "/v2/models/m/generate"
     assert FLAVOURS[("ascend", "vllm")].answers_path(spec) == "/v1/completions"

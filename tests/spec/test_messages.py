@@ -28,7 +28,7 @@ CASES = {
     "type-float": (("", "", ", metrics_port: 8080.0"), ("topology.instances[0].metrics_port",
                                                          "8080.0 should be an integer, not a number")),
     "enum": (("", ", quantization: fp8", ""),
-             ("model.quantization", "'fp8' is not one of null, awq, smoothquant, gptq, ascend")),
+             ("model.quantization", "'fp8' is not one of null, awq, smoothquant, gptq, ascend, modelslim")),
     "enum-did-you-mean": (("platform: gpus", "", ""),
                           ("platform", "'gpus' is not one of ascend, gpu — did you mean 'gpu'?")),
     "enum-family": (("", ", family: llama9", ""), ("model.family", "'llama9' is not a known family — did you mean 'llama-7b'?")),

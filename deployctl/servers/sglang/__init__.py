@@ -30,6 +30,9 @@ LAUNCH_SERVER = ("python", "-m", "sglang.launch_server")
 NO_SMOOTHQUANT = Refused("quantization", "quantization 'smoothquant' is AscendCloud vLLM's; SGLang's --quantization "
                                          "has no such method (awq and gptq are among its choices)",
                          hint="use awq or gptq weights", values=("smoothquant",))
+NPU_ONLY_QUANTIZATION = Refused("quantization", "quantization 'modelslim' is SGLang's for Ascend NPUs "
+                                                "(arg_groups/choices.py); on GPU it takes awq or gptq",
+                                hint="use awq or gptq weights, or platform: ascend", values=("modelslim",))
 NO_ASCEND = Refused("quantization", "quantization 'ascend' is vllm-ascend's (w8a8 weights on Ascend NPUs); SGLang "
                                     "on GPU takes awq or gptq", hint="use awq or gptq weights", values=("ascend",))
 # sglang/srt/arg_groups/fields/model.py:197-216: --kv-cache-dtype is auto, an fp8/fp4 kind or bf16, never int8
@@ -41,7 +44,9 @@ NO_SCALES = Refused("quantization_param_path", "quantization_param_path goes wit
 
 # What extra_args may not say, each with why: the flags the table renders itself (argparse keeps the last one, so a
 # second --port would move the server off the port `up` waits on), SGLang's data parallelism (an instance's devices
-# are its TP size: a --dp-size would ask for dp x tp GPUs), and vLLM's spellings a carried-over spec brings.
+# are its TP size: a --dp-size would ask for dp x tp GPUs; with --enable-dp-attention it is the attention's DP width
+# within the TP size, `--attn-dp-size` since 0.5.23, arg_groups/fields/parallel.py:192-193), and vLLM's spellings a
+# carried-over spec brings.
 OWNED = ("--model-path", "--model", "--served-model-name", "--host", "--port", "--tp-size",
          "--tensor-parallel-size", "--context-length", "--max-running-requests", "--chunked-prefill-size",
          "--quantization", "--kv-cache-dtype", "--enable-metrics", "--disaggregation-mode",
@@ -73,6 +78,7 @@ TABLE = (
     Flag("quantization", "--quantization"),
     NO_SMOOTHQUANT,
     NO_ASCEND,
+    NPU_ONLY_QUANTIZATION,
     NO_INT8_KV,
     NO_SCALES,
     Flag("@metrics", VERBATIM),  # --enable-metrics: /metrics exists only with it (metrics.py)
@@ -83,7 +89,9 @@ TABLE = (
             allows=_says_none_of(OWNED)),
     Refused("extra_args", "extra_args asks for SGLang's data parallelism (--dp-size): an instance's devices are its "
                           "TP size, so SGLang would want dp x tp GPUs; deployctl renders no --dp-size yet",
-            hint="run one instance per replica (each on its own devices and port)", allows=_says_none_of(DATA_PARALLEL)),
+            hint="run one instance per replica (each on its own devices and port), or data-parallel attention "
+                 "within the TP size: --attn-dp-size N (or --dp-size N with --enable-dp-attention)",
+            allows=lambda words: _says_none_of(DATA_PARALLEL)(words) or "--enable-dp-attention" in _flags(words)),
     Refused("extra_args", "extra_args holds vLLM flags that SGLang's parser refuses (exit 2): "
                           + ", ".join(f"{v} -> {s}" for v, s in VLLM_SPELLINGS.items()),
             hint="write SGLang's spelling (the right-hand side above)", allows=_says_none_of(VLLM_SPELLINGS)),
@@ -140,7 +148,7 @@ HEALTH_GENERATE = "/health_generate"  # sglang/srt/entrypoints/http_server.py:72
 class SglangGpu(Flavour):
     platform, server, title = "gpu", "sglang", "SGLang on GPU"
     table = TABLE
-    wrong_platform_hint = "set platform: gpu (SGLang on Ascend is not built yet)"
+    wrong_platform_hint = "set platform: gpu or ascend"
     metrics = SGLANG
     unsupported = UNSUPPORTED
     topology_keys = {"mixed": ("instances",), "disaggregated": ("prefill", "decode")}

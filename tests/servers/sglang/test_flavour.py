@@ -134,8 +134,6 @@ def test_vllm_spellings_in_extra_args_are_refused_naming_sglangs():
 
 
 @pytest.mark.parametrize("change,expected", [
-    (("platform: gpu", "platform: ascend"),
-     "s.yaml:4:9: server: server sglang runs on platform gpu only; this spec is platform ascend"),
     (("  mode: mixed\n", "  mode: mixed\n  front: {kind: vllm-router, host: tb1, port: 8000, image: 'r:1'}\n"),
      "s.yaml:14:17: topology.front.kind: server sglang is fronted by SGLang's own router (kind sglang-router), "
      "not kind vllm-router: vllm-router and the proxy are run before vLLM servers only"),
