@@ -147,3 +147,47 @@ def test_sglang_pd_behind_the_router_up_answers_rerun_status_monitor_drain_rollo
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0, err
         assert container_ids(bed, HOST, NAME) == {}
+
+
+ASCEND_NAME = "e2e-sglang-npu"
+# Ascend hosts tb2 (the prefill, the router) and tb3 (the decode): SGLang's NPU launch on the bed's fake NPUs
+ASCEND_TOPOLOGY = """env: {STANDIN_TPOT_MS: '20', STANDIN_STARTUP_S: '0.5'}
+topology:
+  mode: disaggregated
+  front: {kind: sglang-router, host: tb2, port: 8484, metrics_port: 8489, image: "%s"}
+  prefill:
+    - {host: tb2, devices: [0, 1], port: 8480}
+  decode:
+    - {host: tb3, devices: [4, 5, 6, 7], port: 8482}
+"""
+
+
+def test_sglang_pd_on_ascend_hosts_runs_the_npu_launch_on_their_npus_and_every_path_answers(bed, deployctl):
+    """platform ascend: each server's `--device npu --attention-backend ascend` with the ascend transfer backend and
+    the one MemFabric store (the prefill's host), its own /dev/davinci* only; a TP-2 prefill beside a TP-4 decode
+    on another host; up asks the pair and the router; status; down."""
+    from tests.testbed import sglang_router_image
+
+    model = ("image: {name: deployctl/standin-vllm:latest}\nweights: {dest: /srv/weights/tiny}\n"
+             "model: {served_name: tiny, max_model_len: 2048, max_num_seqs: 4}\nserver: sglang\n"
+             "requirements: {driver: '23.0.6', cards: 8, free_disk_gb: 1}\n")
+    path = deployctl.write(bed.spec_yaml(ASCEND_NAME, ASCEND_TOPOLOGY % sglang_router_image.IMAGE,
+                                         hosts_used=["tb2", "tb3"], extra=model), name=f"{ASCEND_NAME}.yaml")
+    prefill, decode = f"{ASCEND_NAME}-prefill-0", f"{ASCEND_NAME}-decode-0"
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")  # its answer check asks the pair and the router
+        assert code == 0 and doc["endpoint"] == "http://10.200.0.12:8484", doc
+        for host, name, npus in (("tb2", prefill, ["/dev/davinci0", "/dev/davinci1"]),
+                                 ("tb3", decode, [f"/dev/davinci{n}" for n in (4, 5, 6, 7)])):
+            (inspect,) = json.loads(bed.docker_on(host, "inspect", name).stdout)
+            assert inspect["Args"][-4:] == ["--device", "npu", "--attention-backend", "ascend"]
+            assert inspect["Args"][inspect["Args"].index("--disaggregation-transfer-backend") + 1] == "ascend"
+            mapped = [d["PathOnHost"] for d in inspect["HostConfig"]["Devices"]]
+            assert [d for d in mapped if d[len("/dev/davinci"):].isdigit()] == npus
+            assert "ASCEND_MF_STORE_URL=tcp://10.200.0.12:24669" in inspect["Config"]["Env"]
+        code, status = deployctl.json("status", path)
+        assert code == 0 and all(i["healthy"] for i in status["instances"]), status
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0, err
+        assert container_ids(bed, "tb2", ASCEND_NAME) == {} and container_ids(bed, "tb3", ASCEND_NAME) == {}
