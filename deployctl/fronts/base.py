@@ -40,6 +40,19 @@ class Backend:
         return f"http://{self.address}:{self.port}"
 
 
+@dataclass(frozen=True)
+class RouterMetrics:
+    """The names a router's own /metrics writes, as the monitoring pack's router panels draw them."""
+
+    requests: str  # counter of requests, by `route_label`
+    route_label: str
+    per_worker: str  # per worker (label `worker`): a counter of requests (`per_worker_rate`) or a gauge in flight
+    per_worker_rate: bool
+    health: str  # gauge per worker (label `worker`): 1 healthy, 0 not
+    pool: str  # gauge: the workers it routes to
+    duration: str  # histogram of a request's duration
+
+
 # One way the answer check asks through a front: (label, the instance that answers, the prefill it first asks).
 AnswerTarget = tuple[str, "Instance", Optional["Instance"]]
 
@@ -54,6 +67,7 @@ class FrontKind:
     own_entry: bool = True  # its port is the front's (topology.front/proxy), not one of a flavour's instances'
     drains: bool = False  # a drain rollout can take servers out through it (where its version changes its list)
     default_metrics_port: Optional[int] = None  # where its own metrics listen unless the spec says
+    metrics: Optional[RouterMetrics] = None  # the names its own metrics write (None: it serves none)
 
     # --- the spec ---------------------------------------------------------------------------------------------
     def check(self, c: "Context", front: Mapping, path: tuple) -> Iterator["Problem"]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 from urllib.parse import quote
 
 from deployctl.core import Command
-from deployctl.fronts.base import CALL_TIMEOUT, AnswerTarget, Backend, FrontKind, backends, post
+from deployctl.fronts.base import CALL_TIMEOUT, AnswerTarget, Backend, FrontKind, RouterMetrics, backends, post
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
@@ -32,6 +32,14 @@ ROUTER_IMAGE_HINT = ("vLLM's router has no official image: build one from its Py
 
 
 ROUTER = "vllm-router"  # its kind
+# Its own metrics (vllm-project/router src/metrics.rs, RouterMetrics; each series appears at its first event):
+# requests by route, each worker's requests and health, the workers it routes to, and a generate request's duration
+# (a histogram with the crate's duration buckets, start_prometheus). vllm_router_running_requests is the
+# cache_aware policy's only (metrics.rs), so no panel reads it
+ROUTER_METRICS = RouterMetrics(requests="vllm_router_requests_total", route_label="route",
+                               per_worker="vllm_router_processed_requests_total", per_worker_rate=True,
+                               health="vllm_router_worker_health", pool="vllm_router_active_workers",
+                               duration="vllm_router_generate_duration_seconds")
 
 
 class Router(FrontKind):
@@ -42,6 +50,7 @@ class Router(FrontKind):
     title = "the vllm-router"
     modes = ("mixed",)
     default_metrics_port = DEFAULT_ROUTER_METRICS_PORT
+    metrics = ROUTER_METRICS
     # what validate says of it in front of P/D servers (message, hint), and where its image comes from
     disaggregated_refusal = ("deployctl runs vllm-router in front of mixed servers only; vllm-ascend's P/D (the "
                              "Mooncake connector) is fronted by its own proxy", "kind: proxy")

@@ -22,7 +22,7 @@ import json
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.core import Command
-from deployctl.fronts.base import CALL_TIMEOUT, AnswerTarget, Backend, backends, pd_pairs
+from deployctl.fronts.base import CALL_TIMEOUT, AnswerTarget, Backend, RouterMetrics, backends, pd_pairs
 from deployctl.fronts.router import Router
 
 if TYPE_CHECKING:
@@ -37,6 +37,12 @@ HEALTH_PATH = "/liveness"  # src/server.rs `liveness`: 200 once it serves
 # Its own default (29000, router_args.py) is a kv port of group 10 on 8-NPU hosts, as vllm-router's is: the same
 # default as deployctl gives vllm-router (fronts/router.py)
 DEFAULT_METRICS_PORT = 19000
+# Its own metrics (the SGLang Model Gateway's `smg_` names, as 0.3.2 wrote them on loopback): HTTP requests by path,
+# requests in flight per worker, each worker's health (1/0), its workers by type, a routed request's duration
+SGLANG_ROUTER_METRICS = RouterMetrics(requests="smg_http_requests_total", route_label="path",
+                                      per_worker="smg_worker_requests_active", per_worker_rate=False,
+                                      health="smg_worker_health", pool="smg_worker_pool_size",
+                                      duration="smg_router_request_duration_seconds")
 POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")  # router_args.py --policy choices
 CHANGE_BOUND_S = 30  # how long a change may take to show in its list (its job queue runs it in the background)
 IMAGE_HINT = (f"SGLang's router has no image of its own: build one from its PyPI wheel (a python image with `pip "
@@ -87,6 +93,7 @@ class SglangRouter(Router):
     title = "the sglang-router"
     modes = ("mixed", "disaggregated")  # disaggregated: its P/D mode, before server sglang's P/D servers
     default_metrics_port = DEFAULT_METRICS_PORT
+    metrics = SGLANG_ROUTER_METRICS
     image_hint = IMAGE_HINT
 
     def check(self, c: "Context", front: Mapping, path: tuple) -> Iterator["Problem"]:
@@ -127,12 +134,6 @@ class SglangRouter(Router):
 
     def health_path(self) -> Optional[str]:
         return HEALTH_PATH
-
-    def metrics_port(self, instance: "Instance") -> Optional[int]:
-        # It serves its own metrics there (smg_* names, not vllm-router's vllm_router_*), but the monitoring pack's
-        # router panels are vllm-router's: until the pack reads a front's names from its kind, Prometheus probes
-        # its health instead, and the port stays reserved in the spec's port set
-        return None
 
     def change_commands(self, port: int, changed: tuple[Backend, ...], verb: str) -> tuple[Command, ...]:
         what = "put into" if verb == "add" else "taken out of"

@@ -5,10 +5,13 @@ that load it and point it at Prometheus."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 from deployctl.monitor import npu_exporter
-from deployctl.monitor import queries as router_metrics
 from deployctl.monitor.queries import Queries
+
+if TYPE_CHECKING:
+    from deployctl.fronts.base import RouterMetrics
 
 DATASOURCE_UID = "deployctl-prometheus"
 QUANTILES = (0.5, 0.9, 0.99)
@@ -22,7 +25,8 @@ class Panel:
     description: str = ""
 
 
-def panels(q: Queries, npu: bool, disaggregated: bool, router: bool = False) -> tuple[Panel, ...]:
+def panels(q: Queries, npu: bool, disaggregated: bool,
+           router: Optional["RouterMetrics"] = None) -> tuple[Panel, ...]:
     """Every panel in order; NPU panels only where an NPU exporter is scraped, P:D balance only for P/D, the
     router's own only for a vllm-router front."""
     n = q.names
@@ -84,18 +88,23 @@ def panels(q: Queries, npu: bool, disaggregated: bool, router: bool = False) -> 
                   npu_exporter.TEMPERATURE),
             Panel("NPU power", "watt", ((q.per_card(npu_exporter.POWER), card),), npu_exporter.POWER),
         ]
-    if router:
-        m = router_metrics
+    if router is not None:
+        m = router
+        route = "{{" + m.route_label + "}}"
+        per_worker = (Panel("Router: requests /s per worker", "reqps",
+                            ((q.router_rate(m.per_worker, "worker"), "{{worker}}"),), m.per_worker)
+                      if m.per_worker_rate else
+                      Panel("Router: requests in flight per worker", "short",
+                            ((q.router(m.per_worker, "worker"), "{{worker}}"),), m.per_worker))
         out += [
-            Panel("Router: requests /s by route", "reqps", ((q.router_rate(m.ROUTER_REQUESTS, "route"), "{{route}}"),),
-                  m.ROUTER_REQUESTS),
-            Panel("Router: requests /s per worker", "reqps",
-                  ((q.router_rate(m.ROUTER_PROCESSED, "worker"), "{{worker}}"),), m.ROUTER_PROCESSED),
-            Panel("Router: workers", "short", ((q.router(m.ROUTER_WORKER_HEALTH, "worker"), "healthy {{worker}}"),
-                                               (q.router(m.ROUTER_ACTIVE_WORKERS), "active")),
-                  f"{m.ROUTER_WORKER_HEALTH} (1 healthy), {m.ROUTER_ACTIVE_WORKERS}"),
+            Panel("Router: requests /s by route", "reqps", ((q.router_rate(m.requests, m.route_label), route),),
+                  m.requests),
+            per_worker,
+            Panel("Router: workers", "short", ((q.router(m.health, "worker"), "healthy {{worker}}"),
+                                               (q.router(m.pool), "active")),
+                  f"{m.health} (1 healthy), {m.pool}"),
             Panel("Router: generate request duration", "s",
-                  tuple((q.router_quantile(p), f"p{int(p * 100)}") for p in QUANTILES), m.ROUTER_DURATION),
+                  tuple((q.router_quantile(p, m.duration), f"p{int(p * 100)}") for p in QUANTILES), m.duration),
         ]
     out += [
         Panel("Targets up", "short", ((q.targets_up(), "{{job}} {{instance}}"),), "1: scraped"),
@@ -104,7 +113,8 @@ def panels(q: Queries, npu: bool, disaggregated: bool, router: bool = False) -> 
     return tuple(out)
 
 
-def dashboard(q: Queries, title: str, npu: bool, disaggregated: bool, router: bool = False) -> dict:
+def dashboard(q: Queries, title: str, npu: bool, disaggregated: bool,
+              router: Optional["RouterMetrics"] = None) -> dict:
     """The dashboard JSON model (schemaVersion 39), two panels a row."""
     source = {"type": "prometheus", "uid": DATASOURCE_UID}
     items = []

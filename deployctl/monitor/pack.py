@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import yaml
 
@@ -18,6 +18,9 @@ from deployctl.monitor.rules import alert_rules
 from deployctl.monitor.targets import Exporters, Target, Targets, build_targets
 from deployctl.servers import flavour_of
 from deployctl.spec.model import MonitorSpec, Spec
+
+if TYPE_CHECKING:
+    from deployctl.fronts.base import RouterMetrics
 
 # Where `monitor.deploy` mounts the pack in the monitoring containers (Grafana's provisioning reads paths there)
 MOUNT = "/etc/deployctl-monitoring"
@@ -126,6 +129,8 @@ def render_pack(spec: Spec, exporters: Optional[Exporters] = None, deployed: boo
     return Pack(files, targets.notes, targets)
 
 
-def _front_metrics(spec: Spec) -> bool:
-    """A front serves metrics of its own (vllm-router's port): the dashboard has its panels."""
-    return any(kind.metrics_port(i) for i in spec.instances for kind in [front_for_role(i.role)] if kind)
+def _front_metrics(spec: Spec) -> Optional["RouterMetrics"]:
+    """The names of a front's own metrics where it serves them (a router's metrics port): the dashboard's router
+    panels draw them."""
+    return next((kind.metrics for i in spec.instances for kind in [front_for_role(i.role)]
+                 if kind and kind.metrics_port(i)), None)

@@ -16,16 +16,6 @@ NPU_JOB = "deployctl-npu-exporter"
 NODE_JOB = "deployctl-node-exporter"
 ROUTER_JOB = "deployctl-router"
 
-# vllm-router's own metrics (vllm-project/router src/metrics.rs, RouterMetrics; each series appears at its first
-# event): requests by route, each worker's requests and health, the workers it routes to, and a generate request's
-# duration (a histogram with the crate's duration buckets, start_prometheus). vllm_router_running_requests is the
-# cache_aware policy's only (metrics.rs), so no panel reads it
-ROUTER_REQUESTS = "vllm_router_requests_total"  # counter {route}
-ROUTER_PROCESSED = "vllm_router_processed_requests_total"  # counter {worker}
-ROUTER_WORKER_HEALTH = "vllm_router_worker_health"  # gauge {worker}: 1 healthy, 0 not
-ROUTER_ACTIVE_WORKERS = "vllm_router_active_workers"  # gauge
-ROUTER_DURATION = "vllm_router_generate_duration_seconds"  # histogram
-
 RANK = "deployment, role, group, rank, host, instance"  # a server's identity in every per-rank query
 SLO_WINDOW = "5m"  # the latency SLO looks at this much traffic, and must hold that long to fire
 EXPECTED = "role_servers"  # each server target's label: how many API servers of its role the spec runs
@@ -101,8 +91,8 @@ class Queries:
     def router_rate(self, metric: str, by: str) -> str:
         return f'sum by ({by}) (rate({metric}{{{self.sel},job="{ROUTER_JOB}"}}[{self.rate_window}]))'
 
-    def router_quantile(self, q: float) -> str:
-        return (f"histogram_quantile({q}, sum by (le) (rate({ROUTER_DURATION}_bucket{{{self.sel},"
+    def router_quantile(self, q: float, histogram: str) -> str:
+        return (f"histogram_quantile({q}, sum by (le) (rate({histogram}_bucket{{{self.sel},"
                 f'job="{ROUTER_JOB}"}}[{self.rate_window}])))')
 
     def targets_up(self) -> str:

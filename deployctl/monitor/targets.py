@@ -1,5 +1,5 @@
 """Prometheus file_sd target groups (pure): one per API server (its /metrics), one per front (probed by
-blackbox_exporter: the scheduler and the proxy serve no /metrics; a vllm-router also serves its own metrics on a
+blackbox_exporter: the scheduler and the proxy serve no /metrics; a router also serves its own metrics on a
 port of their own, a target of its own), one per host for the NPU exporter and for
 node_exporter. Every group carries the labels the dashboard and the alerts group by."""
 
@@ -98,7 +98,7 @@ def build_targets(spec: Spec, exporters: Optional[Exporters] = None, deployed: b
             fronts.append(Target(f"http://{address}:{instance.port}{path}", _labels(spec, instance)))
             own = front_for_role(instance.role)
             metrics_port = own.metrics_port(instance) if own is not None else None
-            if metrics_port:  # vllm-router's own metrics port
+            if metrics_port:  # a router's own metrics port (vllm-router, sglang-router)
                 router.append(Target(f"{address}:{metrics_port}", _labels(spec, instance)))
             continue
         endpoint = flavour.metrics_endpoint(instance)

@@ -179,8 +179,10 @@ def test_sglang_behind_sglang_router_up_rerun_status_monitor_drain_rollout_watch
         assert code == 0 and all(i["healthy"] for i in status["instances"]), status
         # the pack's panels read SGLang's names: each has series once Prometheus scraped the servers (the answer
         # check and the smoke request gave the histograms observations); the router is probed at its /health
+        # and scraped on its metrics port (its smg_ panels)
         monitoring = Monitoring(pack, blackbox_port)
-        check_pack_serves(pack, monitoring.prometheus, {"deployctl-servers": 2, "deployctl-front": 1})
+        check_pack_serves(pack, monitoring.prometheus, {"deployctl-servers": 2, "deployctl-front": 1,
+                                                        "deployctl-router": 1})
         monitoring.stop()
         monitoring = None
         before = container_ids(bed, HOST, SGLANG)

@@ -99,7 +99,8 @@ def test_sglang_pd_behind_the_router_up_answers_rerun_status_monitor_drain_rollo
         code, status = deployctl.json("status", path)
         assert code == 0 and all(i["healthy"] for i in status["instances"]), status
         monitoring = Monitoring(pack, blackbox_port)
-        check_pack_serves(pack, monitoring.prometheus, {"deployctl-servers": 4, "deployctl-front": 1})
+        check_pack_serves(pack, monitoring.prometheus, {"deployctl-servers": 4, "deployctl-front": 1,
+                                                        "deployctl-router": 1})
         monitoring.stop()
         monitoring = None
         before = container_ids(bed, HOST, NAME)

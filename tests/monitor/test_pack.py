@@ -293,11 +293,11 @@ def test_known_error_lines_become_a_textfile_metric(prometheus_tools):
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
-def test_sglang_panels_and_rules_name_only_sglangs_metrics_and_its_router_is_probed():
+def test_sglang_panels_and_rules_name_only_sglangs_metrics_and_the_routers_own():
     """Issue 43: server sglang behind sglang-router. Every server metric a panel or an alert queries is one of
-    SGLang's names (servers/metrics.py SGLANG, read from SGLang 0.5.23's metrics_collector.py); the router's own
-    smg_* metrics have no panels yet, so no vllm-router panel is drawn and its health is probed instead (its /health
-    is its liveness: sgl-model-gateway src/server.rs `health`)."""
+    SGLang's names (servers/metrics.py SGLANG, read from SGLang 0.5.23's metrics_collector.py); the router's panels
+    read its own smg_* names (fronts/sglang_router.py), scraped on its metrics port, never vllm-router's; its health
+    is probed too (its /health is its liveness: sgl-model-gateway src/server.rs `health`)."""
     from dataclasses import fields
 
     from deployctl.servers.metrics import SGLANG
@@ -314,6 +314,8 @@ def test_sglang_panels_and_rules_name_only_sglangs_metrics_and_its_router_is_pro
     used = {m for e in exprs for m in re.findall(r"[A-Za-z_][A-Za-z0-9_]*:[A-Za-z0-9_:]+", e)}
     assert used and used <= allowed, used - allowed
     assert {SGLANG.ttft + "_bucket", SGLANG.running, SGLANG.waiting, SGLANG.generation_tokens} <= used
-    assert not [p["title"] for p in panels if p["title"].startswith("Router:")]
-    assert targets(pack, "router") == []
+    router = [t["expr"] for p in panels if p["title"].startswith("Router:") for t in p["targets"]]
+    assert len(router) == 7 and all("smg_" in e and "vllm_router" not in e for e in router), router
+    assert "Router: requests in flight per worker" in [p["title"] for p in panels]
+    assert [g["targets"] for g in targets(pack, "router")] == [["10.200.0.11:19000"]]
     assert [g["targets"] for g in targets(pack, "fronts")] == [["http://10.200.0.11:8000/health"]]
