@@ -18,8 +18,9 @@ BINDINGS = {
 }
 
 
-def binding(document: dict) -> str:
-    """What bound the search: a key of BINDINGS."""
+def binding(document: dict, max_num_seqs=None) -> str:
+    """What bound the search: a key of BINDINGS. `max_num_seqs`: the candidate's; an engine seen running that many
+    while TTFT broke was capped by it, though no sample caught a request waiting."""
     found = document.get("search") or {}
     key = "parallel_num" if document.get("mode") == "static" else "request_rate"
     missing = [r for r in document.get("runs", []) if not (r.get("slo") or {}).get("met", False) or r.get("failed")]
@@ -38,10 +39,21 @@ def binding(document: dict) -> str:
         return "queue"
     broken = {v["slo"].split("_")[0] for v in (run.get("slo") or {}).get("violations", [])}
     if broken and broken <= {"ttft"}:
-        return "ttft"
+        # A telemetry tick is an SSH round trip (~1 s on a loaded host): on a run of a few seconds it can read the
+        # waiting gauge only after the queue has drained (the real vLLM engine on the bed, max_num_seqs 1 at
+        # concurrency 4: running 1, waiting 0, TTFT p99 1.9 s); vLLM's running gauge at the cap says the same
+        # (its scheduler runs at most max_num_seqs: max_num_running_reqs, vllm/v1/core/sched/scheduler.py)
+        return "queue" if _batch_full(telemetry, max_num_seqs) else "ttft"
     if broken & {"tpot", "itl"}:
         return "tpot"
     return "unknown"
+
+
+def _batch_full(telemetry: dict, max_num_seqs) -> bool:
+    """An engine was seen running max_num_seqs requests at once."""
+    if not isinstance(max_num_seqs, int) or isinstance(max_num_seqs, bool) or max_num_seqs < 1:
+        return False
+    return any((e.get("running_max") or 0) >= max_num_seqs for e in (telemetry.get("engines") or {}).values())
 
 
 # the devices' figures each bench run's telemetry summary gives (bench/telemetry.py summarize_telemetry)
@@ -85,7 +97,8 @@ def measured(candidate_json: dict, label: str, cards: int, reason: str, document
         "by": found.get("by"),
         "goodput_rps": goodput, "goodput_tokens_s": slo.get("goodput_output_token_throughput", 0.0) if run else 0.0,
         "goodput_per_card": goodput / cards if cards else 0.0,
-        "knee": document.get("knee"), "binding": binding(document), "stopped": found.get("stopped"),
+        "knee": document.get("knee"), "binding": binding(document, candidate_json.get("model.max_num_seqs")),
+        "stopped": found.get("stopped"),
         "time_to_serve_s": deploy_s, "telemetry": telemetry(document, run), "error": None,
     }
 

@@ -96,6 +96,19 @@ def test_binding_reads_the_first_missing_run():
     assert binding(bench(64, None)) == "none"
 
 
+def test_binding_is_the_batch_cap_when_an_engine_ran_max_num_seqs_though_no_sample_saw_one_waiting():
+    """The real vLLM engine on the bed, max_num_seqs 1 at concurrency 4: TTFT p99 1.9 s, the one tick mid-run read
+    running 1 and waiting 0 (the queue had drained by then); main said TTFT (prefill) bound it."""
+    engines = {"re-tune-mixed-0": {"running_max": 1.0, "waiting_max": 0.0, "kv_cache_usage_max": 0.0002}}
+    seen = {"kv_cache_usage_max": 0.0002, "waiting_max": 0.0, "engines": engines}
+    assert measured({"model.max_num_seqs": 1}, "a", 1, "r", bench(2, 4, seen), 1.0)["binding"] == "queue"
+    assert binding(bench(2, 4, seen), max_num_seqs=1) == "queue"
+    # below the cap, or TPOT broken too (a full decode batch: fewer seqs), it stays as it was
+    assert binding(bench(2, 4, seen), max_num_seqs=2) == "ttft"
+    assert binding(bench(2, 4, seen, violations=("ttft_p99", "tpot_p99")), max_num_seqs=1) == "tpot"
+    assert binding(bench(2, 4, seen)) == "ttft"
+
+
 def test_measured_record_and_ranking_prefer_slo_then_goodput_per_card_then_fewer_cards():
     a = measured({}, "a", 2, "r", bench(4, 5, goodput=4.0), 12.5)
     assert (a["goodput_rps"], a["goodput_per_card"], a["max_load"], a["time_to_serve_s"]) == (4.0, 2.0, 4, 12.5)
