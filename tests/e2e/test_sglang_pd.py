@@ -192,3 +192,49 @@ def test_sglang_pd_on_ascend_hosts_runs_the_npu_launch_on_their_npus_and_every_p
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0, err
         assert container_ids(bed, "tb2", ASCEND_NAME) == {} and container_ids(bed, "tb3", ASCEND_NAME) == {}
+
+
+MULTI_NAME = "e2e-sglang-2n"
+# One server over tb2 and tb3 (node 0 serves the API on tb2, node 1 runs headless on tb3): SGLang's multi-node launch
+MULTI_TOPOLOGY = """env: {STANDIN_TPOT_MS: '20', STANDIN_STARTUP_S: '0.5'}
+topology:
+  mode: mixed
+  instances:
+    - {hosts: [tb2, tb3], devices: [2, 3], port: 8490}
+"""
+
+
+def test_one_sglang_server_over_two_hosts_starts_both_nodes_replaces_them_together_and_stops_both(bed, deployctl):
+    """`hosts` on an instance: each node runs the same launch with its --node-rank, meeting at the first host's
+    address; only node 0 serves the API (the stand-in's node 1 listens on nothing, as SGLang's does); a changed
+    max_num_seqs replaces both nodes; down removes both."""
+    def spec(seqs: int) -> str:
+        model = ("image: {name: deployctl/standin-vllm:latest}\nweights: {dest: /srv/weights/tiny}\n"
+                 f"model: {{served_name: tiny, max_model_len: 2048, max_num_seqs: {seqs}}}\nserver: sglang\n"
+                 "requirements: {driver: '23.0.6', cards: 8, free_disk_gb: 1}\n")
+        return deployctl.write(bed.spec_yaml(MULTI_NAME, MULTI_TOPOLOGY, hosts_used=["tb2", "tb3"], extra=model),
+                               name=f"{MULTI_NAME}-{seqs}.yaml")
+
+    first, second = f"{MULTI_NAME}-mixed-0", f"{MULTI_NAME}-mixed-0-node1"
+    path = spec(4)
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["endpoint"] == "http://10.200.0.12:8490", doc
+        (zero,) = json.loads(bed.docker_on("tb2", "inspect", first).stdout)
+        (one,) = json.loads(bed.docker_on("tb3", "inspect", second).stdout)
+        for inspect, rank in ((zero, "0"), (one, "1")):
+            args = inspect["Args"]
+            assert args[args.index("--nnodes") + 1:args.index("--nnodes") + 6] == [
+                "2", "--node-rank", rank, "--dist-init-addr", "10.200.0.12:8492"]
+            assert inspect["State"]["Running"], inspect["State"]
+        assert "--port" not in one["Args"]
+        assert "node rank 1 of 2" in bed.docker_on("tb3", "logs", second).stdout
+        before = {**container_ids(bed, "tb2", MULTI_NAME), **container_ids(bed, "tb3", MULTI_NAME)}
+        code, doc = deployctl.json("up", spec(8), "--yes", "--skip", "weights")
+        assert code == 0, doc
+        after = {**container_ids(bed, "tb2", MULTI_NAME), **container_ids(bed, "tb3", MULTI_NAME)}
+        assert set(after) == {first, second} and all(after[n] != before[n] for n in after)
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0, err
+        assert container_ids(bed, "tb2", MULTI_NAME) == {} and container_ids(bed, "tb3", MULTI_NAME) == {}
