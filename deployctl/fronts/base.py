@@ -46,8 +46,7 @@ class RouterMetrics:
 
     requests: str  # counter of requests, by `route_label`
     route_label: str
-    per_worker: str  # per worker (label `worker`): a counter of requests (`per_worker_rate`) or a gauge in flight
-    per_worker_rate: bool
+    per_worker: str  # counter of requests per worker (label `worker`)
     health: str  # gauge per worker (label `worker`): 1 healthy, 0 not
     pool: str  # gauge: the workers it routes to
     duration: str  # histogram of a request's duration

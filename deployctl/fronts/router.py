@@ -37,7 +37,7 @@ ROUTER = "vllm-router"  # its kind
 # (a histogram with the crate's duration buckets, start_prometheus). vllm_router_running_requests is the
 # cache_aware policy's only (metrics.rs), so no panel reads it
 ROUTER_METRICS = RouterMetrics(requests="vllm_router_requests_total", route_label="route",
-                               per_worker="vllm_router_processed_requests_total", per_worker_rate=True,
+                               per_worker="vllm_router_processed_requests_total",
                                health="vllm_router_worker_health", pool="vllm_router_active_workers",
                                duration="vllm_router_generate_duration_seconds")
 

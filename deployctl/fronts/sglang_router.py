@@ -37,10 +37,12 @@ HEALTH_PATH = "/liveness"  # src/server.rs `liveness`: 200 once it serves
 # Its own default (29000, router_args.py) is a kv port of group 10 on 8-NPU hosts, as vllm-router's is: the same
 # default as deployctl gives vllm-router (fronts/router.py)
 DEFAULT_METRICS_PORT = 19000
-# Its own metrics (the SGLang Model Gateway's `smg_` names, as 0.3.2 wrote them on loopback): HTTP requests by path,
-# requests in flight per worker, each worker's health (1/0), its workers by type, a routed request's duration
+# Its own metrics (the SGLang Model Gateway's `smg_` names, as 0.3.2 wrote them on loopback, regular and P/D mode):
+# HTTP requests by path, each routed request's outcome per worker (its circuit breaker's count, the one per-worker
+# counter of both modes: smg_worker_requests_active appears in P/D mode only), each worker's health (1/0), its
+# workers by type, a routed request's duration
 SGLANG_ROUTER_METRICS = RouterMetrics(requests="smg_http_requests_total", route_label="path",
-                                      per_worker="smg_worker_requests_active", per_worker_rate=False,
+                                      per_worker="smg_worker_cb_outcomes_total",
                                       health="smg_worker_health", pool="smg_worker_pool_size",
                                       duration="smg_router_request_duration_seconds")
 POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")  # router_args.py --policy choices

@@ -91,15 +91,11 @@ def panels(q: Queries, npu: bool, disaggregated: bool,
     if router is not None:
         m = router
         route = "{{" + m.route_label + "}}"
-        per_worker = (Panel("Router: requests /s per worker", "reqps",
-                            ((q.router_rate(m.per_worker, "worker"), "{{worker}}"),), m.per_worker)
-                      if m.per_worker_rate else
-                      Panel("Router: requests in flight per worker", "short",
-                            ((q.router(m.per_worker, "worker"), "{{worker}}"),), m.per_worker))
         out += [
             Panel("Router: requests /s by route", "reqps", ((q.router_rate(m.requests, m.route_label), route),),
                   m.requests),
-            per_worker,
+            Panel("Router: requests /s per worker", "reqps",
+                  ((q.router_rate(m.per_worker, "worker"), "{{worker}}"),), m.per_worker),
             Panel("Router: workers", "short", ((q.router(m.health, "worker"), "healthy {{worker}}"),
                                                (q.router(m.pool), "active")),
                   f"{m.health} (1 healthy), {m.pool}"),

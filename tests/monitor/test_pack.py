@@ -316,6 +316,7 @@ def test_sglang_panels_and_rules_name_only_sglangs_metrics_and_the_routers_own()
     assert {SGLANG.ttft + "_bucket", SGLANG.running, SGLANG.waiting, SGLANG.generation_tokens} <= used
     router = [t["expr"] for p in panels if p["title"].startswith("Router:") for t in p["targets"]]
     assert len(router) == 7 and all("smg_" in e and "vllm_router" not in e for e in router), router
-    assert "Router: requests in flight per worker" in [p["title"] for p in panels]
+    assert 'sum by (worker) (rate(smg_worker_cb_outcomes_total{deployment="tiny-sglang",job="deployctl-router"}' \
+           '[60s]))' in router
     assert [g["targets"] for g in targets(pack, "router")] == [["10.200.0.11:19000"]]
     assert [g["targets"] for g in targets(pack, "fronts")] == [["http://10.200.0.11:8000/health"]]
