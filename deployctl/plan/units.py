@@ -1,5 +1,6 @@
 """What is taken out, replaced or restarted together (pure): a vllm-ascend DP group, every rank of it on every
-host (one rank's collective hangs every other's, so they fail and come back together), else an instance alone.
+host (one rank's collective hangs every other's, so they fail and come back together), every node of a server over
+several hosts (server sglang's `hosts`: the same), else an instance alone.
 One definition for `up`'s rollout waves and `deployctl watch`'s restarts."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ def unit_of(spec: Spec, instance: Instance) -> tuple[str, tuple[Instance, ...]]:
     """The unit an instance belongs to, by its key: its DP group's label (`decode0`, as in its container names)
     with every server of the group, else the instance's name with the instance alone (an AscendCloud or GPU
     instance, a front)."""
+    if instance.unit:  # one server over several hosts: every node
+        return instance.unit, tuple(i for i in spec.instances if i.unit == instance.unit)
     if instance.server is None:
         return instance.name, (instance,)
     label = instance.server.group.label

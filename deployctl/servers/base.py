@@ -35,6 +35,7 @@ class Flavour:
     extra_ports: tuple[tuple[str, int], ...] = ()  # (key, offset from port): more ports each instance listens on
     max_devices: int = 8  # the most NPUs/GPUs one instance may take on its host (its TP size)
     topology_options: tuple[str, ...] = ()  # further topology keys it reads (sglang: its P/D `connector`)
+    instance_options: tuple[str, ...] = ()  # further instance keys it reads (sglang: `hosts`, one server over several)
     # mode -> the topology keys a spec of that mode lists its units under, in the order the rules name them (none:
     # the flavour's own rules check its topology, as vllm-ascend's DP groups)
     topology_keys: Mapping[str, tuple[str, ...]] = {"mixed": ("instances",),
@@ -49,9 +50,9 @@ class Flavour:
     def supports(self, feature: Feature) -> bool:
         return feature not in self.unsupported
 
-    def ports_of(self, role: str) -> tuple[tuple[str, int], ...]:
-        """(key, offset from port) of the ports an instance of `role` listens on beside `port` (Triton's grpc and
-        metrics ports; SGLang's prefill bootstrap port)."""
+    def ports_of(self, role: str, nodes: int = 1) -> tuple[tuple[str, int], ...]:
+        """(key, offset from port) of the ports an instance of `role` over `nodes` hosts listens on beside `port`
+        on its first host (Triton's grpc and metrics ports; SGLang's prefill bootstrap port, its dist-init port)."""
         return self.extra_ports
 
     # --- spec rules -------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -143,8 +144,17 @@ def _instances(deployment: str, topology: dict, model: ModelArgs, ports_of) -> t
     out: list[Instance] = []
     for key, role in (("instances", "mixed"), ("prefill", "prefill"), ("decode", "decode")):
         for index, entry in enumerate(topology.get(key, ())):
-            out.append(_instance(deployment, role, index, entry, model, dict(ports_of(role)),
-                                 ("topology", key, index)))
+            hosts = entry.get("hosts") or [entry["host"]]
+            first = _instance(deployment, role, index, dict(entry, host=hosts[0]), model,
+                              dict(ports_of(role, len(hosts))), ("topology", key, index))
+            if len(hosts) == 1:
+                out.append(first)
+                continue
+            # SGLang's multi-node server: node 0 serves the API, the others run the same command headless
+            first = replace(first, tp=first.tp * len(hosts), nodes=tuple(hosts), unit=first.name)
+            out += [first] + [replace(first, host=host, node_rank=rank, port=None, bootstrap_port=None,
+                                      dist_init_port=None, name=f"{first.name}-node{rank}")
+                              for rank, host in enumerate(hosts[1:], 1)]
     scheduler = topology.get("scheduler")
     if scheduler is not None:
         tp = out[0].tp if out else 1
@@ -176,6 +186,7 @@ def _instance(deployment: str, role: str, index: int, entry: dict, model: ModelA
         grpc_port=extra("grpc_port"),
         metrics_port=extra("metrics_port"),
         bootstrap_port=extra("bootstrap_port"),
+        dist_init_port=extra("dist_init_port"),
         path=path,
     )
 

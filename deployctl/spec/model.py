@@ -133,6 +133,12 @@ class Instance:
     grpc_port: Optional[int] = None  # triton only
     metrics_port: Optional[int] = None  # triton's --metrics-port; a vllm-router's --prometheus-port
     bootstrap_port: Optional[int] = None  # an SGLang prefill's --disaggregation-bootstrap-port
+    # One server over several hosts (server sglang's `hosts`): every node's host in rank order, this container's
+    # rank, and the first node's --dist-init-addr port; its nodes form one unit (plan/units.py), named after node 0
+    nodes: tuple[str, ...] = ()
+    node_rank: int = 0
+    dist_init_port: Optional[int] = None
+    unit: str = ""
     path: tuple = ()  # where it sits in the spec, e.g. ("topology", "prefill", 0)
     server: Optional[Server] = None  # vllm-ascend: the DP ranks this `vllm serve` runs
     env: tuple["EnvVar", ...] = ()  # vllm-ascend: its group's env, on top of the spec's
@@ -144,11 +150,12 @@ class Instance:
     @property
     def own_ports(self) -> tuple[tuple[str, int], ...]:
         """(key, port) of each port its own server answers on: `port`, then its flavour's further ones (Triton's
-        grpc_port and metrics_port, a vllm-router's metrics_port, an SGLang prefill's bootstrap_port). The one list
-        every reader of them takes."""
+        grpc_port and metrics_port, a vllm-router's metrics_port, an SGLang prefill's bootstrap_port and a multi-node
+        server's dist_init_port). The one list every reader of them takes."""
         return tuple((key, port) for key, port in (("port", self.port), ("grpc_port", self.grpc_port),
                                                     ("metrics_port", self.metrics_port),
-                                                    ("bootstrap_port", self.bootstrap_port)) if port is not None)
+                                                    ("bootstrap_port", self.bootstrap_port),
+                                                    ("dist_init_port", self.dist_init_port)) if port is not None)
 
     @property
     def ports(self) -> tuple[tuple[str, int], ...]:

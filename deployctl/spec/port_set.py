@@ -135,7 +135,7 @@ def document_ports(c: "Context") -> list[PortUse]:
 
         for unit in c.units():
             host = c.host_of(unit)
-            if host is None:
+            if host is None or unit.node:  # a server's further node binds no port deployctl gives it
                 continue
             port = c.value(unit.path + ("port",), int)
             is_front = front_for_role(unit.role) is not None  # the AscendCloud scheduler, one of its flavour's units
@@ -143,7 +143,7 @@ def document_ports(c: "Context") -> list[PortUse]:
                 uses += instance_ports(unit.path, host, None, (), True, DEFAULT_SCHEDULER_PORT)
             elif port is not None:
                 extras = [(key, c.value(unit.path + (key,), int) if key in unit.data else None, offset)
-                          for key, offset in c.flavour.ports_of(unit.role)]
+                          for key, offset in c.flavour.ports_of(unit.role, c.nodes(unit))]
                 extras = [e for e in extras if e[1] is not None or e[0] not in unit.data]  # a failed value: none
                 uses += instance_ports(unit.path, host, port, extras, is_front)
         front = c.value(("topology", "front"), dict)

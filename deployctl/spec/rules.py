@@ -19,7 +19,8 @@ MAX_DEVICES = 8
 WORKER_LISTS = ("instances", "prefill", "decode")
 # An instance's ports beside `port` (the schema's, for any server), each with who listens on it
 INSTANCE_PORT_KEYS = {"grpc_port": "unless server is triton", "metrics_port": "unless server is triton",
-                      "bootstrap_port": "unless it is a prefill instance of server sglang"}
+                      "bootstrap_port": "unless it is a prefill instance of server sglang",
+                      "dist_init_port": "unless the instance spans hosts (server sglang's `hosts`)"}
 # Addresses that all mean the machine deployctl runs on.
 LOCAL_ADDRESSES = ("local", "localhost", "127.0.0.1", "::1")
 
@@ -31,6 +32,7 @@ class Unit:
     role: str  # mixed | prefill | decode | scheduler
     path: Path
     data: dict
+    node: int | None = None  # a server over several hosts (`hosts`): its node rank, one unit per host
 
     @property
     def where(self) -> str:
@@ -84,7 +86,12 @@ class Context:
             items = self.value(("topology", key), list) if key in WORKER_LISTS else None
             for index, item in enumerate(items or []):
                 if isinstance(item, dict) and self.ok(("topology", key, index)):
-                    yield Unit("mixed" if key == "instances" else key, ("topology", key, index), item)
+                    role, path = "mixed" if key == "instances" else key, ("topology", key, index)
+                    nodes = self.value(path + ("hosts",), list) if "host" not in item else None
+                    if nodes:  # one unit per host it spans: each binds its devices there
+                        yield from (Unit(role, path, item, node) for node in range(len(nodes)))
+                    else:
+                        yield Unit(role, path, item)
 
     def scheduler_unit(self) -> Unit | None:
         """The AscendCloud P/D scheduler, where the document has one."""
@@ -110,7 +117,15 @@ class Context:
         return self.value(unit.path + ("devices",), list)
 
     def host_of(self, unit: Unit) -> str | None:
-        return self.value(unit.path + ("host",), str)
+        return self.value(self.host_path(unit), str)
+
+    def nodes(self, unit: Unit) -> int:
+        """How many hosts the unit's server spans (1: its one host)."""
+        return len(self.value(unit.path + ("hosts",), list) or ()) if unit.node is not None else 1
+
+    def host_path(self, unit: Unit) -> Path:
+        """Where its host is written: `host`, or its node's entry of `hosts`."""
+        return unit.path + (("host",) if unit.node is None else ("hosts", unit.node))
 
     def machine(self, host: str) -> str:
         """The machine a host name stands for: its address, compared case- and space-insensitively."""
@@ -154,7 +169,7 @@ def check_host_references(c: Context) -> Iterator[Problem]:
         if host is not None and host not in c.hosts:
             close = difflib.get_close_matches(host, c.hosts, n=1, cutoff=0.6)
             message = f"unknown host '{host}'" + (f" — did you mean '{close[0]}'?" if close else "")
-            yield Problem(unit.path + ("host",), message, hint=f"hosts in this spec: {', '.join(c.hosts)}")
+            yield Problem(c.host_path(unit), message, hint=f"hosts in this spec: {', '.join(c.hosts)}")
 
 
 def check_devices(c: Context) -> Iterator[Problem]:
@@ -262,10 +277,19 @@ def check_platform(c: Context) -> Iterator[Problem]:
         yield Problem(("server",), f"server {c.server} runs on platform {' or '.join(platforms_of(c.server))} only; "
                                    f"this spec is platform {c.platform}", hint=c.flavour.wrong_platform_hint)
     for unit in c.workers:
-        listened = {key for key, _ in c.flavour.ports_of(unit.role)}
+        if unit.node:
+            continue  # its entry's keys are said once, at its first node
+        listened = {key for key, _ in c.flavour.ports_of(unit.role, c.nodes(unit))}
         for key, unless in INSTANCE_PORT_KEYS.items():
             if key in unit.data and key not in listened:
                 yield Problem(unit.path + (key,), f"{key} is ignored {unless}", severity="warning")
+        if "hosts" in unit.data and "hosts" not in c.flavour.instance_options:
+            yield Problem(unit.path + ("hosts",), f"an instance over several hosts is server sglang's multi-node "
+                                                  f"launch; {c.flavour.title} runs each instance on one host",
+                          hint="one instance per host (host: ...), or server: vllm-ascend's DP groups")
+        elif "hosts" in unit.data and "host" in unit.data:
+            yield Problem(unit.path + ("hosts",), "give host (one host) or hosts (a server over several), not both",
+                          hint="remove host: the first of hosts serves the API")
 
 
 def check_flavour(c: Context) -> Iterator[Problem]:

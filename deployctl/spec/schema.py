@@ -277,6 +277,8 @@ def _value_message(kind: str, value, expected, path: Path, error, cards: int = 8
         return f"{shown}{join}{error.cause}", hint
     if kind == "minItems" and last == "devices":
         return f"{shown} is empty: an instance needs at least one device", None
+    if kind == "minItems" and isinstance(expected, int) and expected > 1:
+        return f"{shown} is too short (at least {expected} items)", None
     if kind in ("minItems", "minLength", "minProperties"):
         return f"{shown} should not be empty", None
     if kind in ("maxItems", "maxLength", "maxProperties"):

@@ -3,6 +3,7 @@ host; doctor's GPU checks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -28,14 +29,21 @@ def write_spec(bed, deployctl, name, topology, server="triton"):
     return deployctl.write(bed.spec_yaml(name, topology, hosts_used=[HOST], extra=extra), name=f"{name}.yaml")
 
 
-@pytest.fixture(scope="module")
-def gpu_host(bed):
-    """tb4 as a 2 x H100 host with the NVIDIA runtime, for this module only; an Ascend host again after."""
-    bed.set_gpu_profile(HOST, gpus=2)
+@contextlib.contextmanager
+def as_gpu_host(bed, gpus: int):
+    """tb4 as a host of `gpus` x H100 with the NVIDIA runtime; an Ascend host again after."""
+    bed.set_gpu_profile(HOST, gpus=gpus)
     try:
         yield bed
     finally:
         bed.reset_gpu(HOST)
+
+
+@pytest.fixture(scope="module")
+def gpu_host(bed):
+    """tb4 as a 2-GPU host, for this module only."""
+    with as_gpu_host(bed, 2):
+        yield bed
 
 
 def host_curl(bed, *argv):
@@ -145,8 +153,7 @@ def test_sglang_behind_sglang_router_up_rerun_status_monitor_drain_rollout_watch
     its monitoring pack finds every target up and series for every panel (SGLang's metric names); a drain rollout
     under a steady streaming load through the router fails no request; watch: saturation restarts nothing, a hung
     server is restarted and put back into the router; down."""
-    from tests.e2e.load import SteadyLoad
-    from tests.e2e.test_monitor import Monitoring, check_pack_serves, monitor_key
+    from tests.e2e.test_monitor import monitor_key
     from tests.e2e.test_watch import load, watch_once
     from tests.ports import free_port
     from tests.testbed import sglang_router_image
@@ -159,7 +166,6 @@ def test_sglang_behind_sglang_router_up_rerun_status_monitor_drain_rollout_watch
     pack, blackbox_port = tmp_path / "pack", free_port()
     monitor = monitor_key(pack, blackbox_port)
     path = sglang_spec(bed, deployctl, 4, monitor)
-    monitoring = None
     workers = {f"{ADDRESS}:8465": "mixed", f"{ADDRESS}:8466": "mixed"}
     try:
         code, doc = deployctl.json("up", path, "--skip", "weights")  # its answer check asks every path
@@ -175,34 +181,9 @@ def test_sglang_behind_sglang_router_up_rerun_status_monitor_drain_rollout_watch
         assert router_workers(bed, path) == workers
         assert "sglang:num_running_reqs{" in host_curl(bed, "http://127.0.0.1:8465/metrics").stdout
         assert "smg_" in host_curl(bed, "http://127.0.0.1:8467/metrics").stdout  # the router's own, off 29000
-        code, status = deployctl.json("status", path)
-        assert code == 0 and all(i["healthy"] for i in status["instances"]), status
-        # the pack's panels read SGLang's names: each has series once Prometheus scraped the servers (the answer
-        # check and the smoke request gave the histograms observations); the router is probed at its /health
-        # and scraped on its metrics port (its smg_ panels)
-        monitoring = Monitoring(pack, blackbox_port)
-        check_pack_serves(pack, monitoring.prometheus, {"deployctl-servers": 2, "deployctl-front": 1,
-                                                        "deployctl-router": 1})
-        monitoring.stop()
-        monitoring = None
-        before = container_ids(bed, HOST, SGLANG)
-        code, doc = deployctl.json("up", path, "--skip", "weights")
-        assert code == 0 and doc["changed"] is False
-        assert container_ids(bed, HOST, SGLANG) == before
-
-        # a drain rollout (max_num_seqs 4 -> 8) under a load that starts before `up` and ends after it returned
         changed = sglang_spec(bed, deployctl, 8, monitor)
-        with SteadyLoad(f"http://{ADDRESS}:8464") as steady:
-            began = time.monotonic()
-            code, doc = deployctl.json("up", changed, "--yes", "--skip", "weights", "--drain-timeout", "30")
-            ended = time.monotonic()
-        run = steady.summary(began, ended)
-        assert code == 0, doc
-        assert run["during"] > 0 and run["failed"] == 0, run
-        after = container_ids(bed, HOST, SGLANG)
-        assert all(after[s] != before[s] for s in SGLANG_SERVERS) and after[f"{SGLANG}-router"] == before[
-            f"{SGLANG}-router"]
-        assert all(i["healthy"] for i in doc["instances"]) and router_workers(bed, changed) == workers
+        status_pack_rerun_and_drain(bed, deployctl, (path, changed), SGLANG, SGLANG_SERVERS,
+                                    f"http://{ADDRESS}:8464", (pack, blackbox_port), workers)
 
         # watch: an idle baseline, then 24 slow requests on one server (8 run at a time): busy, never restarted
         assert {line["instance"]: line["verdict"] for line in watch_once(deployctl, changed)} == {
@@ -220,16 +201,7 @@ def test_sglang_behind_sglang_router_up_rerun_status_monitor_drain_rollout_watch
         assert not saturating.is_alive() and started_at(bed, SGLANG_SERVERS) == started
 
         # one server's engine hangs (/health stays 200, /health_generate and a generate never answer): restarted
-        hung = bed.run_on(HOST, ["curl", "--silent", "-X", "POST", "--data", '{"mode": "hang"}',
-                                 "http://127.0.0.1:8466/standin/stall"]).stdout
-        assert json.loads(hung)["hung"]
-        assert host_curl(bed, "--output", "/dev/null", "--write-out", "%{http_code}",
-                         "http://127.0.0.1:8466/health").stdout == "200"
-        actions = []
-        for _ in range(3):  # suspect at the first probe (nothing held before), stalled at the next
-            actions = [line for line in watch_once(deployctl, changed) if line["type"] == "action"]
-            if actions:
-                break
+        actions = watch_after_a_hang(bed, deployctl, changed, 8466)
         assert [(a["containers"], a["result"]) for a in actions] == [
             ([SGLANG_SERVERS[1]], "restarting"), ([SGLANG_SERVERS[1]], "ok")], actions
         now = started_at(bed, SGLANG_SERVERS)
@@ -237,18 +209,75 @@ def test_sglang_behind_sglang_router_up_rerun_status_monitor_drain_rollout_watch
         assert now[SGLANG_SERVERS[1]][0] == started[SGLANG_SERVERS[1]][0] and now[SGLANG_SERVERS[1]] != started[
             SGLANG_SERVERS[1]]
         assert router_workers(bed, changed) == workers  # put back once it served
-        for _ in range(4):  # round robin over both
-            body = json.dumps({"model": "tiny", "prompt": "after the restart", "max_tokens": 4})
-            out = bed.run_on(HOST, ["curl", "--silent", "--fail", "--max-time", "60", "-H",
-                                    "Content-Type: application/json", "--data", body,
-                                    "http://127.0.0.1:8464/v1/completions"]).stdout
-            assert json.loads(out)["choices"][0]["text"]
+        answered_through(bed, 8464)  # round robin over both
     finally:
-        if monitoring is not None:
-            monitoring.stop()
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0, err
         assert container_ids(bed, HOST, SGLANG) == {}
+
+
+def watch_after_a_hang(bed, deployctl, path, port: int) -> list:
+    """The stand-in's engine on `port` hangs (its /health stays 200): the actions of the first of three watch
+    probes that acts (suspect at the first probe, nothing held before; stalled at the next)."""
+    from tests.e2e.test_watch import watch_once
+
+    hung = bed.run_on(HOST, ["curl", "--silent", "-X", "POST", "--data", '{"mode": "hang"}',
+                             f"http://127.0.0.1:{port}/standin/stall"]).stdout
+    assert json.loads(hung)["hung"]
+    assert host_curl(bed, "--output", "/dev/null", "--write-out", "%{http_code}",
+                     f"http://127.0.0.1:{port}/health").stdout == "200"
+    actions = []
+    for _ in range(3):
+        actions = [line for line in watch_once(deployctl, path) if line["type"] == "action"]
+        if actions:
+            break
+    return actions
+
+
+def answered_through(bed, port: int, times: int = 4) -> None:
+    """`times` completions through the front on `port`, each with text."""
+    body = json.dumps({"model": "tiny", "prompt": "after the restart", "max_tokens": 4})
+    for _ in range(times):
+        out = bed.run_on(HOST, ["curl", "--silent", "--fail", "--max-time", "60", "-H",
+                                "Content-Type: application/json", "--data", body,
+                                f"http://127.0.0.1:{port}/v1/completions"]).stdout
+        assert json.loads(out)["choices"][0]["text"]
+
+
+def status_pack_rerun_and_drain(bed, deployctl, paths, name, servers, front_url, monitor, workers) -> None:
+    """An SGLang deployment behind sglang-router, deployed from paths[0]: status says every instance healthy; the
+    pack's targets are up (the servers, the router probed at its /health and scraped on its metrics port) and every
+    panel has series (SGLang's and the router's own names: the answer check and the smoke request gave the histograms
+    observations); a re-run changes nothing; then a drain rollout to paths[1] (max_num_seqs 4 -> 8) under a load
+    that starts before `up` and ends after it returned fails no request, replaces every server, keeps the router,
+    which lists `workers`."""
+    from tests.e2e.load import SteadyLoad
+    from tests.e2e.test_monitor import Monitoring, check_pack_serves
+
+    path, changed = paths
+    code, status = deployctl.json("status", path)
+    assert code == 0 and all(i["healthy"] for i in status["instances"]), status
+    monitoring = Monitoring(*monitor)
+    try:
+        check_pack_serves(monitor[0], monitoring.prometheus, {"deployctl-servers": len(servers),
+                                                              "deployctl-front": 1, "deployctl-router": 1})
+    finally:
+        monitoring.stop()
+    before = container_ids(bed, HOST, name)
+    code, doc = deployctl.json("up", path, "--skip", "weights")
+    assert code == 0 and doc["changed"] is False
+    assert container_ids(bed, HOST, name) == before
+
+    with SteadyLoad(front_url) as steady:
+        began = time.monotonic()
+        code, doc = deployctl.json("up", changed, "--yes", "--skip", "weights", "--drain-timeout", "30")
+        ended = time.monotonic()
+    run = steady.summary(began, ended)
+    assert code == 0, doc
+    assert run["during"] > 0 and run["failed"] == 0, run
+    after = container_ids(bed, HOST, name)
+    assert all(after[s] != before[s] for s in servers) and after[f"{name}-router"] == before[f"{name}-router"]
+    assert all(i["healthy"] for i in doc["instances"]) and router_workers(bed, changed) == workers
 
 
 def started_at(bed, names) -> dict:

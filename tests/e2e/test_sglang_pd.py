@@ -5,12 +5,12 @@ mode, on a fake 4-GPU host."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from tests.e2e.conftest import container_ids
-from tests.e2e.test_gpu import ADDRESS, GPU, HOST, host_curl, router_workers, started_at
+from tests.e2e.test_gpu import (ADDRESS, GPU, HOST, answered_through, as_gpu_host, host_curl, router_workers,
+                                started_at, status_pack_rerun_and_drain, watch_after_a_hang)
 from tests.monitor.conftest import prometheus_tools  # noqa: F401 (the fixture)
 
 TESTBED_GROUP = "testbed2"  # the second bed, beside the first (tests/conftest.py)
@@ -38,12 +38,9 @@ WORKERS = {f"{ADDRESS}:8470": "prefill", f"{ADDRESS}:8472": "prefill", f"{ADDRES
 
 @pytest.fixture(scope="module")
 def pd_host(bed):
-    """tb4 as a 4 x H100 host with the NVIDIA runtime, for this module only; an Ascend host again after."""
-    bed.set_gpu_profile(HOST, gpus=4)
-    try:
+    """tb4 as a 4-GPU host, for this module only."""
+    with as_gpu_host(bed, 4):
         yield bed
-    finally:
-        bed.reset_gpu(HOST)
 
 
 def pd_spec(bed, deployctl, max_num_seqs: int, monitor: str = "") -> str:
@@ -63,16 +60,13 @@ def test_sglang_pd_behind_the_router_up_answers_rerun_status_monitor_drain_rollo
     with each prefill's bootstrap port; a no-op re-run; status; the pack's panels from SGLang's names; a drain
     rollout (two waves of one prefill and one decode) under steady streaming load fails no request and puts each
     server back with its type; watch restarts a hung decode and puts it back; down."""
-    from tests.e2e.load import SteadyLoad
-    from tests.e2e.test_monitor import Monitoring, check_pack_serves, monitor_key
-    from tests.e2e.test_watch import watch_once
+    from tests.e2e.test_monitor import monitor_key
     from tests.ports import free_port
 
     bed = pd_host
     pack, blackbox_port = tmp_path / "pack", free_port()
     monitor = monitor_key(pack, blackbox_port)
     path = pd_spec(bed, deployctl, 4, monitor)
-    monitoring = None
     try:
         code, doc = deployctl.json("up", path, "--skip", "weights")
         assert code == 0 and doc["changed"] is True, doc
@@ -96,55 +90,21 @@ def test_sglang_pd_behind_the_router_up_answers_rerun_status_monitor_drain_rollo
         alone = host_curl(bed, "--data", '{"model": "tiny", "prompt": "hi", "max_tokens": 2}', "-H",
                           "Content-Type: application/json", "http://127.0.0.1:8475/v1/completions").stdout
         assert "without bootstrap room id" in json.loads(alone)["message"]
-        code, status = deployctl.json("status", path)
-        assert code == 0 and all(i["healthy"] for i in status["instances"]), status
-        monitoring = Monitoring(pack, blackbox_port)
-        check_pack_serves(pack, monitoring.prometheus, {"deployctl-servers": 4, "deployctl-front": 1,
-                                                        "deployctl-router": 1})
-        monitoring.stop()
-        monitoring = None
-        before = container_ids(bed, HOST, NAME)
-        code, doc = deployctl.json("up", path, "--skip", "weights")
-        assert code == 0 and doc["changed"] is False
-        assert container_ids(bed, HOST, NAME) == before
-
-        # a drain rollout (max_num_seqs 4 -> 8) under a load that starts before `up` and ends after it returned
+        # status, the pack, a no-op re-run, then a drain rollout (two waves of one prefill and one decode)
         changed = pd_spec(bed, deployctl, 8, monitor)
-        with SteadyLoad(f"http://{ADDRESS}:{FRONT}") as steady:
-            began = time.monotonic()
-            code, doc = deployctl.json("up", changed, "--yes", "--skip", "weights", "--drain-timeout", "30")
-            ended = time.monotonic()
-        run = steady.summary(began, ended)
-        assert code == 0, doc
-        assert run["during"] > 0 and run["failed"] == 0, run
-        after = container_ids(bed, HOST, NAME)
-        assert all(after[s] != before[s] for s in SERVERS) and after[f"{NAME}-router"] == before[f"{NAME}-router"]
-        assert all(i["healthy"] for i in doc["instances"]) and router_workers(bed, changed) == WORKERS
+        status_pack_rerun_and_drain(bed, deployctl, (path, changed), NAME, SERVERS, f"http://{ADDRESS}:{FRONT}",
+                                    (pack, blackbox_port), WORKERS)
 
         # watch: a decode's engine hangs (/health stays 200, /health_generate never answers): restarted, put back
         started = started_at(bed, SERVERS)
-        hung = bed.run_on(HOST, ["curl", "--silent", "-X", "POST", "--data", '{"mode": "hang"}',
-                                 "http://127.0.0.1:8476/standin/stall"]).stdout
-        assert json.loads(hung)["hung"]
-        actions = []
-        for _ in range(3):  # suspect at the first probe (nothing held before), stalled at the next
-            actions = [line for line in watch_once(deployctl, changed) if line["type"] == "action"]
-            if actions:
-                break
+        actions = watch_after_a_hang(bed, deployctl, changed, 8476)
         assert [(a["containers"], a["result"]) for a in actions] == [
             ([DECODES[1]], "restarting"), ([DECODES[1]], "ok")], actions
         now = started_at(bed, SERVERS)
         assert [s for s in SERVERS if now[s] != started[s]] == [DECODES[1]]
         assert router_workers(bed, changed) == WORKERS  # put back as a decode
-        for _ in range(4):  # through the router: each prefill and decode in turn
-            body = json.dumps({"model": "tiny", "prompt": "after the restart", "max_tokens": 4})
-            out = bed.run_on(HOST, ["curl", "--silent", "--fail", "--max-time", "60", "-H",
-                                    "Content-Type: application/json", "--data", body,
-                                    f"http://127.0.0.1:{FRONT}/v1/completions"]).stdout
-            assert json.loads(out)["choices"][0]["text"]
+        answered_through(bed, FRONT)  # each prefill and decode in turn
     finally:
-        if monitoring is not None:
-            monitoring.stop()
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0, err
         assert container_ids(bed, HOST, NAME) == {}
@@ -192,3 +152,49 @@ def test_sglang_pd_on_ascend_hosts_runs_the_npu_launch_on_their_npus_and_every_p
         code, out, err = deployctl("down", path, "--yes")
         assert code == 0, err
         assert container_ids(bed, "tb2", ASCEND_NAME) == {} and container_ids(bed, "tb3", ASCEND_NAME) == {}
+
+
+MULTI_NAME = "e2e-sglang-2n"
+# One server over tb2 and tb3 (node 0 serves the API on tb2, node 1 runs headless on tb3): SGLang's multi-node launch
+MULTI_TOPOLOGY = """env: {STANDIN_TPOT_MS: '20', STANDIN_STARTUP_S: '0.5'}
+topology:
+  mode: mixed
+  instances:
+    - {hosts: [tb2, tb3], devices: [2, 3], port: 8490}
+"""
+
+
+def test_one_sglang_server_over_two_hosts_starts_both_nodes_replaces_them_together_and_stops_both(bed, deployctl):
+    """`hosts` on an instance: each node runs the same launch with its --node-rank, meeting at the first host's
+    address; only node 0 serves the API (the stand-in's node 1 listens on nothing, as SGLang's does); a changed
+    max_num_seqs replaces both nodes; down removes both."""
+    def spec(seqs: int) -> str:
+        model = ("image: {name: deployctl/standin-vllm:latest}\nweights: {dest: /srv/weights/tiny}\n"
+                 f"model: {{served_name: tiny, max_model_len: 2048, max_num_seqs: {seqs}}}\nserver: sglang\n"
+                 "requirements: {driver: '23.0.6', cards: 8, free_disk_gb: 1}\n")
+        return deployctl.write(bed.spec_yaml(MULTI_NAME, MULTI_TOPOLOGY, hosts_used=["tb2", "tb3"], extra=model),
+                               name=f"{MULTI_NAME}-{seqs}.yaml")
+
+    first, second = f"{MULTI_NAME}-mixed-0", f"{MULTI_NAME}-mixed-0-node1"
+    path = spec(4)
+    try:
+        code, doc = deployctl.json("up", path, "--skip", "weights")
+        assert code == 0 and doc["endpoint"] == "http://10.200.0.12:8490", doc
+        (zero,) = json.loads(bed.docker_on("tb2", "inspect", first).stdout)
+        (one,) = json.loads(bed.docker_on("tb3", "inspect", second).stdout)
+        for inspect, rank in ((zero, "0"), (one, "1")):
+            args = inspect["Args"]
+            assert args[args.index("--nnodes") + 1:args.index("--nnodes") + 6] == [
+                "2", "--node-rank", rank, "--dist-init-addr", "10.200.0.12:8492"]
+            assert inspect["State"]["Running"], inspect["State"]
+        assert "--port" not in one["Args"]
+        assert "node rank 1 of 2" in bed.docker_on("tb3", "logs", second).stdout
+        before = {**container_ids(bed, "tb2", MULTI_NAME), **container_ids(bed, "tb3", MULTI_NAME)}
+        code, doc = deployctl.json("up", spec(8), "--yes", "--skip", "weights")
+        assert code == 0, doc
+        after = {**container_ids(bed, "tb2", MULTI_NAME), **container_ids(bed, "tb3", MULTI_NAME)}
+        assert set(after) == {first, second} and all(after[n] != before[n] for n in after)
+    finally:
+        code, out, err = deployctl("down", path, "--yes")
+        assert code == 0, err
+        assert container_ids(bed, "tb2", MULTI_NAME) == {} and container_ids(bed, "tb3", MULTI_NAME) == {}

@@ -50,7 +50,8 @@ NO_SCALES = Refused("quantization_param_path", "quantization_param_path goes wit
 OWNED = ("--model-path", "--model", "--served-model-name", "--host", "--port", "--tp-size",
          "--tensor-parallel-size", "--context-length", "--max-running-requests", "--chunked-prefill-size",
          "--quantization", "--kv-cache-dtype", "--enable-metrics", "--disaggregation-mode",
-         "--disaggregation-bootstrap-port", "--disaggregation-transfer-backend")
+         "--disaggregation-bootstrap-port", "--disaggregation-transfer-backend", "--nnodes", "--node-rank",
+         "--dist-init-addr")
 DATA_PARALLEL = ("--dp-size", "--data-parallel-size")
 VLLM_SPELLINGS = {"--gpu-memory-utilization": "--mem-fraction-static", "--max-model-len": "model.max_model_len",
                   "--max-num-seqs": "model.max_num_seqs", "--max-num-batched-tokens": "model.max_num_batched_tokens",
@@ -71,6 +72,7 @@ TABLE = (
     Flag("@host", "--host"),
     Flag("@port", "--port"),
     Flag("@tp", "--tp-size"),
+    Flag("@nodes", VERBATIM),  # a server over several hosts: --nnodes, --node-rank, --dist-init-addr
     Flag("max_model_len", "--context-length"),
     Flag("max_num_seqs", "--max-running-requests"),
     # vLLM's per-step token budget is what SGLang chunks a long prefill by (arg_groups/fields/schedule.py:52-55)
@@ -123,10 +125,31 @@ UNSUPPORTED = {
 # decode at once (docs/platforms/ascend/ascend_npu_deepseek_example.md runs launch_router --pd-disaggregation
 # --prefill URL BOOTSTRAP_PORT --decode URL), so a P/D deployment needs that front.
 BOOTSTRAP_OFFSET = 1  # SGLang's default 8998 would be one port for every prefill on a host
+# One server over several hosts (`hosts`): SGLang's multi-node launch, every node the same command but for
+# --node-rank, all meeting at --dist-init-addr (the first node's address and a port: torch.distributed's TCP store,
+# server_args.py dist_init_addr; docs/platforms/ascend/ascend_npu_deepseek_example.md runs the decode as
+# `--dist-init-addr ${D_IP[0]}:5000 --nnodes 2 --node-rank $i`). Node 0 serves the API; the others serve none.
+DIST_INIT_OFFSET = 2
 # --disaggregation-transfer-backend (arg_groups/choices.py DISAGG_TRANSFER_BACKEND_CHOICES; `fake` is a test
 # double): mooncake is SGLang's default; on Ascend its docs run `ascend` (ascend_npu_deepseek_example.md)
 DEFAULT_CONNECTOR = {"gpu": "mooncake", "ascend": "ascend"}
 NPU_ONLY_CONNECTORS = ("ascend",)  # the ascend backend moves KV between NPUs (disaggregation/ascend/)
+
+
+def first_node(spec: "Spec", instance: "Instance") -> "Instance":
+    """Node 0 of a server over several hosts (the instance itself on one host): its ports are the server's."""
+    if not instance.nodes:
+        return instance
+    return next(i for i in spec.instances if i.unit == instance.unit and i.node_rank == 0)
+
+
+def node_words(spec: "Spec", instance: "Instance") -> tuple[str, ...]:
+    """A multi-node server's --nnodes, --node-rank and --dist-init-addr (its first node's address and port)."""
+    if not instance.nodes:
+        return ()
+    first = first_node(spec, instance)
+    return ("--nnodes", str(len(instance.nodes)), "--node-rank", str(instance.node_rank), "--dist-init-addr",
+            f"{spec.host(first.host).address}:{first.dist_init_port}")
 
 
 def disaggregation_words(spec: "Spec", instance: "Instance") -> tuple[str, ...]:
@@ -134,8 +157,10 @@ def disaggregation_words(spec: "Spec", instance: "Instance") -> tuple[str, ...]:
     if instance.role not in ("prefill", "decode"):
         return ()
     words = ("--disaggregation-mode", instance.role)
-    if instance.bootstrap_port is not None:
-        words += ("--disaggregation-bootstrap-port", str(instance.bootstrap_port))
+    # every node of a multi-node prefill registers its ranks with node 0's bootstrap server, at that port
+    bootstrap = first_node(spec, instance).bootstrap_port
+    if bootstrap is not None:
+        words += ("--disaggregation-bootstrap-port", str(bootstrap))
     return words + ("--disaggregation-transfer-backend", spec.connector or DEFAULT_CONNECTOR[spec.platform])
 
 
@@ -153,12 +178,14 @@ class SglangGpu(Flavour):
     unsupported = UNSUPPORTED
     topology_keys = {"mixed": ("instances",), "disaggregated": ("prefill", "decode")}
     topology_options = ("connector",)
+    instance_options = ("hosts",)
 
     def topology_front(self, mode: Optional[str]) -> Optional[str]:
         return None  # its front, P/D included, is topology.front
 
-    def ports_of(self, role: str) -> tuple[tuple[str, int], ...]:
-        return (("bootstrap_port", BOOTSTRAP_OFFSET),) if role == "prefill" else ()
+    def ports_of(self, role: str, nodes: int = 1) -> tuple[tuple[str, int], ...]:
+        return ((("bootstrap_port", BOOTSTRAP_OFFSET),) if role == "prefill" else ()) + (
+            (("dist_init_port", DIST_INIT_OFFSET),) if nodes > 1 else ())
 
     def check(self, c: "Context") -> Iterator["Problem"]:
         from deployctl.errors import Problem
@@ -190,6 +217,7 @@ class SglangGpu(Flavour):
         values = model_values(spec, instance)
         values["@metrics"] = ("--enable-metrics",)
         values["@disaggregation"] = disaggregation_words(spec, instance)
+        values["@nodes"] = node_words(spec, instance)
         return LAUNCH_SERVER + render_flags(self.table, values)
 
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
@@ -213,6 +241,18 @@ class SglangGpu(Flavour):
         # question through /v1/completions within their own --hang-timeout, so a hang is found behind a green
         # /health (tests/e2e/test_gpu.py restarts one)
         return "/health"
+
+    def export_refusals(self, spec: "Spec", stack: str) -> Iterator["Problem"]:
+        """A server over several hosts meets at its first host's address (--dist-init-addr), which no pod has: on a
+        cluster its nodes would be a LeaderWorkerSet's leader and workers, meeting at the leader's address."""
+        from deployctl.errors import Problem
+
+        for instance in spec.instances:
+            if instance.nodes and instance.node_rank == 0:
+                yield Problem(instance.path + ("hosts",), "a server over several hosts is not exported: its nodes "
+                                                          "meet at its first host's address (--dist-init-addr), "
+                                                          "which no pod has",
+                              hint="export a copy of the spec whose instances run on one host each")
 
     def liveness_request(self, spec: "Spec") -> Optional[tuple[str, bytes]]:
         """GET /health_generate: a one-token generate of SGLang's own, answered 200 once its scheduler answered

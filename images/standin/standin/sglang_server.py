@@ -235,11 +235,17 @@ def main(argv: List[str]) -> int:
         print(f"usage: {PROG} [-h] ...\n{PROG}: error: {exc}", file=sys.stderr, flush=True)
         return 2
     env = os.environ
+    nodes, rank = _int(values, "--nnodes") or 1, _int(values, "--node-rank") or 0
     gpus = [d for d in env.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    if gpus and gpus != ["all"] and len(gpus) < args.tp:
-        # SGLang starts one scheduler process per TP rank on its own GPU (tp_rank -> gpu_id)
-        print(f"standin: refusing to start: --tp-size {args.tp} but {len(gpus)} GPU(s) visible", flush=True)
+    if gpus and gpus != ["all"] and len(gpus) < args.tp // nodes:
+        # SGLang starts one scheduler process per TP rank on its own GPU (tp_rank -> gpu_id), tp/nnodes a node
+        print(f"standin: refusing to start: --tp-size {args.tp} over {nodes} node(s) but {len(gpus)} GPU(s) "
+              "visible", flush=True)
         return 1
+    if rank >= 1:
+        # entrypoints/http_server.py:3163-3165 and engine.py:1234-1235: a node of rank >= 1 runs no tokenizer and
+        # no HTTP server; it serves its schedulers until they exit
+        return _follow(rank, nodes, str(values.get("--dist-init-addr", "")))
     knobs = read_knobs(env)
     config = Config(args=args, role="mixed", knobs=knobs, layout=None, max_model_len=args.max_model_len or 4096,
                     devices_seen=tuple(gpus), env_names=tuple(sorted(env)), env_shown=shown_env(env))
@@ -253,6 +259,19 @@ def main(argv: List[str]) -> int:
         return asyncio.run(_run(config, bool(values.get("--enable-metrics")), pd))
     except KeyboardInterrupt:
         return 0
+
+
+def _follow(rank: int, nodes: int, dist_init_addr: str) -> int:
+    log(f"sglang {VERSION}: node rank {rank} of {nodes} (--dist-init-addr {dist_init_addr}): no HTTP server")
+
+    async def wait() -> None:
+        stop = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+        await stop.wait()
+
+    asyncio.run(wait())
+    return 0
 
 
 async def _run(config: Config, metrics: bool, pd: Optional[Disaggregation]) -> int:

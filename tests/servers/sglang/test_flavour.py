@@ -55,6 +55,10 @@ TEST_SPECS = {
                        "  prefill:\n    - {host: tb1, devices: [0], port: 30000}\n"
                        "    - {host: tb1, devices: [1], port: 30010, bootstrap_port: 8998}\n"
                        "  decode:\n    - {host: tb1, devices: [2, 3], port: 30020}\n"),
+    # one server over two hosts (node 0 serves the API on tb1, node 1 on tb2 runs headless)
+    "MULTINODE": BASE.replace("  tb1: {address: 10.200.0.11}\n", "  tb1: {address: 10.200.0.11}\n"
+                              "  tb2: {address: 10.200.0.12}\n")
+                     .replace("{host: tb1, devices: [0], port: 30000}", "{hosts: [tb1, tb2], devices: [0, 1], port: 30000}"),
 }
 
 
