@@ -66,3 +66,32 @@ def await_listed(transport: Transport, item, *, poll_interval: float, cancel: th
         if cancel.wait(poll_interval):
             raise Cancelled
 
+
+
+def sync_list(transport: Transport, item, *, poll_interval: float, cancel: threading.Event,
+              on_progress: Callable[[str], None]) -> None:
+    """Read the front's list, run its kind's remove and add calls for the difference from `wanted`, then wait
+    until it lists every wanted backend (await_listed); HostError where it does not answer its list."""
+    from deployctl.errors import HostError
+    from deployctl.execute.executor import run_checked
+    from deployctl.fronts import front_kind
+    from deployctl.plan.actions import AwaitListed
+    from deployctl.plan.front import listed_backend, parse_roles
+
+    result = transport.run(item.command, timeout=30)
+    try:
+        listed = parse_roles(item.front_kind, result.stdout)
+    except (ValueError, KeyError, TypeError):
+        raise HostError(transport.name, f"the {item.front_kind} did not answer its list", address=transport.address,
+                        stderr_tail=(result.stdout or result.stderr)[-2000:]) from None
+    wanted = {b.key: b for b in item.wanted}
+    kind = front_kind(item.front_kind)
+    gone = tuple(listed_backend(key, role) for key, role in sorted(listed.items()) if key not in wanted)
+    new = tuple(b for key, b in wanted.items() if key not in listed)
+    for verb, changed in (("remove", gone), ("add", new)):
+        if changed:
+            on_progress(f"{verb}: {', '.join(b.key for b in changed)}")
+            for command in kind.change_commands(item.port, changed, verb):
+                run_checked(transport, command)
+    await_listed(transport, AwaitListed(item.front_kind, item.command, tuple(wanted), item.timeout),
+                 poll_interval=poll_interval, cancel=cancel, on_progress=on_progress)

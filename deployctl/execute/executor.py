@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Optional
 from deployctl.core import Command
 from deployctl.errors import DeployctlError, HostError
 from deployctl.execute.health import Cancelled, wait_healthy
-from deployctl.plan.actions import AnswerCheck, AwaitListed, Build, Drain, Fetch, RunHook, Ship
+from deployctl.plan.actions import AnswerCheck, AwaitListed, Build, Drain, Fetch, RunHook, Ship, SyncList
 from deployctl.plan.compile_cache import CacheCopy
 from deployctl.plan.model import CONTROL_HOST, HealthCheck, Plan, PutFile, Stage, Step
 from deployctl.transport import Result, Transport
@@ -258,6 +258,11 @@ class Executor:
 
             await_listed(transport, item, poll_interval=self.poll_interval, cancel=self.stop_stage,
                          on_progress=lambda line: self.on_event("progress", step, line))
+        elif isinstance(item, SyncList):
+            from deployctl.execute.drain import sync_list
+
+            sync_list(transport, item, poll_interval=self.poll_interval, cancel=self.stop_stage,
+                      on_progress=lambda line: self.on_event("progress", step, line))
         elif isinstance(item, CacheCopy):
             from deployctl.execute.compile_cache import run_cache_copy
 

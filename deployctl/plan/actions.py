@@ -146,6 +146,27 @@ class AwaitListed:
 
 
 @dataclass(frozen=True)
+class SyncList:
+    """On the front's host: read its list (`command`), take out the backends it lists that `wanted` lacks and put in
+    those of `wanted` it lacks (its kind's own calls), then wait until it lists them all, at most `timeout`. For a
+    front started again from its argv, which holds the lists of the `up` that created it."""
+
+    front_kind: str
+    port: int
+    command: "Command"  # plan/front.py list_command; plan/front.py parse_roles reads its answer
+    wanted: tuple  # fronts/base.py Backend, each as the front names it
+    timeout: float
+
+    def display(self) -> str:
+        return (f"bring the {self.front_kind}'s list to {', '.join(b.key for b in self.wanted)} (read it, take out "
+                f"what is not there, put in what is missing; at most {self.timeout:g} s)")
+
+    def to_json(self) -> dict:
+        return {"type": "sync_list", "argv": list(self.command.argv), "backends": [b.key for b in self.wanted],
+                "timeout_s": self.timeout}
+
+
+@dataclass(frozen=True)
 class RunHook:
     """Run the user's hook command on the step's host (the control machine, or a host of the spec), its `env` (the
     deployment's DEPLOYCTL_* facts, then the hook's own, a ${VAR} value a Secret) given through stdin, never argv;

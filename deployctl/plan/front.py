@@ -135,7 +135,7 @@ def membership_stages(spec: Spec, stages: tuple[Stage, ...], listed: Optional[Ma
     if step is None or step.action != "keep":
         return stages
     wanted = {b.key: b for b in backends(spec, address_of)}
-    gone = tuple(_listed_backend(key, role) for key, role in sorted(listed.items()) if key not in wanted)
+    gone = tuple(listed_backend(key, role) for key, role in sorted(listed.items()) if key not in wanted)
     new = tuple(b for key, b in wanted.items() if key not in listed)
     out = list(stages)
     if gone:
@@ -175,7 +175,8 @@ def await_listed(front: Front, back: tuple[Backend, ...], timeout: float) -> Awa
     return AwaitListed(front.kind, list_command(front), tuple(b.key for b in back), timeout)
 
 
-def _listed_backend(key: str, role: str) -> Backend:
+def listed_backend(key: str, role: str) -> Backend:
+    """A backend as a front's list names it (`address:port`, its role): enough to take it out."""
     address, _, port = key.rpartition(":")
     return Backend(role, key, address, int(port) if port.isdigit() else 0)
 

@@ -283,6 +283,7 @@ def restarts(spec: Spec, verdicts: Sequence[Verdict]) -> tuple[Restart, ...]:
 
 # --- how a unit restarts ----------------------------------------------------------------------------------------
 
+ROUTE_TIMEOUT_S = 60.0  # how long a restarted front may take to list the spec's servers
 # A constant script: is NAME ($1) still the container ID ($2) the probe saw? An `up` may have replaced it since.
 SAME_CONTAINER = '[ "$(docker inspect --format "{{.Id}}" "$1" 2>/dev/null)" = "$2" ]'
 
@@ -294,7 +295,10 @@ def front_stages(spec: Spec, restart: Restart, address_of: Mapping[str, str]) ->
     from deployctl.plan.front import backends
     from deployctl.plan.rollout import front_steps
 
-    if address_of and sole_of_a_role(spec, restart, backends(spec, address_of)):
+    listed = backends(spec, address_of) if address_of else ()
+    if not any(b.name in {i.name for i in restart.instances} for b in listed):
+        return Stage("drain", ()), Stage("undrain", ())  # none of its servers is the front's (the front itself)
+    if sole_of_a_role(spec, restart, listed):
         # Taken out, it would leave the front with no server of its role: every request would fail at the front,
         # and a put-back that goes wrong would leave the list without it. It restarts listed: the front's own
         # retries meet it again once it serves.
@@ -305,6 +309,22 @@ def front_stages(spec: Spec, restart: Restart, address_of: Mapping[str, str]) ->
         if address_of else None
     out, back = found if found is not None else ((), ())
     return Stage("drain", (out,) if out else ()), Stage("undrain", (back,) if back else ())
+
+
+def front_list_stage(spec: Spec, restart: Restart, address_of: Mapping[str, str]) -> Stage:
+    """A restarted front that changes its list at run time starts from its argv, which holds the lists of the `up`
+    that created it (its list is no part of its identity): bring its list to the spec's once it serves."""
+    from deployctl.plan.actions import SyncList
+    from deployctl.plan.front import backends, front_of, list_command
+
+    front = front_of(spec)
+    if front is None or not front.changes_list or not address_of or front.instance not in restart.instances:
+        return Stage("route", ())
+    wanted = backends(spec, address_of)
+    return Stage("route", (Step(front.host, "route", "restart", f"the restarted {front.kind} routes to the spec's "
+                                                                "servers, not its argv's",
+                                actions=(SyncList(front.kind, front.port, list_command(front), wanted,
+                                                  ROUTE_TIMEOUT_S),)),))
 
 
 def sole_of_a_role(spec: Spec, restart: Restart, listed) -> bool:
@@ -341,7 +361,8 @@ def restart_plan(spec: Spec, restart: Restart, observed: Mapping[str, Optional[s
         starts.append(Step(instance.host, "workers", "restart", why, container=instance.name,
                            commands=(Command(("docker", "start", instance.name)),), health=health))
     drain, undrain = front_stages(spec, restart, address_of)
-    stages = [drain, Stage("stop", tuple(stops)), Stage("workers", tuple(starts)), undrain]
+    stages = [drain, Stage("stop", tuple(stops)), Stage("workers", tuple(starts)), undrain,
+              front_list_stage(spec, restart, address_of)]
     return Plan(spec.name, tuple(s for s in stages if s.steps))
 
 

@@ -1,6 +1,7 @@
 """A changed list of instances is put to the running front (issue 31): on the test bed, a mixed deployment behind
 the real vllm-router scales from 2 instances to 3 and back while a steady streaming load runs through the router:
-no request fails and the router container is the same one, never restarted (its list is no part of its digest)."""
+no request fails and the router container is the same one, never restarted (its list is no part of its digest);
+killed, the router is started again by watch and put the spec's list, not its argv's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from tests.e2e.conftest import container_ids, http_json
 from tests.e2e.load import SteadyLoad
+from tests.e2e.test_watch import watch_once
 from tests.testbed import router_image
 
 SPEC = """image: {name: deployctl/standin-vllm:latest}
@@ -64,8 +66,16 @@ def test_scaling_behind_the_router_changes_its_list_while_it_serves_and_drops_no
         run, _ = up_under_load(deployctl, path)
         assert run["failed"] == 0 , run
         assert started(bed) == router
-        assert sorted(http_json(bed, "tb4", 8600, "/list_workers")["urls"]) == [
-            "http://10.200.0.14:8601", "http://10.200.0.14:8602", "http://10.200.0.14:8603"]
+        three = ["http://10.200.0.14:8601", "http://10.200.0.14:8602", "http://10.200.0.14:8603"]
+        assert sorted(http_json(bed, "tb4", 8600, "/list_workers")["urls"]) == three
+
+        # its argv still lists the first `up`'s two: killed and started again by watch, it is put the spec's three
+        bed.docker_on("tb4", "kill", "e2e-scale-router")
+        actions = [line for line in watch_once(deployctl, path) if line["type"] == "action"]
+        assert [(a["containers"], a["result"]) for a in actions] == [
+            (["e2e-scale-router"], "restarting"), (["e2e-scale-router"], "ok")], actions
+        assert sorted(http_json(bed, "tb4", 8600, "/list_workers")["urls"]) == three
+        router = started(bed)
 
         path = deployctl.write(two)
         run, _ = up_under_load(deployctl, path)

@@ -339,3 +339,41 @@ def test_vllm_0_33s_line_for_a_dead_engine_core_is_the_known_error():
 
     line = "WARNING 11-25 23:10:16 [core_client.py:840] [shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
     assert [h.id for h in match([Text("h", "c", "log", line)])] == ["engine_core_died"]
+
+
+ROUTER_SPEC = """version: 1
+name: scale
+platform: gpu
+hosts:
+  gpu1: {address: 10.0.0.1}
+weights: {dest: /srv/weights/tiny}
+model: {served_name: tiny}
+topology:
+  mode: mixed
+  front: {kind: vllm-router, host: gpu1, port: 8600, image: 'r:1'}
+  instances:
+    - {host: gpu1, devices: [0], port: 8601}
+    - {host: gpu1, devices: [1], port: 8602}
+    - {host: gpu1, devices: [2], port: 8603}
+"""
+
+
+def test_a_restarted_front_is_brought_to_the_specs_list_not_its_argvs():
+    """A router's list is no part of its identity, so its argv keeps the lists of the `up` that created it: started
+    again by watch (its container stopped), it must be put the spec's list once it serves."""
+    from deployctl.plan.actions import SyncList
+    from deployctl.plan.front import reach
+
+    spec = load_spec_text(ROUTER_SPEC)
+    restart = restarts(spec, [Verdict("scale-router", "gpu1", "down", "container exited (exit code 137)")])[0]
+    plan = restart_plan(spec, restart, {"scale-router": "id-router"}, reach(spec))
+    assert [s.name for s in plan.stages] == ["stop", "workers", "route"]
+    (step,) = plan.stages[-1].steps
+    (sync,) = step.actions
+    assert isinstance(sync, SyncList) and sync.front_kind == "vllm-router" and sync.port == 8600
+    assert [b.key for b in sync.wanted] == ["10.0.0.1:8601", "10.0.0.1:8602", "10.0.0.1:8603"]
+    assert sync.command.argv[-1] == "http://127.0.0.1:8600/list_workers"
+    # a server's restart leaves the front's list alone but for its own put-back
+    server = restarts(spec, [stalled("scale-mixed-1")])[0]
+    plan = restart_plan(spec, server, {"scale-mixed-1": "id-1"}, reach(spec))
+    assert "route" not in [s.name for s in plan.stages]
