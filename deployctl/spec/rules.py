@@ -188,8 +188,9 @@ def check_devices(c: Context) -> Iterator[Problem]:
             if not isinstance(device, int) or isinstance(device, bool) or not c.ok(path):
                 continue
             if device >= c.cards:
-                yield Problem(path, f"{device} is not a device id (cards: 0-{c.cards - 1})",
-                              hint="requirements.cards sets how many devices each host has")
+                if not unit.node:  # the same ids on every node of a server over several hosts: said once
+                    yield Problem(path, f"{device} is not a device id (cards: 0-{c.cards - 1})",
+                                  hint="requirements.cards sets how many devices each host has")
             elif host is not None and (c.machine(host), device) in used:
                 other, other_host = used[(c.machine(host), device)]
                 where = "this instance" if other is unit else other.where
@@ -199,7 +200,7 @@ def check_devices(c: Context) -> Iterator[Problem]:
             elif host is not None:
                 used[(c.machine(host), device)] = (unit, host)
         count = len(devices)
-        if count and not _is_tp_size(count, c.flavour.max_devices):
+        if count and not unit.node and not _is_tp_size(count, c.flavour.max_devices):
             sizes = [str(1 << k) for k in range(c.flavour.max_devices.bit_length())]
             yield Problem(unit.path + ("devices",),
                           f"{count} devices: an instance needs {', '.join(sizes[:-1])} or {sizes[-1]} (its TP size "

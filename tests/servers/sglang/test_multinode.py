@@ -65,6 +65,10 @@ def test_what_a_multi_node_instance_gets_wrong_is_said_at_its_key():
         "topology.instances[0]"]
     clash = MULTI.replace("port: 30000}\n", "port: 30000}\n    - {host: tb1, devices: [2], port: 30002}\n")
     assert [e for e in errors_of(clash) if "30002" in e], errors_of(clash)
+    # what is wrong with its devices is said once, not once a node
+    assert errors_of(MULTI.replace("devices: [0, 1], port", "devices: [0, 1, 9], port")) == [
+        "s.yaml:16:36: topology.instances[0].devices: 3 devices: an instance needs 1, 2, 4 or 8 (its TP size is its "
+        "device count)", "s.yaml:16:43: topology.instances[0].devices[2]: 9 is not a device id (cards: 0-7)"]
     assert errors_of(MULTI.replace("{hosts: [tb1, tb2]", "{hosts: [tb1]")) == [
         "s.yaml:16:15: topology.instances[0].hosts: [\"tb1\"] is too short (at least 2 items)"]
 
