@@ -237,9 +237,9 @@ class SglangGpu(Flavour):
         # sglang/srt/entrypoints/http_server.py:721-795: /health is 503 while the server starts and once SIGTERM
         # came, 200 otherwise (a one-token generation only with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION), a hung
         # scheduler included; /health_generate always generates one token and says 503 when no answer came within
-        # SGLANG_HEALTH_CHECK_TIMEOUT (20 s). `status --answers` and watch's liveness probe ask that same one-token
-        # question through /v1/completions within their own --hang-timeout, so a hang is found behind a green
-        # /health (tests/e2e/test_gpu.py restarts one)
+        # SGLANG_HEALTH_CHECK_TIMEOUT (20 s). `status` and watch's liveness probe ask /health_generate itself
+        # within their own --hang-timeout (liveness_request), so a hang is found behind a green /health
+        # (tests/e2e/test_gpu.py and test_sglang_pd.py restart one)
         return "/health"
 
     def export_refusals(self, spec: "Spec", stack: str) -> Iterator["Problem"]:
