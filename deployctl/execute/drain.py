@@ -38,7 +38,6 @@ def run_drain(transport: Transport, drain: Drain, *, poll_interval: float, cance
         if cancel.wait(max(0.0, poll_interval - (time.monotonic() - asked))):
             raise Cancelled
 
-
 def await_listed(transport: Transport, item, *, poll_interval: float, cancel: threading.Event,
                  on_progress: Callable[[str], None]) -> None:
     """Poll the front's list until it holds every key; HostError at the deadline, naming what it lacks."""
@@ -76,7 +75,7 @@ def sync_list(transport: Transport, item, *, poll_interval: float, cancel: threa
     from deployctl.execute.executor import run_checked
     from deployctl.fronts import front_kind
     from deployctl.plan.actions import AwaitListed
-    from deployctl.plan.front import listed_backend, parse_roles
+    from deployctl.plan.front import list_difference, parse_roles
 
     result = transport.run(item.command, timeout=30)
     try:
@@ -84,14 +83,13 @@ def sync_list(transport: Transport, item, *, poll_interval: float, cancel: threa
     except (ValueError, KeyError, TypeError):
         raise HostError(transport.name, f"the {item.front_kind} did not answer its list", address=transport.address,
                         stderr_tail=(result.stdout or result.stderr)[-2000:]) from None
-    wanted = {b.key: b for b in item.wanted}
     kind = front_kind(item.front_kind)
-    gone = tuple(listed_backend(key, role) for key, role in sorted(listed.items()) if key not in wanted)
-    new = tuple(b for key, b in wanted.items() if key not in listed)
+    gone, new = list_difference(listed, item.wanted)
     for verb, changed in (("remove", gone), ("add", new)):
         if changed:
             on_progress(f"{verb}: {', '.join(b.key for b in changed)}")
             for command in kind.change_commands(item.port, changed, verb):
                 run_checked(transport, command)
-    await_listed(transport, AwaitListed(item.front_kind, item.command, tuple(wanted), item.timeout),
+    keys = tuple(b.key for b in item.wanted)
+    await_listed(transport, AwaitListed(item.front_kind, item.command, keys, item.timeout),
                  poll_interval=poll_interval, cancel=cancel, on_progress=on_progress)

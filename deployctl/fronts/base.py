@@ -148,4 +148,3 @@ def pd_pairs(spec: "Spec", front: "Instance") -> tuple[AnswerTarget, ...]:
     prefills = [i for i in spec.api_servers if i.role == "prefill"]
     decodes = [i for i in spec.api_servers if i.role == "decode"]
     return tuple((f"{p.name} -> {d.name}", d, p) for p in prefills for d in decodes) + ((front.name, front, None),)
-

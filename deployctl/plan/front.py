@@ -134,9 +134,7 @@ def membership_stages(spec: Spec, stages: tuple[Stage, ...], listed: Optional[Ma
     step = next((s for stage in stages for s in stage.steps if s.container == front.instance.name), None)
     if step is None or step.action != "keep":
         return stages
-    wanted = {b.key: b for b in backends(spec, address_of)}
-    gone = tuple(listed_backend(key, role) for key, role in sorted(listed.items()) if key not in wanted)
-    new = tuple(b for key, b in wanted.items() if key not in listed)
+    gone, new = list_difference(listed, backends(spec, address_of))
     out = list(stages)
     if gone:
         names = ", ".join(b.key for b in gone)
@@ -175,7 +173,16 @@ def await_listed(front: Front, back: tuple[Backend, ...], timeout: float) -> Awa
     return AwaitListed(front.kind, list_command(front), tuple(b.key for b in back), timeout)
 
 
-def listed_backend(key: str, role: str) -> Backend:
+def list_difference(listed: Mapping[str, str], wanted: tuple[Backend, ...]) -> tuple[tuple[Backend, ...],
+                                                                                    tuple[Backend, ...]]:
+    """(what the front lists that `wanted` lacks, what `wanted` has that it does not list); `listed`: its list as
+    parse_roles reads it."""
+    keys = {b.key for b in wanted}
+    gone = tuple(_listed_backend(key, role) for key, role in sorted(listed.items()) if key not in keys)
+    return gone, tuple(b for b in wanted if b.key not in listed)
+
+
+def _listed_backend(key: str, role: str) -> Backend:
     """A backend as a front's list names it (`address:port`, its role): enough to take it out."""
     address, _, port = key.rpartition(":")
     return Backend(role, key, address, int(port) if port.isdigit() else 0)

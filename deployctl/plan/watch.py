@@ -296,7 +296,8 @@ def front_stages(spec: Spec, restart: Restart, address_of: Mapping[str, str]) ->
     from deployctl.plan.rollout import front_steps
 
     listed = backends(spec, address_of) if address_of else ()
-    if not any(b.name in {i.name for i in restart.instances} for b in listed):
+    mine = {i.name for i in restart.instances}
+    if not any(b.name in mine for b in listed):
         return Stage("drain", ()), Stage("undrain", ())  # none of its servers is the front's (the front itself)
     if sole_of_a_role(spec, restart, listed):
         # Taken out, it would leave the front with no server of its role: every request would fail at the front,

@@ -1,7 +1,8 @@
 """SGLang's own server on NVIDIA GPUs (`server: sglang`, platform gpu; issue 43) (pure): one
 `python -m sglang.launch_server` per instance, its TP size its device count, with the GPU container shape of vLLM on
-GPU; mixed, or P/D (prefill and decode servers behind sglang-router's P/D mode). SGLang's source read here is the 0.5.23 wheel's (paths below are inside it); the oracle in tests/oracle/
-feeds every rendered line to that version's own parser."""
+GPU; mixed, or P/D (prefill and decode servers behind sglang-router's P/D mode). SGLang's source read here is the
+0.5.23 wheel's (paths below are inside it); the oracle in tests/oracle/ feeds every rendered line to that version's
+own parser."""
 
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ TABLE = (
     Flag("@disaggregation", VERBATIM),  # a P/D server's role, its bootstrap port and transfer backend
     Refused("extra_args", "extra_args repeats a flag deployctl renders from the spec for server sglang ("
                           + ", ".join(OWNED) + "): SGLang's parser keeps the last one, so the server would not run "
-                          "as the spec says", hint="set it through the spec (model.*, devices, port, topology.connector), not extra_args",
+                          "as the spec says",
+            hint="set it through the spec (model.*, devices, port, topology.connector), not extra_args",
             allows=_says_none_of(OWNED)),
     Refused("extra_args", "extra_args asks for SGLang's data parallelism (--dp-size): an instance's devices are its "
                           "TP size, so SGLang would want dp x tp GPUs; deployctl renders no --dp-size yet",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Optional
 
 from deployctl.servers.features import Feature
-from deployctl.servers.sglang import NPU_ONLY_QUANTIZATION, TABLE, UNSUPPORTED, SglangGpu
+from deployctl.servers.sglang import DEFAULT_CONNECTOR, NPU_ONLY_QUANTIZATION, TABLE, UNSUPPORTED, SglangGpu
 
 if TYPE_CHECKING:
     from deployctl.plan.container_types import Container, RanktableFiles
@@ -35,8 +35,6 @@ MAX_DEVICES = 16
 
 def store_url(spec: "Spec") -> Optional[str]:
     """ASCEND_MF_STORE_URL for a P/D deployment on the ascend backend: the first prefill's host and the docs' port."""
-    from deployctl.servers.sglang import DEFAULT_CONNECTOR
-
     prefills = spec.role("prefill")
     if not prefills or (spec.connector or DEFAULT_CONNECTOR["ascend"]) != "ascend":
         return None
