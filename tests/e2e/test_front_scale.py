@@ -5,12 +5,10 @@ killed, the router is started again by watch and put the spec's list, not its ar
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.e2e.conftest import container_ids, http_json
-from tests.e2e.load import SteadyLoad
+from tests.e2e.test_rollout import up_under_load
 from tests.e2e.test_watch import watch_once
 from tests.testbed import router_image
 
@@ -35,19 +33,6 @@ def started(bed) -> str:
                          "e2e-scale-router").stdout.strip()
 
 
-def up_under_load(deployctl, path) -> tuple[dict, dict]:
-    """`up --yes` while a steady load streams through the router from before `up` begins until it has returned:
-    (the load's summary, up's document)."""
-    with SteadyLoad(URL) as load:
-        began = time.monotonic()
-        code, doc = deployctl.json("up", path, "--yes", "--skip", "weights", "--drain-timeout", "30")
-        ended = time.monotonic()
-    run = load.summary(began, ended)
-    assert code == 0, doc
-    assert run["during"] > 0, run
-    return run, doc
-
-
 @pytest.mark.testbed
 def test_scaling_behind_the_router_changes_its_list_while_it_serves_and_drops_no_request(bed, deployctl):
     if router_image.IMAGE not in bed.docker_on("tb4", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout:
@@ -63,7 +48,7 @@ def test_scaling_behind_the_router_changes_its_list_while_it_serves_and_drops_no
         code, plan = deployctl.json("plan", path, "--skip", "weights")
         steps = {(e["stage"], e.get("container")): e for e in plan["steps"]}
         assert steps[("router", "e2e-scale-router")]["action"] == "keep", plan
-        run, _ = up_under_load(deployctl, path)
+        run, _ = up_under_load(deployctl, path, URL, "--drain-timeout", "30")
         assert run["failed"] == 0 , run
         assert started(bed) == router
         three = ["http://10.200.0.14:8601", "http://10.200.0.14:8602", "http://10.200.0.14:8603"]
@@ -78,7 +63,7 @@ def test_scaling_behind_the_router_changes_its_list_while_it_serves_and_drops_no
         router = started(bed)
 
         path = deployctl.write(two)
-        run, _ = up_under_load(deployctl, path)
+        run, _ = up_under_load(deployctl, path, URL, "--drain-timeout", "30")
         assert run["failed"] == 0 , run
         assert started(bed) == router
         assert sorted(http_json(bed, "tb4", 8600, "/list_workers")["urls"]) == [

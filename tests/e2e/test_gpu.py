@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 
 import pytest
 
@@ -251,8 +250,8 @@ def status_pack_rerun_and_drain(bed, deployctl, paths, name, servers, front_url,
     observations); a re-run changes nothing; then a drain rollout to paths[1] (max_num_seqs 4 -> 8) under a load
     that starts before `up` and ends after it returned fails no request, replaces every server, keeps the router,
     which lists `workers`."""
-    from tests.e2e.load import SteadyLoad
     from tests.e2e.test_monitor import Monitoring, check_pack_serves
+    from tests.e2e.test_rollout import up_under_load
 
     path, changed = paths
     code, status = deployctl.json("status", path)
@@ -268,13 +267,8 @@ def status_pack_rerun_and_drain(bed, deployctl, paths, name, servers, front_url,
     assert code == 0 and doc["changed"] is False
     assert container_ids(bed, HOST, name) == before
 
-    with SteadyLoad(front_url) as steady:
-        began = time.monotonic()
-        code, doc = deployctl.json("up", changed, "--yes", "--skip", "weights", "--drain-timeout", "30")
-        ended = time.monotonic()
-    run = steady.summary(began, ended)
-    assert code == 0, doc
-    assert run["during"] > 0 and run["failed"] == 0, run
+    run, doc = up_under_load(deployctl, changed, front_url, "--drain-timeout", "30")
+    assert run["failed"] == 0, run
     after = container_ids(bed, HOST, name)
     assert all(after[s] != before[s] for s in servers) and after[f"{name}-router"] == before[f"{name}-router"]
     assert all(i["healthy"] for i in doc["instances"]) and router_workers(bed, changed) == workers
