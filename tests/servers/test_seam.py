@@ -177,3 +177,112 @@ def test_every_flavours_metric_names_are_read():
     from deployctl.servers.metrics import SETS
 
     assert [k for k, f in FLAVOURS.items() if f.metrics not in SETS] == []
+
+
+# Topology-shaped data read outside deployctl/servers/ and deployctl/fronts/ (issue 42): vllm-ascend's DP groups
+# (`spec.upstream`, `.dp_launch`, "dp_launch", an instance's `.server` ranks, `DpGroup`, `UpstreamTopology`,
+# deployctl.spec.dp_groups), engine flag names a flavour's table or module spells, and SGLang's metric names.
+# Generic code asks the flavour's hooks (servers/base.py) for the data instead. `.server` on these receivers is a
+# server's name (spec, rules context) or another kind of server (docker's version, an HTTP server, a ranktable's).
+TOPOLOGY_ATTRS = {"upstream", "dp_launch"}
+TOPOLOGY_NAMES = {"DpGroup", "UpstreamTopology", "dp_groups"}
+NAMED_SERVER = {"spec", "c", "self", "version", "swarm", "local", "http", "context"}
+# deployctl's own command-line flags and docker's, which share a spelling with an engine's
+OWN_FLAGS = {"--", "--shutdown-timeout", "--host", "--served-model-name", "--device"}
+
+
+def engine_flags() -> set[str]:
+    """Every `--flag` the flavours' modules spell in code (their tables and their launch words)."""
+    flags = set()
+    for path in (PACKAGE / "servers").rglob("*.py"):
+        flags |= {node.value.split("=")[0] for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("--")
+                  and " " not in node.value}
+    return flags - OWN_FLAGS
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def flavour_shaped(package: Path, flags: set[str]) -> dict[str, list[str]]:
+    """file -> the lines outside servers/ and fronts/ that read topology-shaped data, spell an engine flag or an
+    SGLang metric name (code only: docstrings and comments may cite)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if rel.parts[0] in ("servers", "fronts"):
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        lines = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and (
+                    node.attr in TOPOLOGY_ATTRS or node.attr in TOPOLOGY_NAMES
+                    or (node.attr == "server" and not (isinstance(node.value, ast.Name)
+                                                       and node.value.id in NAMED_SERVER))):
+                lines.add(node.lineno)
+            elif isinstance(node, ast.Name) and node.id in TOPOLOGY_NAMES:
+                lines.add(node.lineno)
+            elif isinstance(node, ast.ImportFrom) and node.module and (
+                    node.module.endswith("dp_groups") or any(a.name in TOPOLOGY_NAMES for a in node.names)):
+                lines.add(node.lineno)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs and (
+                    node.value == "dp_launch" or node.value.split("=")[0] in flags or "sglang:" in node.value):
+                lines.add(node.lineno)
+        if lines:
+            text = path.read_text().splitlines()
+            found[rel.as_posix()] = [f"{n}: {text[n - 1].strip()}" for n in sorted(lines)]
+    return found
+
+
+# A ratchet (each file no more than now; lower a count when a site goes): the first count was 87.
+FLAVOUR_SHAPED_SITES = {
+    "commands/validate.py": 1,
+    "export/check.py": 1,
+    "export/gangs.py": 5,
+    "export/ranks.py": 3,
+    "export/refusals.py": 2,
+    "export/servers.py": 1,
+    "export/targets.py": 2,
+    "export/whole_nodes.py": 4,
+    "monitor/targets.py": 3,
+    "plan/compile_cache.py": 1,
+    "plan/rollout.py": 7,
+    "plan/units.py": 3,
+    "spec/build.py": 10,
+    "spec/dp_groups.py": 12,
+    "spec/model.py": 3,
+    "spec/port_set.py": 9,
+    "spec/rules_profile.py": 4,
+    "spec/rules_upstream.py": 10,
+    "spec/schema.py": 1,
+    "ui/validate.py": 5,
+}
+
+
+def test_flavour_shaped_reads_outside_the_flavours_no_more_than_the_ratchet_allows():
+    found = flavour_shaped(PACKAGE, engine_flags())
+    over = {name: lines for name, lines in found.items() if len(lines) > FLAVOUR_SHAPED_SITES.get(name, 0)}
+    assert over == {}, "ask a flavour hook that returns data (servers/base.py) instead"
+    assert sum(map(len, found.values())) <= sum(FLAVOUR_SHAPED_SITES.values())
+
+
+def test_the_flavour_shaped_seam_sees_each_kind(tmp_path):
+    (tmp_path / "plan").mkdir()
+    (tmp_path / "plan" / "x.py").write_text(
+        '"""Reads spec.upstream and --data-parallel-rank."""\n'
+        "from deployctl.spec.dp_groups import DpGroup\n"
+        "if spec.upstream is not None:\n"
+        "    launch = spec.upstream.dp_launch\n"
+        "ranks = [r.rank for r in instance.server.ranks] if members[0].server else []\n"
+        'key = ("topology", "dp_launch")\n'
+        'flag = "--data-parallel-rank"\n'
+        'name = "sglang:num_running_reqs"\n'
+        "ok = spec.server, c.server, version.server, '--shutdown-timeout'\n")
+    (tmp_path / "servers").mkdir()
+    (tmp_path / "servers" / "y.py").write_text("if spec.upstream:\n")
+    assert [line.split(":")[0] for line in flavour_shaped(tmp_path, {"--data-parallel-rank"})["plan/x.py"]] == [
+        "2", "3", "4", "5", "6", "7", "8"]
