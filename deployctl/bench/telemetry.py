@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 from deployctl.core import Command
 from deployctl.facts.npu_smi import parse_npu_smi_info
 from deployctl.fronts import FRONT_ROLES
-from deployctl.servers.metrics import names_of
+from deployctl.servers.metric_names import names_of
 from deployctl.spec.model import Spec
 
 NVIDIA_QUERY = ("nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,memory.total,temperature.gpu",
@@ -21,7 +21,7 @@ NVIDIA_QUERY = ("nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,mem
 # says how its engines add up to the server: requests and preemptions are counts and add up; KV-cache usage is a
 # fraction of each engine's own cache, and the fullest engine is the one that queues and preempts (the knee's
 # "KV cache full"), so the server reads as its maximum, never as a sum (two engines at 60 % are not 120 %).
-# The names are the flavours' (servers/metrics.py names_of).
+# The names are the flavours' (servers/metric_names.py names_of).
 ENGINE_METRICS = {
     "running": (names_of("running"), sum),
     "waiting": (names_of("waiting"), sum),

@@ -9,7 +9,7 @@ from typing import Mapping, Optional
 from deployctl.bench.telemetry import parse_engine
 from deployctl.facts.probe import Probe
 from deployctl.facts.docker_logs import MARK, marked_blocks  # `MARK URL`, then the page, as watch's probes
-from deployctl.servers.metrics import line_pattern
+from deployctl.servers.metric_names import line_pattern
 
 NO_ANSWER = "!! no answer"
 TICK_S = 0.05  # how often a drain asks, on the front's host (one round trip waits about a poll period there)

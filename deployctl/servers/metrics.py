@@ -3,7 +3,6 @@ alert rules query. A flavour names its set (`Flavour.metrics`); nothing else spe
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -76,62 +75,6 @@ TRITON_VLLM_BACKEND = replace(
     VLLM_V1, source="triton-inference-server/vllm_backend src/utils/metrics.py",
     tpot="vllm:time_per_output_token_seconds", kv_usage="vllm:gpu_cache_usage_perc", finished=None)
 
-# SGLang's metric names, read from SGLang 0.5.23 (the wheel's
-# sglang/srt/observability/metrics_collector.py). They are served on the API port only with --enable-metrics
-# (sglang/srt/entrypoints/http_server.py:314-317 mounts prometheus_client's app at /metrics,
-# sglang/srt/utils/common.py:2843-2853), which the flavour always renders.
-# TokenizerMetricsCollector (:1822 on): the latency histograms (:2040-2070), the token counters (:1855-1864) and
-# the per-request length histograms (:1908-1927); SchedulerMetricsCollector (:334 on): the batch gauges
-# (:365-376), the KV pool usage ratio (:405, 0..1), retractions, SGLang's preemption (:559), the queueing
-# histogram (:838). SGLang has no prefill and decode phase histograms of their own: both phases are stages of
-# sglang:per_stage_req_latency_seconds (:884, label `stage`, sglang/srt/observability/req_time_stats.py
-# RequestStage), so the two names below are that histogram, whose panels sum its stages until the dashboard
-# selects a stage. Its requests counter (:1941) has no finished_reason label: `finished` is None.
-SGLANG = ServerMetrics(
-    source="SGLang 0.5.23 sglang/srt/observability/metrics_collector.py",
-    ttft="sglang:time_to_first_token_seconds",
-    tpot="sglang:inter_token_latency_seconds",
-    e2e="sglang:e2e_request_latency_seconds",
-    running="sglang:num_running_reqs",
-    waiting="sglang:num_queue_reqs",
-    kv_usage="sglang:token_usage",
-    preemptions="sglang:num_retracted_requests_total",
-    generation_tokens="sglang:generation_tokens_total",
-    prompt_tokens="sglang:prompt_tokens_total",
-    queue_time="sglang:queue_time_seconds",
-    prefill_time="sglang:per_stage_req_latency_seconds",
-    decode_time="sglang:per_stage_req_latency_seconds",
-    prompt_len="sglang:prompt_tokens_histogram",
-    generation_len="sglang:generation_tokens_histogram",
-    finished=None,
-)
-
-# Every set a flavour names (a test holds each Flavour.metrics to this list): what generic readers of any server's
-# /metrics (bench's telemetry, `watch`, a drain's in-flight count) know it by.
-SETS = (VLLM_V1, VLLM_KV_CONNECTOR, TRITON_VLLM_BACKEND, SGLANG)
 # vLLM v0 wrote its preemption counter without `_total` (and called the KV-cache gauge gpu_cache_usage_perc, as
 # Triton's backend still does): older images are read too.
-_OLDER = {"preemptions": ("vllm:num_preemptions",)}
-
-
-def names_of(field: str) -> tuple[str, ...]:
-    """Every name a server writes `field` under (a ServerMetrics field), vLLM v1's first."""
-    found = [getattr(s, field) for s in SETS] + list(_OLDER.get(field, ()))
-    return tuple(dict.fromkeys(n for n in found if n))
-
-
-def line_pattern(*fields: str) -> str:
-    """An ERE that matches the sample names of `fields` at a line's start, one alternative per name prefix:
-    `vllm:num_requests_(running|waiting)`, or `(vllm:num_requests_(running|waiting)|sglang:num_(running|queue)_reqs)`."""
-    names = [n for field in fields for n in names_of(field)]
-    groups: dict[str, list[str]] = {}
-    for name in names:
-        groups.setdefault(name.split(":", 1)[0], []).append(name)
-    parts = [_one_prefix(group) for group in groups.values()]
-    return parts[0] if len(parts) == 1 else f"({'|'.join(parts)})"
-
-
-def _one_prefix(names: list[str]) -> str:
-    prefix = names[0] if len(names) == 1 else os.path.commonprefix(names)
-    rest = [n[len(prefix):] for n in names]
-    return prefix + (f"({'|'.join(rest)})" if len(names) > 1 else "")
+OLDER_NAMES = {"preemptions": ("vllm:num_preemptions",)}

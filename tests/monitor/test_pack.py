@@ -300,7 +300,7 @@ def test_sglang_panels_and_rules_name_only_sglangs_metrics_and_the_routers_own()
     is probed too (its /health is its liveness: sgl-model-gateway src/server.rs `health`)."""
     from dataclasses import fields
 
-    from deployctl.servers.metrics import SGLANG
+    from deployctl.servers.sglang.metrics import SGLANG
     from tests.fronts.test_sglang_router import TWO
 
     spec = load_spec_text(TWO, environ={})

@@ -173,10 +173,12 @@ def test_the_metric_seam_sees_a_name(tmp_path):
 
 
 def test_every_flavours_metric_names_are_read():
-    """A flavour's set is one the generic readers know (servers/metrics.py SETS): its gauges are read by name."""
-    from deployctl.servers.metrics import SETS
+    """A flavour's names are ones the generic readers know (servers/metric_names.py): its gauges are read by name."""
+    from deployctl.servers.metric_names import names_of
 
-    assert [k for k, f in FLAVOURS.items() if f.metrics not in SETS] == []
+    fields = ("running", "waiting", "kv_usage", "generation_tokens", "prompt_tokens")
+    assert [(k, field) for k, f in FLAVOURS.items() for field in fields
+            if getattr(f.metrics, field) not in names_of(field)] == []
 
 
 # Topology-shaped data read outside deployctl/servers/ and deployctl/fronts/ (issue 42): vllm-ascend's DP groups

@@ -12,7 +12,7 @@ from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import VERBATIM, Flag, Refused
-from deployctl.servers.metrics import SGLANG
+from deployctl.servers.sglang.metrics import SGLANG
 from deployctl.servers.vllm_gpu import NO_GPU_SURGE
 
 if TYPE_CHECKING:
