@@ -44,9 +44,9 @@ class Hint:
         return {"id": self.id, "host": self.host, "source": self.source, "line": self.line, "hint": self.hint}
 
 
-def parse_signatures(text: str) -> tuple[Signature, ...]:
-    """The table from signatures.json's text; a bad regex or a duplicate id is a ValueError naming it."""
-    rows = json.loads(text)["signatures"]
+def parse_signatures(*texts: str) -> tuple[Signature, ...]:
+    """The table from signatures.json texts, in order; a bad regex or a duplicate id is a ValueError naming it."""
+    rows = [row for text in texts for row in json.loads(text)["signatures"]]
     seen: set[str] = set()
     out = []
     for row in rows:
@@ -63,9 +63,15 @@ def parse_signatures(text: str) -> tuple[Signature, ...]:
 
 @functools.lru_cache(maxsize=1)
 def signatures() -> tuple[Signature, ...]:
+    """The generic table, then each flavour package's own (its `signatures.json`, in registry order)."""
     from importlib import resources
 
-    return parse_signatures(resources.files("deployctl").joinpath("data/signatures.json").read_text(encoding="utf-8"))
+    from deployctl.servers.registry import FLAVOURS
+
+    packages = dict.fromkeys(f.signatures for f in FLAVOURS.values() if f.signatures)
+    return parse_signatures(*(resources.files(package).joinpath(name).read_text(encoding="utf-8")
+                              for package, name in [("deployctl", "data/signatures.json")]
+                              + [(package, "signatures.json") for package in packages]))
 
 
 def match(texts: Iterable[Text], table: Optional[tuple[Signature, ...]] = None) -> list[Hint]:

@@ -43,6 +43,7 @@ class Flavour:
 
     # How it serves and how deployctl talks to it
     metrics: ServerMetrics = VLLM_V1  # the names its /metrics writes (`deployctl monitor`'s panels and alerts)
+    signatures: str = ""  # the package whose signatures.json holds its known error lines (diagnose, after the generic)
     # What it cannot do, each with the reason validate, plan and export say (servers/features.py); the defaults are
     # vLLM's OpenAI server's, which has no version profiles
     unsupported: Mapping[Feature, str] = {}

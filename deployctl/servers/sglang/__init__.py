@@ -177,6 +177,7 @@ class SglangGpu(Flavour):
     table = TABLE
     wrong_platform_hint = "set platform: gpu or ascend"
     metrics = SGLANG
+    signatures = __name__  # its known error lines: signatures.json beside this module
     unsupported = UNSUPPORTED
     topology_keys = {"mixed": ("instances",), "disaggregated": ("prefill", "decode")}
     topology_options = ("connector",)
