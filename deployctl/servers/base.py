@@ -34,8 +34,11 @@ class Flavour:
     dp_groups: bool = False  # topology of DP groups (vllm-ascend) instead of instances and a scheduler
     extra_ports: tuple[tuple[str, int], ...] = ()  # (key, offset from port): more ports each instance listens on
     max_devices: int = 8  # the most NPUs/GPUs one instance may take on its host (its TP size)
-    topology_options: tuple[str, ...] = ()  # further topology keys it reads (sglang: its P/D `connector`)
-    instance_options: tuple[str, ...] = ()  # further instance keys it reads (sglang: `hosts`, one server over several)
+    # Further topology and instance keys it reads, and the instance keys of the further ports it listens on (see
+    # ports_of), each with what it is: validate warns where another flavour's key is written, naming its readers
+    topology_options: Mapping[str, str] = {}
+    instance_options: Mapping[str, str] = {}
+    port_keys: Mapping[str, str] = {}  # key -> when it listens there ("unless <that>" in the warning)
     # mode -> the topology keys a spec of that mode lists its units under, in the order the rules name them (none:
     # the flavour's own rules check its topology, as vllm-ascend's DP groups)
     topology_keys: Mapping[str, tuple[str, ...]] = {"mixed": ("instances",),

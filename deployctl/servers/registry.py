@@ -44,3 +44,14 @@ def platforms_of(server: str) -> tuple[str, ...]:
 def flavour_of(spec: "Spec") -> Flavour:
     """The flavour of a loaded (valid) spec."""
     return flavour_named(spec.platform, spec.server)
+
+
+def options_of(kind: str) -> dict[str, str]:
+    """Every flavour's `kind` mapping (topology_options, instance_options, port_keys) merged, in registry order."""
+    return {key: what for f in FLAVOURS.values() for key, what in getattr(f, kind).items()}
+
+
+def readers_of(key: str) -> str:
+    """The servers that read an option key, as validate names them ("sglang", "triton or sglang")."""
+    return " or ".join(dict.fromkeys(f.server for f in FLAVOURS.values()
+                                     if key in {**f.topology_options, **f.instance_options, **f.port_keys}))

@@ -17,10 +17,6 @@ DEFAULT_CARDS = 8
 DEFAULT_SCHEDULER_PORT = 9000
 MAX_DEVICES = 8
 WORKER_LISTS = ("instances", "prefill", "decode")
-# An instance's ports beside `port` (the schema's, for any server), each with who listens on it
-INSTANCE_PORT_KEYS = {"grpc_port": "unless server is triton", "metrics_port": "unless server is triton",
-                      "bootstrap_port": "unless it is a prefill instance of server sglang",
-                      "dist_init_port": "unless the instance spans hosts (server sglang's `hosts`)"}
 # Addresses that all mean the machine deployctl runs on.
 LOCAL_ADDRESSES = ("local", "localhost", "127.0.0.1", "::1")
 
@@ -226,14 +222,17 @@ def check_ports(c: Context) -> Iterator[Problem]:
 
 def check_topology(c: Context) -> Iterator[Problem]:
     """mixed: instances only; disaggregated: one scheduler, >=1 prefill and decode, one TP size."""
+    from deployctl.servers.registry import options_of, readers_of
+
     topology = c.value(("topology",), dict)
     shapes = c.flavour.topology_keys  # none for DP groups: they have their own rules (rules_upstream.py)
     if topology is None or c.mode not in shapes:
         return
     wanted = shapes[c.mode]
-    if "connector" in topology and "connector" not in c.flavour.topology_options:
-        yield Problem(("topology", "connector"), "topology.connector is ignored unless server is sglang (its P/D "
-                                                 "transfer backend)", severity="warning")
+    for key, what in options_of("topology_options").items():
+        if key in topology and key not in c.flavour.topology_options:
+            yield Problem(("topology", key), f"topology.{key} is ignored unless server is {readers_of(key)} ({what})",
+                          severity="warning")
     for key in dict.fromkeys(k for keys in shapes.values() for k in keys):
         if key in topology and key not in wanted:
             other = "disaggregated" if c.mode == "mixed" else "mixed"
@@ -272,7 +271,7 @@ def check_platform(c: Context) -> Iterator[Problem]:
     if c.platform == "ascend" and "gpu_memory_gb" in requirements:
         yield Problem(("requirements", "gpu_memory_gb"), "gpu_memory_gb is ignored on platform ascend",
                       severity="warning")
-    from deployctl.servers.registry import flavour_for, platforms_of
+    from deployctl.servers.registry import flavour_for, options_of, platforms_of, readers_of
 
     if flavour_for(c.platform, c.server) is None and c.ok(("platform",)):
         yield Problem(("server",), f"server {c.server} runs on platform {' or '.join(platforms_of(c.server))} only; "
@@ -281,12 +280,13 @@ def check_platform(c: Context) -> Iterator[Problem]:
         if unit.node:
             continue  # its entry's keys are said once, at its first node
         listened = {key for key, _ in c.flavour.ports_of(unit.role, c.nodes(unit))}
-        for key, unless in INSTANCE_PORT_KEYS.items():
+        for key, when in options_of("port_keys").items():
             if key in unit.data and key not in listened:
-                yield Problem(unit.path + (key,), f"{key} is ignored {unless}", severity="warning")
+                yield Problem(unit.path + (key,), f"{key} is ignored unless {when}", severity="warning")
         if "hosts" in unit.data and "hosts" not in c.flavour.instance_options:
-            yield Problem(unit.path + ("hosts",), f"an instance over several hosts is server sglang's multi-node "
-                                                  f"launch; {c.flavour.title} runs each instance on one host",
+            yield Problem(unit.path + ("hosts",), f"an instance over several hosts is server {readers_of('hosts')}'s "
+                                                  f"{options_of('instance_options')['hosts']}; {c.flavour.title} runs "
+                                                  f"each instance on one host",
                           hint="one instance per host (host: ...), or server: vllm-ascend's DP groups")
         elif "hosts" in unit.data and "host" in unit.data:
             yield Problem(unit.path + ("hosts",), "give host (one host) or hosts (a server over several), not both",

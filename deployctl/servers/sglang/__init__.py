@@ -180,8 +180,10 @@ class SglangGpu(Flavour):
     signatures = __name__  # its known error lines: signatures.json beside this module
     unsupported = UNSUPPORTED
     topology_keys = {"mixed": ("instances",), "disaggregated": ("prefill", "decode")}
-    topology_options = ("connector",)
-    instance_options = ("hosts",)
+    topology_options = {"connector": "its P/D transfer backend"}
+    instance_options = {"hosts": "multi-node launch"}
+    port_keys = {"bootstrap_port": "it is a prefill instance of server sglang",
+                 "dist_init_port": "the instance spans hosts (server sglang's `hosts`)"}
 
     def topology_front(self, mode: Optional[str]) -> Optional[str]:
         return None  # its front, P/D included, is topology.front

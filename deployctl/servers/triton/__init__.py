@@ -97,6 +97,7 @@ class TritonVllm(Flavour):
     table = TABLE
     wrong_platform_hint = "use server: vllm on Ascend, or set platform: gpu"
     extra_ports = (("grpc_port", 1), ("metrics_port", 2))
+    port_keys = {"grpc_port": "server is triton", "metrics_port": "server is triton"}
     unsupported = {
         Feature.OPENAI_API: "a front routes OpenAI requests; Triton's vLLM backend serves its own generate endpoint",
         Feature.ONE_TOKEN_LIVENESS: "its generate endpoint is not the OpenAI one the one-token liveness probe asks: "
