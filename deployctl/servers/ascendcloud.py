@@ -21,12 +21,6 @@ FAMILY = Deployctl("family", "the model table's minimum cards and longest max_mo
 MOE = Deployctl("moe", "whether vllm-ascend's external DP launch suits the model (spec/rules_profile.py)")
 ASCEND_QUANTIZATION = ("quantization 'ascend' is vllm-ascend's (w8a8 weights); server vllm takes awq, smoothquant "
                        "or gptq")
-# SGLang's NPU quantization (its arg_groups/choices.py QUANTIZATION_CHOICES: "modelslim", "for NPU"); vLLM's
-# --quantization has no such method (vllm-ascend reads msModelSlim weights as `ascend`)
-NO_MODELSLIM = Refused("quantization", "quantization 'modelslim' is SGLang's on Ascend NPUs; vLLM's --quantization "
-                                       "has no such method", hint="use server: sglang on platform ascend, or "
-                                                                  "server: vllm-ascend with quantization ascend",
-                       values=("modelslim",))
 
 # The vLLM OpenAI server's flags, in the order the runbook writes them (the scheduler runs with the P/D TP);
 # vLLM on GPU starts the same server with the same flags (servers/vllm_gpu.py).
@@ -40,7 +34,6 @@ OPENAI_SERVER = (
     Flag("@port", "--port"),
     Flag("served_name", "--served-model-name"),
     Flag("quantization", "--quantization"),
-    NO_MODELSLIM,
 )
 TABLE = (
     *OPENAI_SERVER,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.servers.features import Feature
-from deployctl.servers.fields import Flag, Table, flag_rows
+from deployctl.servers.fields import Flag, Refused, Table, flag_rows
 from deployctl.servers.metrics import VLLM_V1, ServerMetrics
 from deployctl.servers.requests import ONE_TOKEN_PATH, one_token_body, smoke_request_body
 
@@ -50,6 +50,9 @@ class Flavour:
     # What it cannot do, each with the reason validate, plan and export say (servers/features.py); the defaults are
     # vLLM's OpenAI server's, which has no version profiles
     unsupported: Mapping[Feature, str] = {}
+    # Values of a spec field only this server takes: the registry adds each row to the table of every other
+    # server's flavour that does not refuse that value already (their engines have no such value)
+    claims: tuple[Refused, ...] = ()
 
     def supports(self, feature: Feature) -> bool:
         return feature not in self.unsupported

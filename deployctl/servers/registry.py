@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 from deployctl.servers.ascendcloud import AscendCloudVllm
 from deployctl.servers.base import Flavour
+from deployctl.servers.fields import Refused
 from deployctl.servers.sglang import SglangGpu
 from deployctl.servers.sglang.ascend import SglangAscend
 from deployctl.servers.triton import TritonVllm
@@ -20,6 +21,20 @@ FLAVOURS: dict[tuple[str, str], Flavour] = {
     (f.platform, f.server): f for f in (AscendCloudVllm(), VllmAscend(), VllmGpu(), TritonVllm(), SglangGpu(),
                                         SglangAscend())
 }
+
+
+def _claimed(flavour: Flavour) -> tuple:
+    """The other servers' claimed values this flavour's table does not refuse yet, as rows it refuses them by."""
+    rows = dict.fromkeys(row for other in FLAVOURS.values() if other.server != flavour.server
+                         for row in other.claims)
+    return tuple(row for row in rows if not any(isinstance(mine, Refused) and mine.field == row.field
+                                                and any(mine.refuses(v) for v in row.values or ())
+                                                for mine in flavour.table))
+
+
+# once, at import: a flavour's table is then all it refuses (validate, the field-table test)
+for _flavour in FLAVOURS.values():
+    _flavour.table = _flavour.table + _claimed(_flavour)
 
 
 def flavour_for(platform: str, server: str) -> Optional[Flavour]:

@@ -36,6 +36,13 @@ NPU_ONLY_QUANTIZATION = Refused("quantization", "quantization 'modelslim' is SGL
                                 hint="use awq or gptq weights, or platform: ascend", values=("modelslim",))
 NO_ASCEND = Refused("quantization", "quantization 'ascend' is vllm-ascend's (w8a8 weights on Ascend NPUs); SGLang "
                                     "on GPU takes awq or gptq", hint="use awq or gptq weights", values=("ascend",))
+# SGLang's NPU quantization (its arg_groups/choices.py QUANTIZATION_CHOICES: "modelslim", "for NPU"); vLLM's
+# --quantization has no such method (vllm-ascend reads msModelSlim weights as `ascend`): every other flavour refuses
+# it so (Flavour.claims)
+NO_MODELSLIM = Refused("quantization", "quantization 'modelslim' is SGLang's on Ascend NPUs; vLLM's --quantization "
+                                       "has no such method", hint="use server: sglang on platform ascend, or "
+                                                                  "server: vllm-ascend with quantization ascend",
+                       values=("modelslim",))
 # sglang/srt/arg_groups/fields/model.py:197-216: --kv-cache-dtype is auto, an fp8/fp4 kind or bf16, never int8
 NO_INT8_KV = Refused("kv_cache_dtype", "kv_cache_dtype int8 is AscendCloud vLLM's: SGLang's --kv-cache-dtype takes "
                                        "auto, bf16 or an fp8/fp4 kind, never int8",
@@ -178,6 +185,7 @@ class SglangGpu(Flavour):
     wrong_platform_hint = "set platform: gpu or ascend"
     metrics = SGLANG
     signatures = __name__  # its known error lines: signatures.json beside this module
+    claims = (NO_MODELSLIM,)
     unsupported = UNSUPPORTED
     topology_keys = {"mixed": ("instances",), "disaggregated": ("prefill", "decode")}
     topology_options = {"connector": "its P/D transfer backend"}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from deployctl.core import flag_value
 from deployctl.errors import Problem
-from deployctl.servers.ascendcloud import FAMILY, MOE, NO_MODELSLIM
+from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import Flag, Refused
@@ -68,7 +68,6 @@ TABLE = (
     Flag("quantization", "quantization", target=MODEL_JSON),
     NO_SMOOTHQUANT,
     NO_ASCEND,
-    NO_MODELSLIM,
     NO_INT8_KV,
     NO_SCALES,
     Flag("extra_args", "gpu_memory_utilization", target=MODEL_JSON, read=gpu_memory_utilization),  # else 0.9

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
-from deployctl.servers.ascendcloud import FAMILY, MOE, NO_MODELSLIM
+from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
 from deployctl.servers.fields import POSITIONAL, VERBATIM, Flag, Refused
 from deployctl.servers.metrics import VLLM_KV_CONNECTOR
@@ -66,7 +66,6 @@ TABLE = (
     Flag("max_num_seqs", "--max-num-seqs"),
     Flag("max_num_batched_tokens", "--max-num-batched-tokens"),
     Flag("quantization", "--quantization"),
-    NO_MODELSLIM,
     NO_INT8_KV,
     NO_SCALES,
     Flag("@data_parallel", VERBATIM),
