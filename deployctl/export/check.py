@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from deployctl.errors import ExportError
+from deployctl.export.gangs import gangs
 from deployctl.export.options import ExportOptions
 from deployctl.export.pods import DRAIN_S, ENDPOINT_SETTLE_S, STARTUP_MARGIN_S
 from deployctl.export.servers import RESERVED_PORTS
@@ -255,8 +256,9 @@ def _updates(spec: Spec, options: ExportOptions, bodies: list[dict]) -> list[Rul
     servers = [(b, t, c) for b, t in _templates(bodies) for c in t["spec"]["containers"]
                if c.get("resources", {}).get("limits") and t["metadata"]["labels"].get(LABEL_ROLE) != "proxy"]
     name = lambda b, c: f"{b['kind']} {b['metadata']['name']} {c['name']}"
+    binds = any(gang.kv_ports for gang in gangs(spec))  # P/D servers without a KV connector bind none
     kv = [(b, t) for b, t in _templates(bodies) if t["metadata"]["labels"].get(LABEL_ROLE) in ("prefill", "decode")
-          and spec.upstream is not None]
+          and binds]
     out.append(_rule("kv-ports", [f"{b['kind']} {b['metadata']['name']}" for b, t in kv
                                   if not any(s["name"] == RESERVED_PORTS
                                              for s in t["spec"].get("securityContext", {}).get("sysctls", []))],

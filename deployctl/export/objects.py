@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from deployctl.export.gangs import Gang, Pod
+from deployctl.export.gang_types import Gang, Pod
 from deployctl.export.options import ExportOptions
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_INSTANCE, LABEL_ROLE
 from deployctl.spec.model import Instance, Spec

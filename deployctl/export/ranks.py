@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Mapping
 
 from deployctl.export.expansion import Expanded, kubelet_text
-from deployctl.spec.model import Instance
 
-ADDRESS_FLAG = "--data-parallel-address"
-RANK_FLAGS = ("--data-parallel-start-rank", "--data-parallel-rank")  # internal, external
+LEADER_IP = '"$LEADER_IP"'  # the leader's IP as a worker's shell has it once leader_wait has run
 # A worker may start before the leader's DNS record exists (the headless Service publishes it once the leader pod
 # has an IP). Resolving once and exiting restarts the whole group under RecreateGroupOnPodRestart
 # (kubernetes-sigs/lws#746), so the worker waits: every LEADER_RETRY_S up to LEADER_WAIT_S. The bound is
@@ -32,12 +31,9 @@ LWS = GangEnv("LWS_LEADER_ADDRESS", "LWS_WORKER_INDEX")
 KTHENA = GangEnv("ENTRY_ADDRESS", "WORKER_INDEX")
 
 
-def worker_command(argv: tuple[str, ...], instance: Instance, env: GangEnv) -> tuple[str, ...]:
-    """`sh -c` that resolves the leader (vLLM binds and connects its DP master by IP, as vllm-ascend's
-    multi-node CI does with getent) and execs the server with its rank = index x ranks per host + local."""
-    server = instance.server
-    rank = f"$(({env.worker_index} * {server.group.ranks_per_host} + {server.ranks[0].local}))"
-    raw = {ADDRESS_FLAG: '"$LEADER_IP"', **{flag: rank for flag in RANK_FLAGS}}
+def worker_command(argv: tuple[str, ...], raw: Mapping[str, str], env: GangEnv) -> tuple[str, ...]:
+    """`sh -c` that resolves the leader (vLLM binds and connects its DP master by IP, as vllm-ascend's multi-node
+    CI does with getent) and execs the server with `raw`'s shell text (flavour.worker_values) after its flags."""
     words, replace_next = [], None
     for word in argv:
         # the shell, not the kubelet, expands deployctl's own `$`s; a spec's word reaches vLLM as written

@@ -6,11 +6,11 @@ from typing import Iterator
 
 from deployctl.errors import Problem
 from deployctl.export import k8s_names
-from deployctl.export.gangs import Gang, gangs
+from deployctl.export.gang_types import Gang
+from deployctl.export.gangs import gangs
 from deployctl.export.objects import pod_labels
 from deployctl.export.options import ExportOptions
 from deployctl.export.stacks import NODE_TYPES
-from deployctl.export.whole_nodes import one_container_per_pod
 from deployctl.fronts import front_kind
 from deployctl.plan.containers import LABEL_INSTANCE
 from deployctl.servers import flavour_of
@@ -138,9 +138,8 @@ def _weights(spec: Spec, options: ExportOptions) -> Iterator[Problem]:
 
 def _env(spec: Spec, options: ExportOptions) -> Iterator[Problem]:
     places = [(("env", e.name), e) for e in spec.env]
-    if spec.upstream is not None:
-        for gang in gangs(spec):
-            places += [(gang.path + ("env", e.name), e) for e in gang.leader.instances[0].env]
+    for gang in gangs(spec):  # a DP group's own env (other servers have none)
+        places += [(gang.path + ("env", e.name), e) for e in gang.leader.instances[0].env]
     for path, var in places:
         yield from _one_env(path, var, options)
 
@@ -176,12 +175,11 @@ def _devices(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem
 
 def _pod_npus(gang: Gang) -> Iterator[tuple[tuple, str, int]]:
     """(spec path, what it asks for, NPU count) of each of the gang's leader's containers."""
-    group = gang.group
+    key, shape = gang.npus or ("devices", None)
     for instance in gang.leader.instances:
         count = len(instance.devices)
-        shown = (f"dp {group.dp} over {len(group.hosts)} host(s) x tp {group.tp} is {count} NPUs per pod"
-                 if group else f"{list(instance.devices)} is {count} NPUs")
-        yield gang.path + (("dp",) if group else ("devices",)), shown, count
+        shown = f"{shape} is {count} NPUs per pod" if shape else f"{list(instance.devices)} is {count} NPUs"
+        yield gang.path + (key,), shown, count
 
 
 def _part_of_node(path: tuple, shown: str, cards: int, options: ExportOptions) -> Problem:
@@ -199,7 +197,7 @@ def part_of_node(spec: Spec, options: ExportOptions) -> list[Problem]:
     fits them), said whether or not the export is refused for something else too."""
     if spec.platform != "ascend" or not options.stack.whole_servers:
         return []
-    spec = one_container_per_pod(spec, options.stack)  # as the export places a host's ranks
+    spec = flavour_of(spec).export_spec(spec, options.stack)  # as the export places a host's ranks
     cards, found = spec.requirements.cards, []
     for gang in gangs(spec):
         partial = [(path, shown) for path, shown, count in _pod_npus(gang) if count and count != cards]
@@ -221,10 +219,10 @@ def _gang(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:
         yield Problem(hosts, f"a DP group over {len(gang.pods)} hosts must start and restart as one, and plain "
                              "Kubernetes has no gang (a Deployment per host would start ranks alone)",
                       hint="export with --to lws or --to kthena, or keep the group on one host")
-    elif options.target == "kthena" and spec.upstream.dp_launch == "external" and spec.mode == "disaggregated":
-        yield Problem(hosts, "with dp_launch: external every rank serves an API the proxy lists, and Kthena's "
-                             "worker pods have no stable address (only the entry pod gets a headless Service)",
-                      hint="use dp_launch: internal (only the first host serves the API), or --to lws")
+    else:
+        refusal = flavour_of(spec).gang_refusal(spec, options.target)
+        if refusal is not None:
+            yield Problem(hosts, refusal[0], hint=refusal[1])
 
 
 def _names(spec: Spec, gang: Gang, options: ExportOptions) -> Iterator[Problem]:

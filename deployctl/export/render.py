@@ -12,7 +12,7 @@ from deployctl.export.options import ExportOptions
 from deployctl.export.refusals import problems
 from deployctl.export.stacks import place
 from deployctl.export.targets import BUILDERS
-from deployctl.export.whole_nodes import one_container_per_pod
+from deployctl.servers import flavour_of
 from deployctl.spec.model import Spec
 
 
@@ -35,7 +35,7 @@ def export(spec: Spec, options: ExportOptions) -> tuple[Manifest, ...]:
     """The objects in a fixed order (config, workloads, Services); ExportError naming the spec path of everything
     the target cannot express (unlocated: the command adds file:line); FlagError for a flag Kubernetes refuses."""
     check_flags(options)
-    spec = one_container_per_pod(spec, options.stack)
+    spec = flavour_of(spec).export_spec(spec, options.stack)
     found = problems(spec, options)
     if found:
         source = str(spec.source) if spec.source else "spec"

@@ -6,14 +6,14 @@ from dataclasses import replace
 from typing import Callable, Optional
 
 from deployctl.export.expansion import Expanded
-from deployctl.export.gangs import Gang, Pod
+from deployctl.export.gang_types import Gang, Pod
 from deployctl.export.options import ExportOptions
 from deployctl.export.pods import container_name, k8s_container, pod_spec, pre_stop
-from deployctl.export.ranks import GangEnv, worker_command
+from deployctl.export.ranks import LEADER_IP, GangEnv, worker_command
 from deployctl.plan.containers import container_for
 from deployctl.facts.listening import port_list
-from deployctl.servers.vllm_ascend.upstream import HostNetwork, proxy_command
-from deployctl.spec.dp_groups import Server, kv_ports
+from deployctl.servers import flavour_of
+from deployctl.servers.vllm_ascend.upstream import HostNetwork
 from deployctl.spec.model import Instance, Spec
 
 # A pod's own network namespace has the kernel's default ephemeral range (32768-60999), which holds the kv ports
@@ -32,13 +32,14 @@ def networks(spec: Spec, options: ExportOptions) -> dict[str, HostNetwork]:
 
 def server_pod(spec: Spec, gang: Gang, pod: Pod, options: ExportOptions, gang_env: Optional[GangEnv]) -> dict:
     """The pod spec of one pod of a gang; a worker's (host index > 0) is the template every worker shares."""
-    nets = networks(spec, options)
+    nets, flavour = networks(spec, options), flavour_of(spec)
     entries = []
     for local, instance in enumerate(pod.instances):
         container = container_for(spec, instance, None, nets)
         command = None
         if pod.host_index > 0 and gang_env is not None:
-            command = worker_command(container.command, instance, gang_env)
+            values = flavour.worker_values(instance, LEADER_IP, gang_env.worker_index)
+            command = worker_command(container.command, values, gang_env)
         entry = k8s_container(spec, container, options, container_name(local), local, command)
         if command is not None:  # a worker's ranks serve the leader's requests: it stops once the leader drained
             drain = pre_stop(spec, gang.leader.instances[0], "{" + gang_env.leader_address + "}")
@@ -56,15 +57,14 @@ def server_pod(spec: Spec, gang: Gang, pod: Pod, options: ExportOptions, gang_en
 def reserved_ports(gang: Gang, hosts: list[str]) -> tuple[int, ...]:
     """The kv ports the pod's servers bind (a worker template: every worker host's), as `up` reserves them on a
     host (plan/reserve_ports.py): out of the ephemeral range, where an outgoing connection could take one first."""
-    group = gang.group
-    if group is None or not group.binds_kv_ports:
-        return ()
-    return tuple(sorted({port for host in hosts for port in kv_ports(group, host)}))
+    ports = dict(gang.kv_ports)
+    return tuple(sorted({port for host in hosts for port in ports.get(host, ())}))
 
 
-def proxy_pod(spec: Spec, proxy: Instance, options: ExportOptions, address: Callable[[Server], str]) -> dict:
-    """The vllm-ascend proxy, its lists naming each API server as the cluster reaches it."""
+def proxy_pod(spec: Spec, proxy: Instance, options: ExportOptions, address: Callable[[Instance], str]) -> dict:
+    """The proxy, its lists naming each API server as the cluster reaches it (`address` of its instance)."""
     nets = networks(spec, options)
     container = container_for(spec, proxy, None, nets)
-    container = replace(container, command=proxy_command(spec, proxy, nets, address))
+    command = flavour_of(spec).cluster_proxy_command(spec, proxy, nets, address)
+    container = replace(container, command=command if command is not None else container.command)
     return pod_spec(spec, [(container, k8s_container(spec, container, options, "proxy"))], options)

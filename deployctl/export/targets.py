@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable
 
-from deployctl.export.gangs import Gang, Pod, gangs, proxy
+from deployctl.export.gang_types import Gang, Pod
+from deployctl.export.gangs import gangs, proxy
 from deployctl.export.objects import (
     container_ports, deployment, endpoint_service, labels, metadata, pod_labels, service, template,
 )
 from deployctl.export.options import ExportOptions
 from deployctl.export.ranks import KTHENA, LWS
 from deployctl.export.servers import proxy_pod, server_pod
-from deployctl.spec.dp_groups import Server
 from deployctl.servers import flavour_of
-from deployctl.spec.model import Spec
+from deployctl.spec.model import Instance, Spec
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 # As a Deployment's (objects.ROLLING): a new group starts beside the old one, which drains once the new one is
@@ -79,7 +79,7 @@ def kthena(spec: Spec, options: ExportOptions) -> list[dict]:
     return _config_maps(spec, options) + [serving] + _front(spec, options, served, _by_pod_service(spec))
 
 
-def _front(spec: Spec, options: ExportOptions, served: list, address: Callable[[Server], str],
+def _front(spec: Spec, options: ExportOptions, served: list, address: Callable[[Instance], str],
            backends: bool = True) -> list[dict]:
     """The proxy (a Deployment on every target), a Service per API pod it lists, and the endpoint Service."""
     front, out = proxy(spec), []
@@ -93,23 +93,24 @@ def _front(spec: Spec, options: ExportOptions, served: list, address: Callable[[
     return out + [endpoint_service(spec, front, (first_gang, first_spec), options)]
 
 
-def _pods(spec: Spec) -> dict[Server, tuple[Gang, Pod]]:
-    return {i.server: (gang, pod) for gang in gangs(spec) for pod in gang.pods for i in pod.instances if i.server}
+def _pods(spec: Spec) -> dict[str, tuple[Gang, Pod]]:
+    """instance name -> its gang and pod."""
+    return {i.name: (gang, pod) for gang in gangs(spec) for pod in gang.pods for i in pod.instances}
 
 
-def _by_pod_service(spec: Spec) -> Callable[[Server], str]:
+def _by_pod_service(spec: Spec) -> Callable[[Instance], str]:
     """Each API server through the Service named after its pod (k8s, Kthena: no stable pod names to use)."""
     pods = _pods(spec)
-    return lambda server: pods[server][1].name
+    return lambda instance: pods[instance.name][1].name
 
 
-def _lws_address(spec: Spec) -> Callable[[Server], str]:
+def _lws_address(spec: Spec) -> Callable[[Instance], str]:
     """LWS names pods `<lws>-<replica>` (leader) and `<lws>-<replica>-<worker>`, each resolvable under the
     headless Service it creates with the LWS's name."""
     pods = _pods(spec)
 
-    def address(server: Server) -> str:
-        gang, pod = pods[server]
+    def address(instance: Instance) -> str:
+        gang, pod = pods[instance.name]
         name = f"{gang.name}-0" + (f"-{pod.host_index}" if pod.host_index else "")
         return f"{name}.{gang.name}"
     return address

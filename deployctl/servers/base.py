@@ -4,7 +4,7 @@ defaults here are vLLM's OpenAI server's."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import Flag, Refused, Table, flag_rows
@@ -13,6 +13,8 @@ from deployctl.servers.requests import ONE_TOKEN_PATH, one_token_body, smoke_req
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
+    from deployctl.export.gang_types import Gang
+    from deployctl.export.stacks import NpuStack
     from deployctl.facts.model import HostFacts
     from deployctl.facts.probe import Probe
     from deployctl.plan.container_types import Container, RanktableFiles
@@ -194,6 +196,34 @@ class Flavour:
     def readiness_command(self, instance: "Instance", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         """An exec readiness probe for an instance whose health path says too little (None: the health path's
         httpGet); `command` is the instance's command as exported."""
+        return None
+
+    def export_spec(self, spec: "Spec", stack: "NpuStack") -> "Spec":
+        """The spec as the export places it on `stack` (--npu-stack): by default as it is."""
+        return spec
+
+    def export_gangs(self, spec: "Spec") -> tuple["Gang", ...]:
+        """The serving pods as a cluster schedules them, in spec order (the front is none): by default a one-pod
+        gang per serving instance."""
+        from deployctl.export.gang_types import Gang, Pod
+
+        return tuple(Gang(i.name, i.role, (Pod(i.name, (i,), 0),), i.path)
+                     for i in spec.instances if i.role in ("mixed", "prefill", "decode"))
+
+    def worker_values(self, instance: "Instance", leader: str, index: str) -> Mapping[str, str]:
+        """flag -> the shell text a gang worker's command has after it instead of its value, from `leader` (shell
+        text of the leader's IP) and `index` (the variable holding the worker's index); none by default."""
+        return {}
+
+    def gang_refusal(self, spec: "Spec", target: str) -> Optional[tuple[str, str]]:
+        """Why `target` (a gang controller) cannot run a gang of this spec over several hosts, and what would
+        (message, hint); None: it can."""
+        return None
+
+    def cluster_proxy_command(self, spec: "Spec", proxy: "Instance", networks: Mapping,
+                              address: Callable[["Instance"], str]) -> Optional[tuple[str, ...]]:
+        """The proxy's command on a cluster, `address` naming each server instance as the cluster reaches it (None:
+        its command as `up` runs it)."""
         return None
 
 

@@ -12,7 +12,7 @@ from deployctl.export.pods import SHM_VOLUME, shm_bytes
 from deployctl.export.render import export
 from deployctl.export.servers import networks
 from deployctl.export.stacks import pod_templates
-from deployctl.export.whole_nodes import one_container_per_pod
+from deployctl.servers.vllm_ascend.whole_nodes import one_container_per_pod
 from deployctl.plan.containers import LABEL_INSTANCE, container_for
 from tests.export.cases import load, options, stacked_cases
 

@@ -243,13 +243,6 @@ def flavour_shaped(package: Path, flags: set[str]) -> dict[str, list[str]]:
 # A ratchet (each file no more than now; lower a count when a site goes): the first count was 87.
 FLAVOUR_SHAPED_SITES = {
     "commands/validate.py": 1,
-    "export/check.py": 1,
-    "export/gangs.py": 5,
-    "export/ranks.py": 3,
-    "export/refusals.py": 2,
-    "export/servers.py": 1,
-    "export/targets.py": 2,
-    "export/whole_nodes.py": 4,
     "monitor/targets.py": 3,
     "plan/compile_cache.py": 1,
     "plan/rollout.py": 7,

@@ -4,7 +4,7 @@ derivations live in dp_launch.py and upstream.py (this package); this module is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
@@ -14,6 +14,8 @@ from deployctl.servers.shutdown import ROW as SHUTDOWN_TIMEOUT
 
 if TYPE_CHECKING:
     from deployctl.errors import Problem
+    from deployctl.export.gang_types import Gang
+    from deployctl.export.stacks import NpuStack
     from deployctl.facts.model import HostFacts
     from deployctl.facts.probe import Probe
     from deployctl.plan.container_types import Container, RanktableFiles
@@ -151,6 +153,36 @@ class VllmAscend(Flavour):
         if instance.role != "proxy":
             return None
         return ("python3", "-c", PROXY_READINESS, *proxy_backends(command))
+
+    def export_spec(self, spec: "Spec", stack: "NpuStack") -> "Spec":
+        """A host's ranks as one server where the stack gives a pod's NPUs to one container."""
+        from deployctl.servers.vllm_ascend.whole_nodes import one_container_per_pod
+
+        return one_container_per_pod(spec, stack)
+
+    def export_gangs(self, spec: "Spec") -> tuple["Gang", ...]:
+        """A gang per DP group."""
+        if spec.upstream is None:
+            return super().export_gangs(spec)
+        from deployctl.servers.vllm_ascend.export import dp_gangs
+
+        return dp_gangs(spec)
+
+    def worker_values(self, instance: "Instance", leader: str, index: str) -> Mapping[str, str]:
+        from deployctl.servers.vllm_ascend.export import worker_values
+
+        return worker_values(instance, leader, index)
+
+    def gang_refusal(self, spec: "Spec", target: str) -> Optional[tuple[str, str]]:
+        from deployctl.servers.vllm_ascend.export import gang_refusal
+
+        return gang_refusal(spec, target)
+
+    def cluster_proxy_command(self, spec: "Spec", proxy: "Instance", networks: Mapping,
+                              address: Callable[["Instance"], str]) -> Optional[tuple[str, ...]]:
+        from deployctl.servers.vllm_ascend.export import cluster_proxy_command
+
+        return cluster_proxy_command(spec, proxy, networks, address)
 
     def health_path(self, instance: Optional["Instance"] = None) -> str:
         if instance is not None and instance.role == "proxy":

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from deployctl.export.stacks import STACKS, pod_templates
-from deployctl.export.whole_nodes import needs_rewrite, one_container_per_pod
+from deployctl.servers.vllm_ascend.whole_nodes import needs_rewrite, one_container_per_pod
 from tests.export.cases import exported, load, stacked_cases
 
 QWEN3 = "playbooks/vllm-ascend-pd-qwen3.yaml"  # dp_launch: external; decode dp 8 x tp 4 over 2 hosts

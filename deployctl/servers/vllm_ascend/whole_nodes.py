@@ -5,18 +5,21 @@ container per rank (dp_launch: external)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from deployctl.export.stacks import NpuStack
 from deployctl.spec.dp_groups import servers_of
 from deployctl.spec.model import Spec
 
+if TYPE_CHECKING:
+    from deployctl.export.stacks import NpuStack
 
-def needs_rewrite(spec: Spec, stack: NpuStack) -> bool:
+
+def needs_rewrite(spec: Spec, stack: "NpuStack") -> bool:
     """True when the stack wants one container per pod and the spec runs a container per DP rank."""
     return stack.whole_nodes and spec.upstream is not None and spec.upstream.dp_launch == "external"
 
 
-def one_container_per_pod(spec: Spec, stack: NpuStack) -> Spec:
+def one_container_per_pod(spec: Spec, stack: "NpuStack") -> Spec:
     """The spec as `dp_launch: internal` would have written it where the stack needs whole nodes (else as is):
     each group's ranks on one host become one instance holding all their devices; the first host's serves the
     API, the others run headless (as `up` runs an internal launch)."""
