@@ -126,8 +126,8 @@ STACKS = {
     # One NPU container per pod: in Volcano mode the device plugin accepts a container only when the pod's
     # annotation device list matches that container's request (mind-cluster
     # component/ascend-device-plugin/pkg/server/plugin.go), and the vLLM guide schedules whole nodes; so a host's
-    # DP ranks run as one `vllm serve` (internal DP launch, export/whole_nodes.py). Whole servers: the guide's
-    # huawei.com/Ascend910 "only full-server scheduling is supported" (the whole-server rule of export --check).
+    # DP ranks run as one `vllm serve` (internal DP launch, servers/vllm_ascend/whole_nodes.py). Whole servers: the
+    # guide's huawei.com/Ascend910 "only full-server scheduling is supported" (the whole-server rule of export --check).
     "mindcluster": NpuStack(
         "mindcluster", ASCEND_RESOURCE, scheduler="volcano", labels=(("ring-controller.atlas", "ascend-910b"),),
         accelerator_types=((8, "module-910b-8"), (16, "module-a3-16")), whole_nodes=True, whole_servers=True,

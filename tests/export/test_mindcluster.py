@@ -308,7 +308,7 @@ FLAG_PATHS = {"weights_pvc": "weights.dest", "image": "image.build", "secret": "
 
 def _npus_a_pod(spec: str) -> set[int]:
     """The NPUs each pod asks for, worked out from the spec alone: a host's ranks of one DP group share a pod
-    (export/whole_nodes.py), every other server is a pod of its own."""
+    (servers/vllm_ascend/whole_nodes.py), every other server is a pod of its own."""
     pods = {}
     for i in load(spec).instances:
         if i.devices:
