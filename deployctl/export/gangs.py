@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from deployctl.spec.dp_groups import DpGroup
+from deployctl.servers.vllm_ascend.groups import DpGroup
 from deployctl.spec.model import Instance, Spec
 
 

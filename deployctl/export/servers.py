@@ -13,7 +13,7 @@ from deployctl.export.ranks import GangEnv, worker_command
 from deployctl.plan.containers import container_for
 from deployctl.facts.listening import port_list
 from deployctl.servers.vllm_ascend.upstream import HostNetwork, proxy_command
-from deployctl.spec.dp_groups import Server, kv_ports
+from deployctl.servers.vllm_ascend.groups import Server, kv_ports
 from deployctl.spec.model import Instance, Spec
 
 # A pod's own network namespace has the kernel's default ephemeral range (32768-60999), which holds the kv ports

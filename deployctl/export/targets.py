@@ -12,7 +12,7 @@ from deployctl.export.objects import (
 from deployctl.export.options import ExportOptions
 from deployctl.export.ranks import KTHENA, LWS
 from deployctl.export.servers import proxy_pod, server_pod
-from deployctl.spec.dp_groups import Server
+from deployctl.servers.vllm_ascend.groups import Server
 from deployctl.servers import flavour_of
 from deployctl.spec.model import Spec
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from deployctl.export.stacks import NpuStack
-from deployctl.spec.dp_groups import servers_of
+from deployctl.servers.vllm_ascend.groups import servers_of
 from deployctl.spec.model import Spec
 
 
