@@ -15,7 +15,8 @@ from deployctl.spec.model import Spec
 def listen_ports(spec: Spec, host: str) -> tuple[tuple[int, str], ...]:
     """(port, what) for every port the deployment's containers bind at `host`: API, triton, kv, rpc, front ports (the
     spec's one port set, spec/port_set.py, less the exporters the host runs itself)."""
-    from deployctl.spec.port_set import DEPLOYMENT, spec_ports
+    from deployctl.spec.port_set import spec_ports
+    from deployctl.spec.port_uses import DEPLOYMENT
 
     return tuple((use.port, use.name) for use in spec_ports(spec) if use.host == host and use.owner == DEPLOYMENT)
 

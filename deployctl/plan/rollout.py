@@ -19,7 +19,8 @@ from deployctl.plan.front import (Backend, Front, add_commands, await_listed, ba
                                   remove_commands, route_step)
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
-from deployctl.spec.dp_groups import MAX_PORT, servers_of
+from deployctl.servers.vllm_ascend.groups import servers_of, with_server
+from deployctl.spec.port_uses import MAX_PORT
 from deployctl.spec.model import Instance, Spec
 from deployctl.servers import flavour_of
 from deployctl.servers.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, stop_command
@@ -299,7 +300,7 @@ def _group_surge(members: tuple[Instance, ...], index: int, launch: str, free: d
     for host in group.hosts:
         free[host] = [c for c in free[host] if c not in surge.devices]
         taken[host].update(busy)
-    return tuple(replace(m, devices=s.devices, port=s.port, server=s, name=m.name + SURGE_SUFFIX)
+    return tuple(with_server(replace(m, devices=s.devices, port=s.port, name=m.name + SURGE_SUFFIX), s)
                  for m, s in zip(members, servers))
 
 

@@ -11,15 +11,12 @@ SERVING_ROLES = ("mixed", "prefill", "decode")
 
 
 def unit_of(spec: Spec, instance: Instance) -> tuple[str, tuple[Instance, ...]]:
-    """The unit an instance belongs to, by its key: its DP group's label (`decode0`, as in its container names)
-    with every server of the group, else the instance's name with the instance alone (an AscendCloud or GPU
-    instance, a front)."""
-    if instance.unit:  # one server over several hosts: every node
+    """The unit an instance belongs to, by its key: the unit its flavour built it in (a DP group's label, `decode0`
+    as in its container names; a multi-node server's first node's name) with every instance of it, else the
+    instance's name with the instance alone (an AscendCloud or GPU instance, a front)."""
+    if instance.unit:
         return instance.unit, tuple(i for i in spec.instances if i.unit == instance.unit)
-    if instance.server is None:
-        return instance.name, (instance,)
-    label = instance.server.group.label
-    return label, tuple(i for i in spec.instances if i.server is not None and i.server.group.label == label)
+    return instance.name, (instance,)
 
 
 def serving_units(spec: Spec) -> dict[str, tuple[Instance, ...]]:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 START_SERVERS = "/home/ma-user/AscendCloud/AscendCloud-LLM/llm_tools/PD_separate/start_servers.sh"
 VLLM_OPENAI = ("python", "-m", "vllm.entrypoints.openai.api_server")
 FAMILY = Deployctl("family", "the model table's minimum cards and longest max_model_len (spec/known_models.py)")
-MOE = Deployctl("moe", "whether vllm-ascend's external DP launch suits the model (spec/rules_profile.py)")
+MOE = Deployctl("moe", "whether vllm-ascend's external DP launch suits the model (servers/vllm_ascend/rules_profile.py)")
 ASCEND_QUANTIZATION = ("quantization 'ascend' is vllm-ascend's (w8a8 weights); server vllm takes awq, smoothquant "
                        "or gptq")
 

@@ -4,7 +4,7 @@ defaults here are vLLM's OpenAI server's."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequence
 
 from deployctl.servers.features import Feature
 from deployctl.servers.fields import Flag, Refused, Table, flag_rows
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from deployctl.facts.model import HostFacts
     from deployctl.facts.probe import Probe
     from deployctl.plan.container_types import Container, RanktableFiles
-    from deployctl.spec.model import Instance, Spec
+    from deployctl.spec.model import Instance, ModelArgs, Spec
+    from deployctl.spec.port_uses import PortUse
     from deployctl.spec.profiles import StartupProfile
     from deployctl.spec.rules import Context, Unit
 
@@ -82,6 +83,32 @@ class Flavour:
     def renders(self, field: str) -> bool:
         """True when a spec field reaches this flavour's engine arguments."""
         return any(row.field == field for row in flag_rows(self.table))
+
+    # --- the topology it builds (issue 42)
+    def build_topology(self, data: Mapping, model: "ModelArgs", cards: int,
+                       references: Mapping) -> Optional[tuple[tuple["Instance", ...], object]]:
+        """(its servers' instances, its own topology data, kept as `Spec.upstream`) from a valid document, where it
+        lays its topology out itself (vllm-ascend's DP groups); None: the instances the document lists."""
+        return None
+
+    def document_ports(self, c: "Context") -> Optional[list["PortUse"]]:
+        """Every port its servers and its front bind as validate reads the document, where it lays them out itself;
+        None: each unit's own ports and the front's."""
+        return None
+
+    def spec_ports(self, spec: "Spec") -> Optional[list["PortUse"]]:
+        """The same of a loaded spec, its servers' only (the fronts' are every flavour's); None: each instance's."""
+        return None
+
+    def card_counts(self, c: "Context") -> Iterator[tuple[tuple, int, str]]:
+        """(path, cards, what it says) of each of its own units the model table checks, beside the instances'
+        devices (vllm-ascend: a DP group's tp, times dp with expert parallel); none by default."""
+        return iter(())
+
+    def carried_key(self, key: str, known: Sequence[str]) -> Optional[tuple[str, str]]:
+        """(message, hint) for `key`, another server's key written where its schema reads the keys `known` (the
+        AscendCloud keys people carry over to vllm-ascend); None: not one of those."""
+        return None
 
     # --- doctor -----------------------------------------------------------------------------------------------
     def doctor_checks(self, spec: "Spec") -> frozenset[str]:

@@ -10,19 +10,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from deployctl.core import Secret
 from deployctl.fronts import front_kind
 from deployctl.fronts.proxy import PROXY
 from deployctl.spec.locate import Document
 from deployctl.spec.references import is_env_value
 from deployctl.spec.model import (
-    DEFAULT_COMPILE_CACHE_DIR, DEFAULT_HOOK_TIMEOUT, HOOK_POINTS, CacheSpec, EnvVar, FrontSpec, Hook, Host, ImageBuild, ImageSpec, Instance, ModelArgs,
-    MonitorSpec, Requirements, Rollout, Spec, SshSettings, UpstreamTopology, WeightsSpec,
+    DEFAULT_COMPILE_CACHE_DIR, DEFAULT_HOOK_TIMEOUT, HOOK_POINTS, CacheSpec, FrontSpec, Hook, Host, ImageBuild, ImageSpec, Instance, ModelArgs,
+    MonitorSpec, Requirements, Rollout, Spec, SshSettings, WeightsSpec,
 )
-from deployctl.spec.dp_groups import dp_group, servers_of
+from deployctl.spec.port_uses import DEFAULT_PROXY_PORT
 from deployctl.spec.profiles import select_profile
 from deployctl.spec.rules import DEFAULT_CARDS, DEFAULT_SCHEDULER_PORT
-from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT, GROUP_KEYS
+from deployctl.spec.values import env_vars, quantity
 
 _SSH_KEYS = ("user", "port", "identity_file", "known_hosts", "jump")
 _URL_SCHEMES = ("s3://", "obs://")  # the contract's only remote sources (weights.source, image.build.packages)
@@ -37,15 +36,14 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
     platform, server = data.get("platform", "ascend"), data.get("server", "vllm")
     flavour = flavour_named(platform, server)
     cards = data.get("requirements", {}).get("cards", DEFAULT_CARDS)
-    upstream = _upstream(data["topology"], cards) if flavour.dp_groups else None
+    built = flavour.build_topology(data, model, cards, document.references)
+    instances, upstream = built if built is not None else (
+        _instances(data["name"], data["topology"], model, flavour.ports_of), None)
     container = data.get("container", {})
     shm_size = container.get("shm_size")
-    instances = (_upstream_instances(data["name"], data["topology"], upstream, model, cards, document.references,
-                                     shm_size, container)
-                 if upstream else _instances(data["name"], data["topology"], model, flavour.ports_of))
-    front = _front(data["topology"], upstream is not None)
+    front = _front(data["topology"], built is not None)
     kind = front_kind(front.kind) if front is not None else None
-    own = kind.instance(data["name"], front, data["topology"], upstream is not None) if kind is not None else None
+    own = kind.instance(data["name"], front, data["topology"], built is not None) if kind is not None else None
     if own is not None:  # the front deployctl starts: vllm-router, or vllm-ascend's P/D proxy (last of its servers)
         instances += (own,)
     return Spec(
@@ -62,7 +60,7 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         weights=_weights(data.get("weights", {}), base_dir),
         cache=CacheSpec(compile=bool(data.get("cache", {}).get("compile", False)),
                         dir=data.get("cache", {}).get("dir", DEFAULT_COMPILE_CACHE_DIR).rstrip("/") or "/"),
-        env=_env(data.get("env", {}), document.references),
+        env=env_vars(data.get("env", {}), document.references),
         source=source,
         digest=_digest(data, document.references),
         upstream=upstream,
@@ -71,7 +69,7 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
         rollout=Rollout(**data.get("rollout", {})),
         server_version=data.get("server_version"),
         shm_size=shm_size,
-        cpu=_quantity(container.get("cpu")),
+        cpu=quantity(container.get("cpu")),
         memory=container.get("memory"),
         startup_timeout=data.get("health", {}).get("startup_timeout"),
         profile=select_profile(data.get("server_version"), data.get("image", {}).get("name")) if upstream else None,
@@ -83,7 +81,7 @@ def build_spec(document: Document, source: Optional[Path] = None, base_dir: Opti
 def _hooks(data: dict, references: dict) -> tuple[Hook, ...]:
     return tuple(Hook(point, tuple(entry["command"]), entry.get("on", "control"),
                       entry.get("timeout", DEFAULT_HOOK_TIMEOUT),
-                      _env(entry.get("env", {}), references, ("hooks", point, "env")), ("hooks", point))
+                      env_vars(entry.get("env", {}), references, ("hooks", point, "env")), ("hooks", point))
                  for point in HOOK_POINTS for entry in [data.get(point)] if entry is not None)
 
 
@@ -191,54 +189,6 @@ def _instance(deployment: str, role: str, index: int, entry: dict, model: ModelA
     )
 
 
-def _group_entries(topology: dict) -> list[tuple[str, dict, tuple]]:
-    """(role, entry, path) of every DP group, prefill before decode: their order is their index."""
-    keys = GROUP_KEYS[topology["mode"]]
-    return [("mixed" if key == "groups" else key, entry, ("topology", key, i))
-            for key in keys for i, entry in enumerate(topology.get(key, ()))]
-
-
-def _upstream(topology: dict, cards: int) -> UpstreamTopology:
-    """The groups; a default kv_port assumes requirements.cards NPUs per host (`up` reads the hosts' own count)."""
-    groups = tuple(
-        dp_group(role, index, entry["hosts"], entry["dp"], entry["tp"], entry["port"], cards,
-                 expert_parallel=entry.get("expert_parallel", False),
-                 devices=tuple(entry["devices"]) if "devices" in entry else None,
-                 kv_port=entry.get("kv_port"), rpc_port=entry.get("rpc_port"), number=path[2])
-        for index, (role, entry, path) in enumerate(_group_entries(topology)))
-    return UpstreamTopology(dp_launch=topology.get("dp_launch", "internal"), groups=groups,
-                            connector=topology.get("connector"))
-
-
-def _upstream_instances(deployment: str, topology: dict, upstream: UpstreamTopology, model: ModelArgs,
-                        cards: int, references: dict, shm_size: Optional[str] = None,
-                        container: Optional[dict] = None) -> tuple[Instance, ...]:
-    """One instance per `vllm serve` (per host and group, or per rank), then the proxy for P/D."""
-    out: list[Instance] = []
-    for group, (role, entry, path) in zip(upstream.groups, _group_entries(topology)):
-        own = entry.get("model", {})
-        env = _env(entry.get("env", {}), references, path + ("env",))
-        json_args = tuple((flag, json.dumps(own[key], sort_keys=True, separators=(",", ":")))
-                          for key, flag in (("additional_config", "--additional-config"),
-                                            ("compilation_config", "--compilation-config")) if key in own)
-        if "speculative" in entry:  # vLLM's --speculative-config: method, num_speculative_tokens, model, enforce_eager
-            json_args += (("--speculative-config", json.dumps(entry["speculative"], sort_keys=True,
-                                                              separators=(",", ":"))),)
-        group_shm = entry.get("container", {}).get("shm_size", shm_size)
-        own_container = {**(container or {}), **entry.get("container", {})}  # the group's over the top level's
-        for server in servers_of(group, cards, upstream.dp_launch):
-            out.append(Instance(
-                role=role, index=sum(1 for i in out if i.role == role), host=server.host, devices=server.devices,
-                port=server.port, name=f"{deployment}-{server.name}", tp=group.tp,
-                max_num_seqs=own.get("max_num_seqs", model.max_num_seqs),
-                max_num_batched_tokens=own.get("max_num_batched_tokens", model.max_num_batched_tokens),
-                extra_args=model.extra_args + tuple(own.get("extra_args", ())), path=path,
-                server=server, env=env, json_args=json_args, shm_size=group_shm,
-                cpu=_quantity(own_container.get("cpu")), memory=own_container.get("memory"),
-            ))
-    return tuple(out)
-
-
 def _requirements(entry: dict) -> Requirements:
     return Requirements(
         driver=entry.get("driver"),
@@ -279,23 +229,6 @@ def _weights(entry: dict, base_dir: Optional[Path]) -> WeightsSpec:
     )
 
 
-def _env_text(value) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
-def _env(entry: dict, references: dict, where: tuple = ("env",)) -> tuple[EnvVar, ...]:
-    """An env mapping (the spec's, or a DP group's at `where`): a value that came from ${VAR} becomes a Secret,
-    shown as its original text."""
-    out = []
-    for name, value in entry.items():
-        original = references.get(where + (name,))
-        if original is not None:
-            out.append(EnvVar(name, Secret(_env_text(value), label=original), display=original))
-        else:
-            out.append(EnvVar(name, _env_text(value), display=_env_text(value)))
-    return tuple(out)
-
-
 def _digest(data: dict, references: dict) -> str:
     """sha256 of the resolved document, with env secrets (the spec's and every group's) hashed as their ${VAR}
     text (never their value)."""
@@ -310,7 +243,3 @@ def _digest(data: dict, references: dict) -> str:
     text = json.dumps(shown, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
-
-def _quantity(value) -> Optional[str]:
-    """A CPU count as YAML may give it (16) as the quantity string Kubernetes takes ("16")."""
-    return None if value is None else str(value)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from deployctl.core import Secret
-from deployctl.spec.dp_groups import DpGroup, Server, kv_ports
 from deployctl.spec.profiles import ProfileChoice
+
+if TYPE_CHECKING:
+    from deployctl.servers.vllm_ascend.groups import Server
 
 LOCAL_ADDRESS = "local"
 
@@ -134,13 +136,16 @@ class Instance:
     metrics_port: Optional[int] = None  # triton's --metrics-port; a vllm-router's --prometheus-port
     bootstrap_port: Optional[int] = None  # an SGLang prefill's --disaggregation-bootstrap-port
     # One server over several hosts (server sglang's `hosts`): every node's host in rank order, this container's
-    # rank, and the first node's --dist-init-addr port; its nodes form one unit (plan/units.py), named after node 0
+    # rank, and the first node's --dist-init-addr port
     nodes: tuple[str, ...] = ()
     node_rank: int = 0
     dist_init_port: Optional[int] = None
+    # The unit it is replaced and restarted with (plan/units.py): a server over several hosts, named after node 0;
+    # a vllm-ascend DP group, by its label. "": the instance alone
     unit: str = ""
     path: tuple = ()  # where it sits in the spec, e.g. ("topology", "prefill", 0)
     server: Optional[Server] = None  # vllm-ascend: the DP ranks this `vllm serve` runs
+    bound_ports: tuple[tuple[str, int], ...] = ()  # (key, port) it binds beside own_ports: a DP server's kv and rpc
     env: tuple["EnvVar", ...] = ()  # vllm-ascend: its group's env, on top of the spec's
     json_args: tuple[tuple[str, str], ...] = ()  # vllm-ascend: (flag, compact JSON) passed through
     shm_size: Optional[str] = None  # container.shm_size written for its group, else the spec's (None: default)
@@ -159,14 +164,9 @@ class Instance:
 
     @property
     def ports(self) -> tuple[tuple[str, int], ...]:
-        """own_ports, then a DP group server's kv ports (where its group runs the connector) and, on the group's
-        first host, its rpc (DP master) port: every port it binds on its host."""
-        if self.server is None:
-            return self.own_ports
-        group = self.server.group
-        kv = tuple(("kv_port", p) for p in kv_ports(group, self.host)) if group.binds_kv_ports else ()
-        rpc = (("rpc_port", group.data_parallel_rpc_port),) if self.host == group.hosts[0] else ()
-        return self.own_ports + kv + rpc
+        """own_ports, then the further ports its flavour laid out for it (a DP group server's kv ports where its
+        group runs the connector and, on the group's first host, its rpc port): every port it binds on its host."""
+        return self.own_ports + self.bound_ports
 
 
 @dataclass(frozen=True)
@@ -180,15 +180,6 @@ class EnvVar:
     @property
     def is_secret(self) -> bool:
         return isinstance(self.value, Secret)
-
-
-@dataclass(frozen=True)
-class UpstreamTopology:
-    """server vllm-ascend: how its DP groups launch, their KV connector and the proxy in front."""
-
-    dp_launch: str  # internal | external
-    groups: tuple[DpGroup, ...]  # prefill groups then decode groups, or the mixed groups
-    connector: Optional[str] = None  # disaggregated: mooncake | mooncake_hybrid
 
 
 @dataclass(frozen=True)
@@ -247,7 +238,7 @@ class Spec:
     digest: str = ""  # sha256 of the resolved spec document
     # env keys whose ${VAR} was not set, allowed only by commands that never send env (logs, status, down)
     unresolved_env: tuple[str, ...] = ()
-    upstream: Optional[UpstreamTopology] = None  # server vllm-ascend only
+    upstream: Optional[Any] = None  # the flavour's own topology: vllm-ascend's DP groups (UpstreamTopology)
     connector: Optional[str] = None  # server sglang's P/D: topology.connector, its transfer backend (None: default)
     server_version: Optional[str] = None  # vllm-ascend: the version the spec says its image runs (overrides)
     shm_size: Optional[str] = None  # container.shm_size (None: the server's default)

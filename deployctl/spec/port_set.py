@@ -8,43 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 
-from deployctl.errors import Problem
 from deployctl.fronts import front_for_role, front_kind
-from deployctl.spec.dp_groups import MAX_PORT, DpGroup, port_uses
+from deployctl.spec.port_uses import (
+    DEFAULT_PROXY_PORT, HOST, MAX_PORT, Path, PortUse, document_router_metrics, dotted, front_name,
+    front_port, ids, router_metrics_port,
+)
 
 if TYPE_CHECKING:
     from deployctl.spec.model import Spec
     from deployctl.spec.rules import Context
 
-Path = tuple
-DEPLOYMENT, HOST = "deployment", "host"  # who binds a port: a container deployctl starts, or the host's own exporter
 EXPORTERS = (("npu_exporter_port", "MindCluster npu-exporter"), ("node_exporter_port", "node_exporter"))
-
-
-def _dotted(path: Path) -> str:
-    return Problem(path).dotted_path
-
-
-@dataclass(frozen=True)
-class PortUse:
-    """One port one user binds on one host."""
-
-    host: str
-    port: int
-    name: str  # how a message names its user: "prefill group 0 kv ports 28000-28015", or a key itself
-    path: Path  # the key that sets it (its unit's or the front's where a default does): a collision is said there
-    where: str = ""  # the key, when `name` is not it: "topology.prefill[0].kv_port"
-    default: str = ""  # the default that sets it, when no key does: "default port 9000"
-    owner: str = DEPLOYMENT
-
-    @property
-    def user(self) -> tuple:
-        return self.host, self.name, self.path, self.default
-
-    def said(self, line: int = 0) -> str:
-        """`prefill group 0 kv ports 28000-28015 (topology.prefill[0], line 16)`."""
-        parts = [p for p in (self.where, self.default, f"line {line}" if line else "") if p]
-        return self.name + (f" ({', '.join(parts)})" if parts else "")
 
 
 # The builders of each kind of port: both representations go through them.
@@ -53,7 +27,7 @@ def instance_ports(path: Path, host: str, port: Optional[int], extras: Iterable[
                    scheduler: bool = False, default_port: Optional[int] = None) -> Iterator[PortUse]:
     """An AscendCloud/GPU/Triton instance or the AscendCloud scheduler: its `port` (None: `default_port`), and
     each (key, value or None when defaulted, offset from port) its flavour listens on besides (Triton's)."""
-    where = _dotted(path)
+    where = dotted(path)
     if port is None and default_port is not None:
         yield PortUse(host, default_port, where, path, default=f"default port {default_port}")
         port = default_port
@@ -66,41 +40,6 @@ def instance_ports(path: Path, host: str, port: Optional[int], extras: Iterable[
             yield PortUse(host, value, f"{where}.{key}", path + (key,))
         else:
             yield PortUse(host, port + offset, where, path + ("port",), default=f"default {key} {port + offset}")
-
-
-def group_ports(group: DpGroup, launch: str, path: Path, written: Iterable[str]) -> Iterator[PortUse]:
-    """A vllm-ascend DP group's API, kv and rpc (DP master) ports (dp_groups.port_uses); `written`: its keys."""
-    written = set(written)
-    for host, port, key, what in port_uses(group, launch):
-        at = path + (key,) if key in written else path
-        yield PortUse(host, port, what, at, where=_dotted(at))
-
-
-def front_port(path: Path, host: str, port: Optional[int], name: str, default_port: int) -> PortUse:
-    """The front (vllm-ascend's proxy, a vllm-router): its port, or the default it listens on."""
-    if port is None:
-        return PortUse(host, default_port, name, path, where=_dotted(path), default=f"default port {default_port}")
-    return PortUse(host, port, name, path + ("port",), where=_dotted(path + ("port",)))
-
-
-def router_metrics_port(path: Path, host: str, port: Optional[int], default_port: int) -> PortUse:
-    """A vllm-router front's --prometheus-port: the key's value, or the default deployctl passes."""
-    name = "the vllm-router's metrics port"
-    if port is None:
-        return PortUse(host, default_port, name, path, where=_dotted(path),
-                       default=f"default metrics_port {default_port}")
-    return PortUse(host, port, name, path + ("metrics_port",), where=_dotted(path + ("metrics_port",)))
-
-
-def _document_router_metrics(c: "Context", host: str) -> list[PortUse]:
-    kind = front_kind(c.value(("topology", "front", "kind"), str))
-    if kind is None or kind.default_metrics_port is None:
-        return []
-    front = c.value(("topology", "front"), dict) or {}
-    port = c.value(("topology", "front", "metrics_port"), int)
-    if "metrics_port" in front and port is None:
-        return []  # a value the schema refused: said there
-    return [router_metrics_port(("topology", "front"), host, port, kind.default_metrics_port)]
 
 
 def exporter_ports(hosts: Iterable[str], ports: Iterable[tuple[str, int]]) -> Iterator[PortUse]:
@@ -117,52 +56,39 @@ def exporter_ports(hosts: Iterable[str], ports: Iterable[tuple[str, int]]) -> It
 
 def document_ports(c: "Context") -> list[PortUse]:
     """Every port the spec's deployment binds, in spec order: servers, then the front, then the exporters."""
-    from deployctl.spec.rules_upstream import front_key, launchable_groups, proxy_of
-
-    uses: list[PortUse] = []
-    if c.flavour.dp_groups:
-        launch = c.value(("topology", "dp_launch"), str) or "internal"
-        for unit, group in launchable_groups(c):
-            uses += group_ports(group, launch, unit.path, unit.data)
-        proxy, key = proxy_of(c), front_key(c)
-        if proxy is not None:
-            kind = c.value(("topology", "front", "kind"), str) if key == "front" else "proxy"
-            uses.append(front_port(("topology", key), proxy[0], proxy[1], _front_name(kind), proxy[2]))
-            if key == "front":
-                uses += _document_router_metrics(c, proxy[0])
-    else:
-        from deployctl.spec.rules import DEFAULT_SCHEDULER_PORT
-
-        for unit in c.units():
-            host = c.host_of(unit)
-            if host is None or unit.node:  # a server's further node binds no port deployctl gives it
-                continue
-            port = c.value(unit.path + ("port",), int)
-            is_front = front_for_role(unit.role) is not None  # the AscendCloud scheduler, one of its flavour's units
-            if is_front and "port" not in unit.data:
-                uses += instance_ports(unit.path, host, None, (), True, DEFAULT_SCHEDULER_PORT)
-            elif port is not None:
-                extras = [(key, c.value(unit.path + (key,), int) if key in unit.data else None, offset)
-                          for key, offset in c.flavour.ports_of(unit.role, c.nodes(unit))]
-                extras = [e for e in extras if e[1] is not None or e[0] not in unit.data]  # a failed value: none
-                uses += instance_ports(unit.path, host, port, extras, is_front)
-        front = c.value(("topology", "front"), dict)
-        host = c.value(("topology", "front", "host"), str)
-        if front is not None and host is not None and (c.hosts is None or host in c.hosts):
-            port = c.value(("topology", "front", "port"), int)
-            if "port" not in front or port is not None:
-                from deployctl.spec.rules_upstream import DEFAULT_PROXY_PORT
-
-                uses.append(front_port(("topology", "front"), host, port,
-                                       _front_name(c.value(("topology", "front", "kind"), str)), DEFAULT_PROXY_PORT))
-                uses += _document_router_metrics(c, host)
+    own = c.flavour.document_ports(c)  # vllm-ascend's DP groups and its front
+    uses = list(own) if own is not None else _unit_ports(c)
     uses += exporter_ports([u.host for u in uses], _written_exporters(c))
     return uses
 
 
-def _front_name(kind: Optional[str]) -> str:
-    found = front_kind(kind)
-    return found.title if found is not None else "the front"
+def _unit_ports(c: "Context") -> list[PortUse]:
+    """Each instance's ports and the AscendCloud scheduler's, then topology.front's."""
+    from deployctl.spec.rules import DEFAULT_SCHEDULER_PORT
+
+    uses: list[PortUse] = []
+    for unit in c.units():
+        host = c.host_of(unit)
+        if host is None or unit.node:  # a server's further node binds no port deployctl gives it
+            continue
+        port = c.value(unit.path + ("port",), int)
+        is_front = front_for_role(unit.role) is not None  # the AscendCloud scheduler, one of its flavour's units
+        if is_front and "port" not in unit.data:
+            uses += instance_ports(unit.path, host, None, (), True, DEFAULT_SCHEDULER_PORT)
+        elif port is not None:
+            extras = [(key, c.value(unit.path + (key,), int) if key in unit.data else None, offset)
+                      for key, offset in c.flavour.ports_of(unit.role, c.nodes(unit))]
+            extras = [e for e in extras if e[1] is not None or e[0] not in unit.data]  # a failed value: none
+            uses += instance_ports(unit.path, host, port, extras, is_front)
+    front = c.value(("topology", "front"), dict)
+    host = c.value(("topology", "front", "host"), str)
+    if front is not None and host is not None and (c.hosts is None or host in c.hosts):
+        port = c.value(("topology", "front", "port"), int)
+        if "port" not in front or port is not None:
+            uses.append(front_port(("topology", "front"), host, port,
+                                   front_name(c.value(("topology", "front", "kind"), str)), DEFAULT_PROXY_PORT))
+            uses += document_router_metrics(c, host)
+    return uses
 
 
 def _written_exporters(c: "Context") -> list[tuple[str, int]]:
@@ -180,17 +106,14 @@ def _written_exporters(c: "Context") -> list[tuple[str, int]]:
 
 def spec_ports(spec: "Spec") -> list[PortUse]:
     """The same set from a loaded spec; its exporters at their ports, written or default."""
-    uses: list[PortUse] = []
-    if spec.upstream is not None:
-        for group in spec.upstream.groups:
-            key = "groups" if group.role == "mixed" else group.role
-            path = ("topology", key, group.number if group.number is not None else group.index)
-            written = ["port"] + [k for k in ("kv_port", "rpc_port") if getattr(group, k) is not None]
-            uses += group_ports(group, spec.upstream.dp_launch, path, written)
+    from deployctl.servers import flavour_of
+
+    servers = flavour_of(spec).spec_ports(spec)  # vllm-ascend's DP groups
+    uses: list[PortUse] = list(servers or ())
     for instance in spec.instances:
-        if instance.server is not None:
-            continue
         own = front_for_role(instance.role)
+        if servers is not None and own is None:
+            continue  # a server whose ports its flavour gave
         if own is not None and own.own_entry:
             kind = front_kind(spec.front_spec.kind) if spec.front_spec is not None else own
             uses.append(front_port(instance.path, instance.host, instance.port,
@@ -239,18 +162,12 @@ def collisions(uses: Sequence[PortUse], machine: Callable[[str], str] = lambda h
     return [Collision(mine, other, tuple(ports)) for mine, other, ports in found.values()]
 
 
-def ids(numbers: Sequence[int]) -> str:
-    from deployctl.spec.dp_groups import _ids
-
-    return _ids(numbers)
-
-
 def collision_message(collision: Collision, line: int = 0, same_machine: str = "") -> str:
     """`port 36000 on host node1 (the proxy) is already used by prefill group 0 kv ports 36000-36007
     (topology.prefill[0], line 16)`; `line`: the other's."""
     mine, ports = collision.mine, collision.ports
     shown = f"port {ports[0]}" if len(ports) == 1 else f"ports {ids(ports)}"
-    own = [p for p in (mine.name if mine.name != _dotted(mine.path) else "", mine.default) if p]
+    own = [p for p in (mine.name if mine.name != dotted(mine.path) else "", mine.default) if p]
     own_said = f" ({', '.join(own)})" if own else ""
     if collision.other is None:
         return f"{mine.name} on host {mine.host} go past {MAX_PORT} ({shown})"

@@ -74,13 +74,11 @@ def check_model_table(c: Context) -> Iterator[Problem]:
 
 def _card_counts(c: Context) -> Iterator[tuple[tuple, int, str]]:
     """(path, cards, what it says) of every server: an instance's devices, or a vllm-ascend group's ranks."""
-    from deployctl.spec.rules_upstream import card_counts
-
     for unit in c.workers:
         devices = c.devices(unit)
         if devices:
             yield unit.path + ("devices",), len(devices), f"this instance has {len(devices)}"
-    yield from card_counts(c)
+    yield from c.flavour.card_counts(c)
 
 
 def env_maps(c: Context) -> Iterator[tuple[tuple, dict]]:

@@ -19,13 +19,6 @@ SUPPORTED_VERSIONS = (1,)
 INSTANCE_MODEL_KEYS = ("max_num_seqs", "max_num_batched_tokens", "extra_args")
 MAX_SCHEMA_ERRORS = 1000
 
-# server vllm-ascend: the AscendCloud keys people carry over, and the upstream key that says it now.
-UPSTREAM_HINTS = {
-    ("scheduler", True): "the public endpoint is the proxy: topology.proxy: {host: ..., port: 8000}",
-    ("instances", True): "mode mixed lists DP groups: topology.groups: [{hosts: [...], dp: ..., tp: ..., port: ...}]",
-    ("host", True): "a group lists its hosts: hosts: [node1, ...]; its dp ranks are spread evenly over them",
-}
-
 _TYPE_NAMES = {
     "integer": "an integer",
     "number": "a number",
@@ -196,10 +189,11 @@ def _unknown_key(path: Path, key: str, known: list[str]) -> Problem:
     if len(path) > 1 and path[-1] == "model" and key in shared_model_keys:
         return Problem(where, f"'{key}' cannot be set per instance; an instance's model may set only "
                               f"{', '.join(INSTANCE_MODEL_KEYS)}", hint="set it in the top-level model section")
-    upstream = UPSTREAM_HINTS.get((key, "dp_launch" in known or "dp" in known))
-    if upstream is not None:
-        return Problem(where, f"'{key}' is an AscendCloud key (server vllm); server vllm-ascend has no {key}",
-                       hint=upstream)
+    from deployctl.servers import FLAVOURS
+
+    carried = next(filter(None, (f.carried_key(key, known) for f in FLAVOURS.values())), None)
+    if carried is not None:  # another server's key, carried over (vllm-ascend names AscendCloud's)
+        return Problem(where, carried[0], hint=carried[1])
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     message = f"unknown key {quoted(key)}" + (f" — did you mean '{close[0]}'?" if close else "")
     hint = None if close else f"known keys here: {', '.join(known)}"

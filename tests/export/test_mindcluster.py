@@ -20,7 +20,7 @@ from deployctl.export.options import ExportOptions
 from deployctl.export.pods import DRAIN_S, ENDPOINT_SETTLE_S, PRESTOP_SCRIPT, STARTUP_MARGIN_S
 from deployctl.export.render import export
 from deployctl.export.stacks import NODE_TYPE_NAMES, NODE_TYPES, pod_templates
-from deployctl.spec.dp_groups import kv_ports
+from deployctl.servers.vllm_ascend.groups import kv_ports
 from deployctl.spec.load import load_spec_text
 from deployctl.spec.startup import startup_budget
 from tests.export.cases import ENVIRON, FIXTURES, MAPPED, REFUSED, ROOT, exported, load, options, stacked_cases

@@ -7,7 +7,7 @@ import subprocess
 from deployctl.servers.vllm_ascend.dp_launch import (
     data_parallel_args, host_env, kv_transfer_arg, kv_transfer_config, launch_command, profile_flags, proxy_args,
 )
-from deployctl.spec.dp_groups import DpGroup, connector_port_range, default_kv_port, kv_ports, ranks_of, servers_of
+from deployctl.servers.vllm_ascend.groups import DpGroup, connector_port_range, default_kv_port, kv_ports, ranks_of, servers_of
 from deployctl.spec.profiles import profiles
 
 ADDRESS = {"node1": "192.0.2.1", "node2": "192.0.2.2", "node3": "192.0.2.3"}

@@ -10,7 +10,7 @@ from deployctl.facts.listening import Listening
 from deployctl.facts.model import ContainerDevices
 from deployctl.plan.containers import LABEL_DEPLOYMENT, LABEL_DIGEST, container_for
 from deployctl.plan.up import UpInputs, digest_of, plan_up
-from deployctl.spec.dp_groups import kv_ports
+from deployctl.servers.vllm_ascend.groups import kv_ports
 from deployctl.spec.load import load_spec_text
 from tests.plan.hostfacts import deployed, running
 from tests.spec.test_front_rules import MIXED, ROUTER, UPSTREAM_PD

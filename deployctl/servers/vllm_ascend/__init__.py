@@ -1,10 +1,11 @@
 """vllm-ascend (`server: vllm-ascend`, platform ascend): upstream `vllm serve` per DP group with exactly its NPUs,
 Mooncake's KV connector and the load-balance proxy for P/D, rendered per the image's server profile (pure). The
-derivations live in dp_launch.py and upstream.py (this package); this module is what the rest of deployctl asks."""
+derivations live in this package (groups.py, topology.py, ports.py, rules_*.py, dp_launch.py, upstream.py); this
+module is what the rest of deployctl asks."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequence
 
 from deployctl.servers.ascendcloud import FAMILY, MOE
 from deployctl.servers.base import Flavour
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
     from deployctl.facts.model import HostFacts
     from deployctl.facts.probe import Probe
     from deployctl.plan.container_types import Container, RanktableFiles
-    from deployctl.spec.model import Instance, Spec
+    from deployctl.servers.vllm_ascend.groups import UpstreamTopology
+    from deployctl.spec.model import Instance, ModelArgs, Spec
+    from deployctl.spec.port_uses import PortUse
     from deployctl.spec.rules import Context
 
 # vLLM's --kv-cache-dtype has no int8 (CacheDType: auto or an fp8 kind), and vllm-ascend reads an int8 KV cache
@@ -45,6 +48,12 @@ PROXY_READINESS = (
     "        sys.exit(f'not ready: {url}: {error}')\n"
 )
 BACKEND_FLAGS = (("--prefiller-hosts", "--prefiller-ports"), ("--decoder-hosts", "--decoder-ports"))
+# The AscendCloud keys people carry over (unknown to its schema), and the key of its own that says it now.
+CARRIED_KEYS = {
+    "scheduler": "the public endpoint is the proxy: topology.proxy: {host: ..., port: 8000}",
+    "instances": "mode mixed lists DP groups: topology.groups: [{hosts: [...], dp: ..., tp: ..., port: ...}]",
+    "host": "a group lists its hosts: hosts: [node1, ...]; its dp ranks are spread evenly over them",
+}
 
 
 def proxy_backends(command: tuple[str, ...]) -> list[str]:
@@ -88,7 +97,7 @@ class VllmAscend(Flavour):
     table = TABLE
     wrong_platform_hint = "use server: vllm on GPU hosts"
     dp_groups = True
-    topology_keys = {}  # DP groups: its own rules (spec/rules_upstream.py)
+    topology_keys = {}  # DP groups: its own rules (servers/vllm_ascend/rules_groups.py)
     metrics = VLLM_KV_CONNECTOR  # its P/D runs vLLM's scheduler with a KV connector (Mooncake)
 
     def document_units(self, c: "Context"):
@@ -103,12 +112,41 @@ class VllmAscend(Flavour):
         return frozenset({"tuning"})
 
     def check(self, c: "Context") -> Iterator["Problem"]:
-        from deployctl.spec.rules_profile import check_pd_traps, check_profile
-        from deployctl.spec.rules_upstream import check_upstream
+        from deployctl.servers.vllm_ascend.rules_profile import check_pd_traps, check_profile
+        from deployctl.servers.vllm_ascend.rules_groups import check_upstream
 
         yield from check_upstream(c)
         yield from check_profile(c)
         yield from check_pd_traps(c)
+
+    def build_topology(self, data: Mapping, model: "ModelArgs", cards: int,
+                       references: Mapping) -> tuple[tuple["Instance", ...], "UpstreamTopology"]:
+        """Its DP groups, and an instance per `vllm serve` of each."""
+        from deployctl.servers.vllm_ascend.topology import build_topology
+
+        return build_topology(data, model, cards, references)
+
+    def document_ports(self, c: "Context") -> list["PortUse"]:
+        from deployctl.servers.vllm_ascend.ports import document_ports
+
+        return document_ports(c)
+
+    def spec_ports(self, spec: "Spec") -> Optional[list["PortUse"]]:
+        from deployctl.servers.vllm_ascend.ports import spec_ports
+
+        return spec_ports(spec) if spec.upstream is not None else None
+
+    def card_counts(self, c: "Context") -> Iterator[tuple[tuple, int, str]]:
+        from deployctl.servers.vllm_ascend.rules_groups import card_counts
+
+        return card_counts(c)
+
+    def carried_key(self, key: str, known: Sequence[str]) -> Optional[tuple[str, str]]:
+        """The AscendCloud keys people carry over, where its topology (dp_launch) or a group (dp) has them."""
+        hint = CARRIED_KEYS.get(key) if "dp_launch" in known or "dp" in known else None
+        if hint is None:
+            return None
+        return f"'{key}' is an AscendCloud key (server vllm); server {self.server} has no {key}", hint
 
     def container(self, spec: "Spec", instance: "Instance", ranktables: Optional["RanktableFiles"],
                   networks: Optional[Mapping]) -> "Container":

@@ -11,7 +11,7 @@ import json
 import shlex
 from typing import Callable, Mapping, Optional, Sequence
 
-from deployctl.spec.dp_groups import DpGroup, Server
+from deployctl.servers.vllm_ascend.groups import DpGroup, Server
 from deployctl.spec.profiles import ServerProfile
 
 MOONCAKE = "MooncakeConnectorV1"

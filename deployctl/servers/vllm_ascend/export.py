@@ -7,7 +7,7 @@ from typing import Callable, Mapping, Optional
 
 from deployctl.export.gang_types import Gang, Pod
 from deployctl.servers.vllm_ascend.upstream import HostNetwork, proxy_command
-from deployctl.spec.dp_groups import kv_ports
+from deployctl.servers.vllm_ascend.groups import kv_ports
 from deployctl.spec.model import Instance, Spec
 
 ADDRESS_FLAG = "--data-parallel-address"

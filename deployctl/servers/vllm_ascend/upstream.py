@@ -18,7 +18,7 @@ from deployctl.servers.engine_ready import engine_ready_env
 from deployctl.servers.fields import model_values, render_flags
 from deployctl.servers.shutdown import shutdown_timeout
 from deployctl.servers.vllm_ascend import TABLE as VLLM_ASCEND_TABLE
-from deployctl.spec.dp_groups import Server, default_kv_port
+from deployctl.servers.vllm_ascend.groups import Server, default_kv_port, with_server
 from deployctl.spec.model import EnvVar, Instance, Spec
 from deployctl.spec.profiles import ServerProfile, select_profile
 
@@ -85,7 +85,7 @@ def with_host_facts(spec: Spec, networks: Mapping[str, HostNetwork], probed: Opt
     if not changed:
         return spec
     instances = tuple(
-        replace(i, server=replace(i.server, group=changed[i.server.group.index]))
+        with_server(i, replace(i.server, group=changed[i.server.group.index]))
         if i.server is not None and i.server.group.index in changed else i for i in spec.instances)
     groups = tuple(changed.get(g.index, g) for g in spec.upstream.groups)
     return replace(spec, instances=instances, upstream=replace(spec.upstream, groups=groups))
@@ -128,7 +128,7 @@ def serve_command(spec: Spec, instance: Instance, networks: Mapping[str, HostNet
         prefill = next(g for g in groups if g.role == "prefill")
         decode = next(g for g in groups if g.role == "decode")
         # the hybrid connector is registered by name alone (v0.20.2rc1:vllm_ascend/distributed/kv_transfer/
-        # __init__.py:32-36); validate refused it on a release that lacks it (spec/rules_profile.py)
+        # __init__.py:32-36); validate refused it on a release that lacks it (servers/vllm_ascend/rules_profile.py)
         hybrid = spec.upstream.connector == "mooncake_hybrid" and profile.hybrid_connector
         values["@kv_transfer"] = kv_transfer_arg(kv_transfer_config(
             server, spec.name, prefill, decode, hybrid or profile.kv_connector,

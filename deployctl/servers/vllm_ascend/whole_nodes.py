@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from deployctl.spec.dp_groups import servers_of
+from deployctl.servers.vllm_ascend.groups import servers_of, with_server
 from deployctl.spec.model import Spec
 
 if TYPE_CHECKING:
@@ -38,6 +38,6 @@ def one_container_per_pod(spec: Spec, stack: "NpuStack") -> Spec:
         internal = next(s for s in servers_of(server.group, cards, "internal") if s.host == instance.host)
         index = counts.get(instance.role, 0)
         counts[instance.role] = index + 1
-        out.append(replace(instance, index=index, devices=internal.devices, port=internal.port,
-                           name=f"{spec.name}-{internal.name}", server=internal))
+        out.append(with_server(replace(instance, index=index, devices=internal.devices, port=internal.port,
+                                       name=f"{spec.name}-{internal.name}"), internal))
     return replace(spec, upstream=upstream, instances=tuple(out))

@@ -1,9 +1,10 @@
 """The rules a set of vllm-ascend DP groups obeys, on plain data: each violation said once, quoting its values."""
 
-from deployctl.spec.dp_groups import (
+from deployctl.servers.vllm_ascend.groups import (
     DpGroup, device_problems, group_shape_problems, port_uses, roles_agree_problems,
 )
-from deployctl.spec.port_set import collision_message, collisions, front_port, group_ports
+from deployctl.servers.vllm_ascend.ports import group_ports
+from deployctl.spec.port_set import collision_message, collisions, front_port
 
 PREFILL = DpGroup("prefill", 0, ("node1",), dp=2, tp=8, port=9100)
 DECODE = DpGroup("decode", 1, ("node2", "node3"), dp=8, tp=4, port=9100)

@@ -4,8 +4,13 @@ for the loader to locate."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Iterator, Optional, Sequence
+
+from deployctl.spec.port_uses import ids as _ids
+
+if TYPE_CHECKING:
+    from deployctl.spec.model import Instance
 
 KV_PORT_STEP = 100
 # Mooncake's AscendDirectTransport binds random ports in [20000, 20000 + 1000 x NPUs per host); a kv_port there
@@ -16,7 +21,6 @@ CONNECTOR_RANGE_START, CONNECTOR_PORTS_PER_NPU = 20000, 1000
 MIN_RANGE_NPUS = 8
 RPC_PORT_BASE = 12345
 MAX_TP = 16
-MAX_PORT = 65535
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,29 @@ class Server:
         where = f"r{self.ranks[0].rank}" if self.external else self.host
         return f"{self.group.label}-{where}"
 
+    @property
+    def bound_ports(self) -> tuple[tuple[str, int], ...]:
+        """(key, port) it binds beside its API port: its kv ports (where its group runs the connector) and, on the
+        group's first host, the rpc (DP master) port."""
+        group = self.group
+        kv = tuple(("kv_port", p) for p in kv_ports(group, self.host)) if group.binds_kv_ports else ()
+        return kv + ((("rpc_port", group.data_parallel_rpc_port),) if self.host == group.hosts[0] else ())
+
+
+@dataclass(frozen=True)
+class UpstreamTopology:
+    """server vllm-ascend: how its DP groups launch, their KV connector and the proxy in front (`Spec.upstream`)."""
+
+    dp_launch: str  # internal | external
+    groups: tuple[DpGroup, ...]  # prefill groups then decode groups, or the mixed groups
+    connector: Optional[str] = None  # disaggregated: mooncake | mooncake_hybrid
+
+
+def with_server(instance: "Instance", server: Server) -> "Instance":
+    """The instance running `server`: the ports it binds beside its own and its unit (its group, replaced and
+    restarted together: plan/units.py) are the server's."""
+    return replace(instance, server=server, bound_ports=server.bound_ports, unit=server.group.label)
+
 
 def ranks_of(group: DpGroup, cards: int) -> tuple[Rank, ...]:
     """Ranks in order, spread evenly over the group's hosts in their order, each `tp` consecutive usable devices."""
@@ -231,16 +258,3 @@ def port_uses(group: DpGroup, launch: str) -> Iterator[tuple[str, int, str, str]
             yield host, port, "kv_port", f"{group.where} kv ports {ports[0]}-{ports[-1]}"
     yield group.hosts[0], group.data_parallel_rpc_port, "rpc_port", f"{group.where} rpc port"
 
-
-def _ids(numbers: Sequence[int]) -> str:
-    """`0-3,8`: consecutive runs shortened."""
-    if not numbers:
-        return "none"
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][-1] + 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" if len(r) > 2 else f"{r[0]},{r[1]}"
-                    for r in runs)

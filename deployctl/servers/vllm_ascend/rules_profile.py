@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 from deployctl.core import flag_value
 from deployctl.errors import Problem
-from deployctl.spec.dp_groups import connector_port_range
+from deployctl.servers.vllm_ascend.groups import connector_port_range
 from deployctl.spec.profiles import (
     SOURCE_DEFAULT, SOURCE_OVERRIDE, SOURCE_TAG, ProfileChoice, parse_version, select_profile,
 )

@@ -1,6 +1,6 @@
 """Rules of a `server: vllm-ascend` spec (contract: "Upstream vllm-ascend"), each located at the key it is about.
 
-The group rules themselves live in dp_groups.py on plain DpGroups; this module finds the groups in the document,
+The group rules themselves live in groups.py on plain DpGroups; this module finds the groups in the document,
 builds the ones whose values passed the schema, and turns each violation into a Problem at its group's key.
 """
 
@@ -10,14 +10,15 @@ import difflib
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from deployctl.errors import Problem
-from deployctl.spec import dp_groups
-from deployctl.spec.dp_groups import DpGroup
+from deployctl.servers.vllm_ascend.groups import (
+    DpGroup, device_problems, dp_group, group_shape_problems, roles_agree_problems,
+)
+from deployctl.spec.port_uses import DEFAULT_PROXY_PORT
 
 if TYPE_CHECKING:
     from deployctl.spec.rules import Context, Unit
 
 GROUP_KEYS = {"mixed": ("groups",), "disaggregated": ("prefill", "decode")}
-DEFAULT_PROXY_PORT = 8000
 
 
 def group_of(c: Context, unit: Unit, index: int) -> Optional[DpGroup]:
@@ -35,7 +36,7 @@ def group_of(c: Context, unit: Unit, index: int) -> Optional[DpGroup]:
     for key in ("kv_port", "rpc_port"):
         if key in unit.data and c.value(unit.path + (key,), int) is None:
             return None
-    return dp_groups.dp_group(unit.role, index, hosts, dp, tp, port, c.cards,
+    return dp_group(unit.role, index, hosts, dp, tp, port, c.cards,
                               expert_parallel=c.value(unit.path + ("expert_parallel",), bool) is True,
                               devices=tuple(devices) if devices is not None else None,
                               kv_port=c.value(unit.path + ("kv_port",), int),
@@ -64,9 +65,9 @@ def check_upstream(c: Context) -> Iterator[Problem]:
                 yield Problem(unit.path + ((v.key,) if v.key in unit.data else ()), v.message)
 
     for group in groups:
-        yield from located(dp_groups.group_shape_problems(group, c.cards))
-    yield from located(dp_groups.roles_agree_problems(groups))
-    yield from located(dp_groups.device_problems(groups, c.cards, c.machine))
+        yield from located(group_shape_problems(group, c.cards))
+    yield from located(roles_agree_problems(groups))
+    yield from located(device_problems(groups, c.cards, c.machine))
     # their ports are in the deployment's one port set, checked with every other port (spec/port_set.py)
 
 
@@ -79,7 +80,7 @@ def built_groups(c: Context) -> list[tuple[Unit, DpGroup]]:
 def launchable_groups(c: Context) -> list[tuple[Unit, DpGroup]]:
     """The built groups whose shape can be launched: the others' ranks and ports mean nothing."""
     return [(unit, group) for unit, group in built_groups(c)
-            if not any(True for _ in dp_groups.group_shape_problems(group, c.cards))]
+            if not any(True for _ in group_shape_problems(group, c.cards))]
 
 
 def _mode_keys(c: Context, topology: dict) -> Iterator[Problem]:
