@@ -43,6 +43,9 @@ class _Kept:
 
 def validation_document(spec, errors: list[Problem], warnings: list[Problem]) -> dict:
     """The contract's `validate --output json` document."""
+    from deployctl.servers import flavour_of
+
+    flavour = flavour_of(spec) if spec is not None else None
     return {
         "valid": not errors,
         "errors": [_located(p) for p in errors],
@@ -50,7 +53,7 @@ def validation_document(spec, errors: list[Problem], warnings: list[Problem]) ->
         "summary": {"instances": [] if spec is None else [
             {"name": i.name, "role": i.role, "host": i.host, "devices": list(i.devices), "port": i.port,
              "tp": i.tp if i.devices else None,  # the scheduler holds no devices
-             **({"dp_ranks": [r.rank for r in i.server.ranks]} if i.server else {})}
+             **flavour.summary_fields(i)}  # vllm-ascend's dp_ranks
             for i in spec.instances
         ], **({"server_profile": profile_document(spec.profile)} if spec is not None and spec.profile else {})},
     }

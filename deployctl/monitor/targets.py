@@ -51,21 +51,11 @@ class Targets:
     router: tuple[Target, ...] = ()  # a vllm-router front's own /metrics (its --prometheus-port)
 
 
-def group_and_rank(instance: Instance) -> tuple[str, str]:
-    """(group, rank) as the spec numbers them: a vllm-ascend server's DP group and its first DP rank (an internal
-    launch's head fronts ranks start..start+local-1; vLLM labels each engine `engine`), else the instance's index
-    among its role and rank 0."""
-    if instance.server is not None:
-        group = instance.server.group
-        number = group.number if group.number is not None else group.index
-        return str(number), str(instance.server.ranks[0].rank) if instance.server.ranks else "0"
-    return str(instance.index), "0"
-
-
 def _labels(spec: Spec, instance: Instance) -> tuple[tuple[str, str], ...]:
-    group, rank = group_and_rank(instance)
-    return (("deployment", spec.name), ("role", instance.role), ("group", group), ("rank", rank),
-            ("host", instance.host), ("instance", instance.name))
+    """Its `group` and `rank` as its flavour numbers them (a vllm-ascend server's DP group and first DP rank)."""
+    numbered = flavour_of(spec).monitor_labels(instance)
+    return (("deployment", spec.name), ("role", instance.role), ("group", numbered["group"]),
+            ("rank", numbered["rank"]), ("host", instance.host), ("instance", instance.name))
 
 
 def _host_labels(spec: Spec, host: str, role: str) -> tuple[tuple[str, str], ...]:

@@ -60,10 +60,7 @@ def cache_key(spec: "Spec", instance: "Instance", image_id: str) -> CacheKey:
     """The key of an instance's compile cache: its image, its model (weights and the engine arguments that shape
     the graphs) and its parallel layout (tp, dp, expert parallel, devices per server)."""
     model = spec.model
-    server = instance.server
-    layout = {"tp": instance.tp, "devices": len(instance.devices),
-              "dp": server.group.dp if server is not None else 1,
-              "expert_parallel": bool(server.group.expert_parallel) if server is not None else False}
+    layout = {"tp": instance.tp, "devices": len(instance.devices), **flavour_of(spec).cache_layout(instance)}
     document = {
         "image": image_id,
         "model": {"dest": spec.weights.dest, "source": spec.weights.source, "max_model_len": model.max_model_len,

@@ -19,8 +19,6 @@ from deployctl.plan.front import (Backend, Front, add_commands, await_listed, ba
                                   remove_commands, route_step)
 from deployctl.plan.model import Stage, Step
 from deployctl.plan.units import serving_units, unit_of
-from deployctl.servers.vllm_ascend.groups import servers_of, with_server
-from deployctl.spec.port_uses import MAX_PORT
 from deployctl.spec.model import Instance, Spec
 from deployctl.servers import flavour_of
 from deployctl.servers.shutdown import DEFAULT_SHUTDOWN_TIMEOUT, stop_command
@@ -50,10 +48,6 @@ class Spare:
     cards: tuple[int, ...] = ()
     ports: frozenset[int] = frozenset()
     listening: Optional[Listening] = None  # its ephemeral range and reserved ports (a surge server's are reserved)
-
-
-SURGE_SUFFIX = "-surge"
-SURGE_PORT_OFFSET = 1000  # a surge server listens above its instance's port, on the first port free there
 
 
 @dataclass(frozen=True)
@@ -173,15 +167,13 @@ def _why_not_drain(spec: Spec, stages, front: Optional[Front], strategy: str) ->
     step = next((s for stage in stages for s in stage.steps if s.container == front.instance.name), None)
     if step is not None and step.action != "keep":
         return f"the front itself is {'replaced' if step.action == 'replace' else 'created'} ({step.reason})"
-    if spec.upstream is not None and _ranks_change(spec, stages):
-        return ("a DP group changes its ranks (some start or stop for good): the ranks of one group stop and "
-                "start together")
-    return ""
+    refusal = flavour_of(spec).members_change_refusal(spec)
+    return refusal if refusal and _members_change(spec, stages) else ""
 
 
-def _ranks_change(spec: Spec, stages) -> bool:
-    """Whether the plan starts or retires a rank beside replacing others (a changed dp): a wave would run the
-    group's new ranks with its old ones, or stop old ones while the rest of their group serves."""
+def _members_change(spec: Spec, stages) -> bool:
+    """Whether the plan starts or retires a container beside replacing others (a vllm-ascend group's changed dp):
+    a wave would run a unit's new members with its old ones, or stop old ones while the rest of their unit serves."""
     names = {i.name for i in spec.instances}
     steps = [s for stage in stages if stage.name in ("stop", "workers") for s in stage.steps]
     retired = any(s.stage == "stop" and s.action == "remove" and s.container not in names
@@ -220,7 +212,7 @@ def _waves(spec: Spec, units: list[Unit]) -> tuple[list[list[Unit]], list[str]]:
     for role, changed in per_role.items():
         size[role] = max(1, min(spec.rollout.max_unavailable, total[role] - 1))
         if total[role] == 1:
-            gaps.append(f"{role}: its one {'group' if spec.upstream else 'instance'} goes out of the front while "
+            gaps.append(f"{role}: its one {flavour_of(spec).unit_noun(spec)} goes out of the front while "
                         f"it is replaced (no other {role} server answers meanwhile)")
     count = max(math.ceil(len(changed) / size[role]) for role, changed in per_role.items())
     waves = [[u for role, changed in per_role.items() for u in changed[k * size[role]:(k + 1) * size[role]]]
@@ -230,17 +222,16 @@ def _waves(spec: Spec, units: list[Unit]) -> tuple[list[list[Unit]], list[str]]:
 
 def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) -> dict[str, tuple[Instance, ...]]:
     """Up to max_surge units per wave get surge servers, started and put into the front before the unit is
-    drained: an instance again on free cards of its host and a free port; a vllm-ascend DP group as a new group
-    (every rank, on cards free on each of its hosts, with its own index, so its own engine id, and free API, kv and
-    rpc ports)."""
-    if flavour_of(spec).surge(spec) < 1:
+    drained, as the flavour lays them out (servers/surge.py: an instance again on free cards of its host and a
+    free port; a vllm-ascend DP group as a new group)."""
+    flavour = flavour_of(spec)
+    if flavour.surge(spec) < 1:
         return {}  # a flavour without surge is refused by validate, with its reason (servers/features.py)
     from deployctl.spec.port_set import spec_ports
 
     used = {host: set(s.ports) for host, s in spare.items()}
     for use in spec_ports(spec):  # every port of the spec's one set, its hosts' exporters too
         used.setdefault(use.host, set()).add(use.port)
-    groups = spec.upstream.groups if spec.upstream is not None else ()
     units = serving_units(spec)
     out: dict[str, tuple[Instance, ...]] = {}
     for wave in waves:
@@ -248,60 +239,10 @@ def _surges(spec: Spec, waves, spare: Mapping[str, Spare], address_of, by_name) 
         free = {host: list(s.cards) for host, s in spare.items()}
         taken = {host: set(ports) for host, ports in used.items()}
         for unit in wave[:spec.rollout.max_surge]:
-            members = units[unit.label]
-            if members[0].server is not None:
-                found = _group_surge(members, len(groups) + len(out), spec.upstream.dp_launch, free, taken)
-                if found:
-                    out[unit.label] = found
-                continue
-            instance = members[0]
-            cards = free.get(instance.host, [])
-            if len(members) != 1 or len(cards) < len(instance.devices) or instance.port is None:
-                continue
-            port = next(p for p in range(instance.port + SURGE_PORT_OFFSET, 65536) if p not in taken[instance.host])
-            taken[instance.host].add(port)
-            devices, free[instance.host] = tuple(cards[:len(instance.devices)]), cards[len(instance.devices):]
-            out[unit.label] = (replace(instance, devices=devices, port=port, name=instance.name + SURGE_SUFFIX),)
+            found = flavour.surge_unit(spec, units[unit.label], len(out), free, taken)
+            if found:
+                out[unit.label] = found
     return out
-
-
-def _group_surge(members: tuple[Instance, ...], index: int, launch: str, free: dict, taken: dict):
-    """The servers of a new DP group shaped as `members`' (same dp, tp, hosts), on cards free on every one of its
-    hosts (a group's devices are the same ids on each), each server named after the one it stands in for; None
-    when the cards or ports are not there."""
-    group = members[0].server.group
-    if any(host not in free for host in group.hosts):
-        return None
-    common = [c for c in free[group.hosts[0]] if all(c in free[h] for h in group.hosts)]
-    need = group.ranks_per_host * group.tp
-    if len(common) < need:
-        return None
-    busy = set().union(*(taken[h] for h in group.hosts))
-
-    def run_from(first: int, count: int) -> Optional[int]:
-        """The first port from `first` starting `count` free ones in a row."""
-        for base in range(first, MAX_PORT - count + 2):
-            if not any(p in busy for p in range(base, base + count)):
-                busy.update(range(base, base + count))
-                return base
-        return None
-
-    api = run_from(group.port + SURGE_PORT_OFFSET, group.ranks_per_host if launch == "external" else 1)
-    kv = run_from(group.kv_port_base + SURGE_PORT_OFFSET, group.dp * group.tp) if group.binds_kv_ports \
-        else group.kv_port
-    rpc = run_from(group.data_parallel_rpc_port + SURGE_PORT_OFFSET, 1)
-    if api is None or (kv is None and group.binds_kv_ports) or rpc is None:
-        return None
-    surge = replace(group, index=index, number=None, devices=tuple(common[:need]), port=api, kv_port=kv,
-                    rpc_port=rpc)
-    servers = servers_of(surge, need, launch)
-    if len(servers) != len(members):
-        return None
-    for host in group.hosts:
-        free[host] = [c for c in free[host] if c not in surge.devices]
-        taken[host].update(busy)
-    return tuple(with_server(replace(m, devices=s.devices, port=s.port, name=m.name + SURGE_SUFFIX), s)
-                 for m, s in zip(members, servers))
 
 
 SURGE_PORT_WHAT = {"kv_port": "kv ports", "rpc_port": "rpc port"}  # how a reservation names a surge's ports

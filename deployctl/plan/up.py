@@ -348,7 +348,8 @@ def plan_up(spec: Spec, facts: Mapping[str, HostFacts], inputs: UpInputs = UpInp
 def _rollout(spec: Spec, stages: tuple[Stage, ...], deployed, networks, inputs: UpInputs, skip, facts):
     """The container stages as the rollout replaces serving containers (plan/rollout.py), and its summary."""
     from deployctl.plan.answers import answer_paths, asking_host
-    from deployctl.plan.rollout import SURGE_SUFFIX, WAVE_ANSWER_TOKENS, RolloutOptions, plan_rollout
+    from deployctl.plan.rollout import WAVE_ANSWER_TOKENS, RolloutOptions, plan_rollout
+    from deployctl.servers.surge import SURGE_SUFFIX
 
     address_of = reach_addresses(spec, networks)
     tokens = 0 if "answers" in skip else min(inputs.answer_tokens, WAVE_ANSWER_TOKENS)

@@ -202,6 +202,45 @@ class Flavour:
 
         return vllm_startup()
 
+    # --- units, rollout and reports (issue 42)
+    def unit_noun(self, spec: "Spec") -> str:
+        """How a rollout's messages name one of its units (plan/units.py): `instance` by default."""
+        return "instance"
+
+    def members_change_refusal(self, spec: "Spec") -> str:
+        """Why a rollout cannot drain while a unit starts or retires some of its members for good beside replacing
+        others ("": it can, each instance being a unit of its own)."""
+        return ""
+
+    def surge_unit(self, spec: "Spec", members: tuple["Instance", ...], surged: int, free: dict[str, list[int]],
+                   taken: dict[str, set[int]]) -> Optional[tuple["Instance", ...]]:
+        """The surge servers standing in for the unit `members` while it is replaced, on host -> cards `free` and
+        beside host -> ports `taken` (both updated with what they take), `surged` units having surged before it;
+        None where they do not fit. By default a one-instance unit again on free cards and a free port."""
+        from deployctl.servers.surge import instance_surge
+
+        return instance_surge(members, free, taken)
+
+    def cache_layout(self, instance: "Instance") -> Mapping[str, object]:
+        """The parallel layout beside tp and devices that an instance's compile cache is keyed by."""
+        return {"dp": 1, "expert_parallel": False}
+
+    def monitor_labels(self, instance: "Instance") -> Mapping[str, str]:
+        """The `group` and `rank` labels of an instance's metrics target: its index among its role and rank 0."""
+        return {"group": str(instance.index), "rank": "0"}
+
+    def summary_columns(self, spec: "Spec") -> tuple[str, ...]:
+        """The columns validate's summary table has after TP (each row's cell: summary_cells, else "-"); none."""
+        return ()
+
+    def summary_cells(self, instance: "Instance") -> Mapping[str, str]:
+        """Column -> an instance's cell in those columns; none by default."""
+        return {}
+
+    def summary_fields(self, instance: "Instance") -> Mapping[str, object]:
+        """Key -> value an instance has in `validate --output json`'s summary beside the generic ones; none."""
+        return {}
+
     # --- monitoring -------------------------------------------------------------------------------------------
     def metrics_endpoint(self, instance: "Instance") -> Optional[tuple[int, str]]:
         """(port, path) where Prometheus scrapes an instance's server metrics; None where it serves none. vLLM's

@@ -22,11 +22,14 @@ def render_summary(ui, spec) -> None:
     from rich import box
     from rich.table import Table
 
+    from deployctl.servers import flavour_of
     from deployctl.ui import keep_numbers_whole
 
     table = Table(title=f"{spec.name}: {spec.mode}, {spec.platform}/{spec.server}", title_justify="left",
                   box=box.SIMPLE_HEAD)
-    columns = ("host", "role", "container", "devices", "ports", "TP") + (("DP ranks",) if spec.upstream else ())
+    flavour = flavour_of(spec)
+    more = flavour.summary_columns(spec)  # vllm-ascend's DP ranks
+    columns = ("host", "role", "container", "devices", "ports", "TP") + more
     for column in columns:
         table.add_column(column, no_wrap=column in ("container", "ports"))
     for host in spec.hosts:
@@ -35,8 +38,8 @@ def render_summary(ui, spec) -> None:
             devices = ",".join(map(str, instance.devices)) or "-"
             row = [host.name, instance.role, instance.name, devices, "/".join(ports) or "headless",
                    str(instance.tp) if instance.devices else "-"]
-            if spec.upstream:
-                row.append(_ranks(instance))
+            cells = flavour.summary_cells(instance)
+            row += [cells.get(column, "-") for column in more]
             table.add_row(*row)
     keep_numbers_whole(table, "devices", "ports", "TP")
     ui.print(table)
@@ -47,21 +50,10 @@ def render_summary(ui, spec) -> None:
         ui.print(spec.profile.describe(), markup=False)
     if spec.scheduler is not None:  # the AscendCloud scheduler's workers find each other by them
         ui.print("NODE_PORTS: " + ",".join(map(str, spec.node_ports)), markup=False)
-    from deployctl.servers import flavour_of
     from deployctl.servers.features import unasked
 
-    flavour = flavour_of(spec)
     for line in unasked(flavour):  # what it cannot do that no key asks for: said, never skipped in silence
         ui.print(f"not supported by {flavour.title}: {line}", markup=False)
     containers, hosts = len(spec.instances), len(spec.used_hosts)
     ui.print(f"spec is valid: {containers} container{'s' * (containers != 1)} on {hosts} host{'s' * (hosts != 1)}",
              markup=False)
-
-
-def _ranks(instance) -> str:
-    """`2-3 of 8`: the DP ranks one vllm-ascend server runs."""
-    if instance.server is None:
-        return "-"
-    ranks = [r.rank for r in instance.server.ranks]
-    shown = str(ranks[0]) if len(ranks) == 1 else f"{ranks[0]}-{ranks[-1]}"
-    return f"{shown} of {instance.server.group.dp}"

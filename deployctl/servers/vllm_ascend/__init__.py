@@ -228,3 +228,51 @@ class VllmAscend(Flavour):
 
             return PROXY_HEALTH_PATH
         return "/health"
+
+    def unit_noun(self, spec: "Spec") -> str:
+        return "group" if spec.upstream else "instance"
+
+    def members_change_refusal(self, spec: "Spec") -> str:
+        if spec.upstream is None:
+            return ""
+        return ("a DP group changes its ranks (some start or stop for good): the ranks of one group stop and "
+                "start together")
+
+    def surge_unit(self, spec: "Spec", members: tuple["Instance", ...], surged: int, free: dict[str, list[int]],
+                   taken: dict[str, set[int]]) -> Optional[tuple["Instance", ...]]:
+        """A DP group surges whole as a new group, numbered after the spec's groups and the surges before it."""
+        if members[0].server is None:
+            return super().surge_unit(spec, members, surged, free, taken)
+        from deployctl.servers.vllm_ascend.surge import group_surge
+
+        return group_surge(members, len(spec.upstream.groups) + surged, spec.upstream.dp_launch, free, taken)
+
+    def cache_layout(self, instance: "Instance") -> Mapping[str, object]:
+        """A DP server's group's dp and expert parallel."""
+        server = instance.server
+        if server is None:
+            return super().cache_layout(instance)
+        return {"dp": server.group.dp, "expert_parallel": bool(server.group.expert_parallel)}
+
+    def monitor_labels(self, instance: "Instance") -> Mapping[str, str]:
+        """A DP server's group as the spec numbers it and its first DP rank (an internal launch's head fronts ranks
+        start..start+local-1; vLLM labels each engine `engine`)."""
+        server = instance.server
+        if server is None:
+            return super().monitor_labels(instance)
+        number = server.group.number if server.group.number is not None else server.group.index
+        return {"group": str(number), "rank": str(server.ranks[0].rank) if server.ranks else "0"}
+
+    def summary_columns(self, spec: "Spec") -> tuple[str, ...]:
+        return ("DP ranks",) if spec.upstream else ()
+
+    def summary_cells(self, instance: "Instance") -> Mapping[str, str]:
+        """`2-3 of 8`: the DP ranks one server runs."""
+        if instance.server is None:
+            return {}
+        ranks = [r.rank for r in instance.server.ranks]
+        shown = str(ranks[0]) if len(ranks) == 1 else f"{ranks[0]}-{ranks[-1]}"
+        return {"DP ranks": f"{shown} of {instance.server.group.dp}"}
+
+    def summary_fields(self, instance: "Instance") -> Mapping[str, object]:
+        return {"dp_ranks": [r.rank for r in instance.server.ranks]} if instance.server else {}
