@@ -275,3 +275,12 @@ def test_the_flavour_shaped_seam_sees_the_moved_groups_module(tmp_path):
     (tmp_path / "plan" / "x.py").write_text("from deployctl.servers.vllm_ascend.groups import servers_of\n")
     assert flavour_shaped(tmp_path, set()) == {"plan/x.py": ["1: from deployctl.servers.vllm_ascend.groups import "
                                                              "servers_of"]}
+
+
+def test_flavour_shaped_sites_outside_the_flavours_and_fronts_are_at_most_five():
+    """Issue 42's bound, every kind together: capability flags, topology-shaped data, engine flag and metric names,
+    front kinds compared (servers/ and fronts/ own theirs)."""
+    front = {name: lines for name, lines in front_comparisons(PACKAGE).items() if not name.startswith("servers/")}
+    sites = [*(f"{name}:{line}" for found in (capability_reads(PACKAGE), flavour_shaped(PACKAGE, engine_flags()), front)
+               for name, lines in found.items() for line in lines), *metric_literals(PACKAGE)]
+    assert len(sites) <= 5, sites
