@@ -139,6 +139,13 @@ def test_servers_import_plan_only_inside_functions():
         assert sorted(m for m in top if m.startswith("deployctl.plan")) == [], path.name
 
 
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of a tree's docstring nodes (which may cite what code may not spell)."""
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
 def metric_literals(package: Path) -> list[str]:
     """Code strings outside servers/ that spell a vLLM metric name (`vllm:...`); docstrings and comments may cite."""
     found = []
@@ -147,9 +154,7 @@ def metric_literals(package: Path) -> list[str]:
         if rel.parts[0] == "servers":
             continue
         tree = ast.parse(path.read_text())
-        docs = {id(node.body[0].value) for node in ast.walk(tree)
-                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        docs = docstrings(tree)
         found += [f"{rel.as_posix()}:{node.lineno}: {node.value[:60]}" for node in ast.walk(tree)
                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and "vllm:" in node.value
                   and id(node) not in docs]
@@ -200,12 +205,6 @@ def engine_flags() -> set[str]:
     return flags - OWN_FLAGS
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
-
-
 def flavour_shaped(package: Path, flags: set[str]) -> dict[str, list[str]]:
     """file -> the lines outside servers/ and fronts/ that read topology-shaped data, spell an engine flag or an
     SGLang metric name (code only: docstrings and comments may cite)."""
@@ -215,7 +214,7 @@ def flavour_shaped(package: Path, flags: set[str]) -> dict[str, list[str]]:
         if rel.parts[0] in ("servers", "fronts"):
             continue
         tree = ast.parse(path.read_text())
-        docs = _docstrings(tree)
+        docs = docstrings(tree)
         lines = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and (

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import deployctl
+from tests.servers.test_seam import docstrings
 
 PACKAGE = Path(deployctl.__file__).parent
 ROOT = PACKAGE.parent
@@ -25,9 +26,7 @@ def _naming(path: Path) -> bool:
     if path.suffix != ".py":
         return "sglang" in path.read_text(encoding="utf-8").lower()
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docs = {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docs = docstrings(tree)
     for node in ast.walk(tree):
         text = (node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
                 else node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
