@@ -28,6 +28,10 @@ past it, inside that floor and the buckets' error. The client waited for a CPU 2
 run's bench runs (1.2, 0.8, 14 s long). On 2026-11-28 two of twelve runs missed by +34..+39 ms (p50), their TTFT a
 few ms short of their E2E: the first chunk was read together with most of the answer.
 
+On a quiet machine (2026-11-29, nothing else running, load average 0.02 before; two runs), bench minus the engine,
+TTFT p50: parallel 1 +1.5 / +1.6 ms, parallel 4 +2.7 / +1.2 ms, 4 req/s +2.6 / +2.1 ms; E2E mean +1.3 / +1.2,
++2.3 / +2.9, +1.7 / +1.4 ms (the floor); vLLM's own client's TTFT mean in the first run +2.5, +3.9, +8.4 ms.
+
 Why those runs missed, found on 2026-11-29 with a probe of bench's reads against this engine (each recvmsg's kernel
 stamp, when it was made and how many tokens it took; the run delay of the client, the API server and the engine
 core from /proc/<tid>/schedstat; 14 runs, 12 of them at parallel 4): the client read late, the server wrote on
