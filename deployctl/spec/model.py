@@ -145,7 +145,6 @@ class Instance:
     unit: str = ""
     path: tuple = ()  # where it sits in the spec, e.g. ("topology", "prefill", 0)
     server: Optional[Server] = None  # vllm-ascend: the DP ranks this `vllm serve` runs
-    bound_ports: tuple[tuple[str, int], ...] = ()  # (key, port) it binds beside own_ports: a DP server's kv and rpc
     env: tuple["EnvVar", ...] = ()  # vllm-ascend: its group's env, on top of the spec's
     json_args: tuple[tuple[str, str], ...] = ()  # vllm-ascend: (flag, compact JSON) passed through
     shm_size: Optional[str] = None  # container.shm_size written for its group, else the spec's (None: default)
@@ -164,9 +163,9 @@ class Instance:
 
     @property
     def ports(self) -> tuple[tuple[str, int], ...]:
-        """own_ports, then the further ports its flavour laid out for it (a DP group server's kv ports where its
-        group runs the connector and, on the group's first host, its rpc port): every port it binds on its host."""
-        return self.own_ports + self.bound_ports
+        """own_ports, then the further ports its flavour's server binds (a DP group server's `bound_ports`: kv ports
+        where its group runs the connector and, on the group's first host, its rpc port): every port on its host."""
+        return self.own_ports + (self.server.bound_ports if self.server is not None else ())
 
 
 @dataclass(frozen=True)

@@ -149,9 +149,8 @@ class UpstreamTopology:
 
 
 def with_server(instance: "Instance", server: Server) -> "Instance":
-    """The instance running `server`: the ports it binds beside its own and its unit (its group, replaced and
-    restarted together: plan/units.py) are the server's."""
-    return replace(instance, server=server, bound_ports=server.bound_ports, unit=server.group.label)
+    """The instance running `server`, in its group's unit (replaced and restarted together: plan/units.py)."""
+    return replace(instance, server=server, unit=server.group.label)
 
 
 def ranks_of(group: DpGroup, cards: int) -> tuple[Rank, ...]:
